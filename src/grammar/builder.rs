@@ -1,0 +1,104 @@
+//! The one way front ends create a [`Grammar`]: declare rule names (forward references allowed),
+//! define their bodies, then [`GrammarBuilder::build`] checks that every declared rule was defined
+//! and that the root exists.
+
+use std::collections::HashMap;
+
+use super::{Expr, Grammar, GrammarError, Rule};
+use crate::util::{Limits, RuleId};
+
+/// Mutable grammar under construction.
+#[derive(Debug, Default)]
+pub struct GrammarBuilder {
+    rules: Vec<Option<Rule>>,
+    names: Vec<String>,
+    by_name: HashMap<String, RuleId>,
+    max_rules: usize,
+}
+
+impl GrammarBuilder {
+    /// An empty builder bounded by `limits.max_rules`.
+    pub fn new(limits: &Limits) -> Self {
+        GrammarBuilder {
+            max_rules: limits.max_rules,
+            ..Default::default()
+        }
+    }
+
+    /// The id of rule `name`, declaring it (undefined) if new.
+    pub fn declare(&mut self, name: &str) -> Result<RuleId, GrammarError> {
+        if let Some(&id) = self.by_name.get(name) {
+            return Ok(id);
+        }
+        if self.names.len() >= self.max_rules {
+            return Err(GrammarError::TooManyRules {
+                given: self.names.len() + 1,
+                limit: self.max_rules,
+            });
+        }
+        let id = RuleId::new(self.names.len())?;
+        self.names.push(name.to_string());
+        self.rules.push(None);
+        self.by_name.insert(name.to_string(), id);
+        Ok(id)
+    }
+
+    /// A fresh rule name based on `base` that no declared rule uses yet.
+    pub fn fresh_name(&self, base: &str) -> String {
+        if !self.by_name.contains_key(base) {
+            return base.to_string();
+        }
+        (1..)
+            .map(|i| format!("{base}_{i}"))
+            .find(|n| !self.by_name.contains_key(n))
+            .unwrap_or_else(|| base.to_string())
+    }
+
+    /// Whether `id` already has a body.
+    pub fn is_defined(&self, id: RuleId) -> bool {
+        self.rules.get(id.index()).is_some_and(Option::is_some)
+    }
+
+    /// Gives rule `id` its body and optional lookahead. Defining a rule twice is an error.
+    pub fn define(
+        &mut self,
+        id: RuleId,
+        body: Expr,
+        lookahead: Option<Expr>,
+    ) -> Result<(), GrammarError> {
+        let name = self.names[id.index()].clone();
+        let slot = &mut self.rules[id.index()];
+        if slot.is_some() {
+            return Err(GrammarError::DuplicateRule { name });
+        }
+        *slot = Some(Rule {
+            name,
+            body,
+            lookahead,
+        });
+        Ok(())
+    }
+
+    /// Declares and defines a new rule with a fresh name derived from `base`.
+    pub fn add_rule(&mut self, base: &str, body: Expr) -> Result<RuleId, GrammarError> {
+        let name = self.fresh_name(base);
+        let id = self.declare(&name)?;
+        self.define(id, body, None)?;
+        Ok(id)
+    }
+
+    /// Finishes the grammar with root `root_name`.
+    pub fn build(self, root_name: &str) -> Result<Grammar, GrammarError> {
+        let root = *self
+            .by_name
+            .get(root_name)
+            .ok_or_else(|| GrammarError::MissingRoot {
+                name: root_name.to_string(),
+            })?;
+        let mut rules = Vec::with_capacity(self.rules.len());
+        for (slot, name) in self.rules.into_iter().zip(self.names) {
+            rules.push(slot.ok_or(GrammarError::UndefinedRule { name })?);
+        }
+        Ok(Grammar::from_parts(rules, root))
+    }
+}

@@ -1,0 +1,565 @@
+//! EBNF text → [`Grammar`], in xgrammar's dialect.
+//!
+//! ```text
+//! grammar    ::= rule*                      # rules are separated by nothing but their `name ::=`
+//! rule       ::= NAME "::=" alts ("(=" alts ")")?
+//! alts       ::= seq ("|" seq)*
+//! seq        ::= postfix+
+//! postfix    ::= primary ("*" | "+" | "?" | "{" N "}" | "{" N? "," N? "}")*
+//! primary    ::= STRING | CLASS | NAME | "(" alts ")"
+//! ```
+//!
+//! Strings are double-quoted with escapes `\n \r \t \" \' \\ \xHH \uXXXX \UXXXXXXXX` (all name code
+//! points, not bytes) and raw UTF-8. Classes `[...]` hold code points and ranges, with `^` negation;
+//! `[^]` is any code point. `#` starts a comment. Every error carries the 1-based line:col of the
+//! offending token; references to undefined rules point at the first reference.
+
+use std::collections::HashMap;
+
+use super::{CharClass, EbnfError, EbnfErrorKind, Expr, Grammar, GrammarBuilder, MAX_CODE_POINT};
+use crate::util::{Limits, RuleId};
+
+/// Parses `src` with root rule `root`.
+pub fn parse(src: &str, root: &str, limits: &Limits) -> Result<Grammar, EbnfError> {
+    let tokens = Lexer::new(src).tokenize()?;
+    Parser {
+        tokens,
+        pos: 0,
+        builder: GrammarBuilder::new(limits),
+        first_ref: HashMap::new(),
+        limits,
+        depth: 0,
+    }
+    .parse_grammar(root)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Name(String),
+    Str(String),
+    Class(CharClass),
+    Int(u64),
+    LParen,
+    LookParen,
+    RParen,
+    LBrace,
+    RBrace,
+    Pipe,
+    Comma,
+    Assign,
+    Star,
+    Plus,
+    Question,
+    Eof,
+}
+
+impl Tok {
+    fn describe(&self) -> String {
+        match self {
+            Tok::Name(n) => format!("name `{n}`"),
+            Tok::Str(_) => "string literal".into(),
+            Tok::Class(_) => "character class".into(),
+            Tok::Int(n) => format!("number {n}"),
+            Tok::LParen => "`(`".into(),
+            Tok::LookParen => "`(=`".into(),
+            Tok::RParen => "`)`".into(),
+            Tok::LBrace => "`{`".into(),
+            Tok::RBrace => "`}`".into(),
+            Tok::Pipe => "`|`".into(),
+            Tok::Comma => "`,`".into(),
+            Tok::Assign => "`::=`".into(),
+            Tok::Star => "`*`".into(),
+            Tok::Plus => "`+`".into(),
+            Tok::Question => "`?`".into(),
+            Tok::Eof => "end of input".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Spanned {
+    tok: Tok,
+    line: usize,
+    col: usize,
+}
+
+struct Lexer<'a> {
+    chars: std::iter::Peekable<std::str::Chars<'a>>,
+    line: usize,
+    col: usize,
+}
+
+impl<'a> Lexer<'a> {
+    fn new(src: &'a str) -> Self {
+        Lexer {
+            chars: src.chars().peekable(),
+            line: 1,
+            col: 1,
+        }
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.chars.next()?;
+        if c == '\n' {
+            self.line += 1;
+            self.col = 1;
+        } else {
+            self.col += 1;
+        }
+        Some(c)
+    }
+
+    fn err(&self, line: usize, col: usize, kind: EbnfErrorKind) -> EbnfError {
+        EbnfError { line, col, kind }
+    }
+
+    fn tokenize(mut self) -> Result<Vec<Spanned>, EbnfError> {
+        let mut out = Vec::new();
+        loop {
+            while let Some(&c) = self.chars.peek() {
+                if c.is_whitespace() {
+                    self.bump();
+                } else if c == '#' {
+                    while self.chars.peek().is_some_and(|&c| c != '\n') {
+                        self.bump();
+                    }
+                } else {
+                    break;
+                }
+            }
+            let (line, col) = (self.line, self.col);
+            let Some(c) = self.bump() else {
+                out.push(Spanned {
+                    tok: Tok::Eof,
+                    line,
+                    col,
+                });
+                return Ok(out);
+            };
+            let tok = match c {
+                '(' if self.chars.peek() == Some(&'=') => {
+                    self.bump();
+                    Tok::LookParen
+                }
+                '(' => Tok::LParen,
+                ')' => Tok::RParen,
+                '{' => Tok::LBrace,
+                '}' => Tok::RBrace,
+                '|' => Tok::Pipe,
+                ',' => Tok::Comma,
+                '*' => Tok::Star,
+                '+' => Tok::Plus,
+                '?' => Tok::Question,
+                ':' => {
+                    if self.bump() == Some(':') && self.bump() == Some('=') {
+                        Tok::Assign
+                    } else {
+                        return Err(self.err(
+                            line,
+                            col,
+                            EbnfErrorKind::Unexpected {
+                                expected: "`::=`".into(),
+                                found: "`:`".into(),
+                            },
+                        ));
+                    }
+                }
+                '"' => Tok::Str(self.string(line, col)?),
+                '[' => Tok::Class(self.class(line, col)?),
+                c if c.is_ascii_digit() => {
+                    let mut n = u64::from(c as u8 - b'0');
+                    while let Some(d) = self.chars.peek().and_then(|c| c.to_digit(10)) {
+                        self.bump();
+                        n = n.saturating_mul(10).saturating_add(u64::from(d));
+                    }
+                    Tok::Int(n)
+                }
+                c if c.is_ascii_alphabetic() || c == '_' => {
+                    let mut name = String::from(c);
+                    while let Some(&c) = self.chars.peek() {
+                        if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                            name.push(c);
+                            self.bump();
+                        } else {
+                            break;
+                        }
+                    }
+                    Tok::Name(name)
+                }
+                other => return Err(self.err(line, col, EbnfErrorKind::BadChar(other))),
+            };
+            out.push(Spanned { tok, line, col });
+        }
+    }
+
+    /// Reads the body of a string literal after its opening quote.
+    fn string(&mut self, line: usize, col: usize) -> Result<String, EbnfError> {
+        let mut s = String::new();
+        loop {
+            let (el, ec) = (self.line, self.col);
+            match self.bump() {
+                None | Some('\n') => {
+                    return Err(self.err(line, col, EbnfErrorKind::UnterminatedString))
+                }
+                Some('"') => return Ok(s),
+                Some('\\') => s.push(self.escape(el, ec, false)?),
+                Some(c) => s.push(c),
+            }
+        }
+    }
+
+    /// Reads one escape after its backslash. `in_class` allows the class-only escapes.
+    fn escape(&mut self, line: usize, col: usize, in_class: bool) -> Result<char, EbnfError> {
+        let Some(c) = self.bump() else {
+            return Err(self.err(line, col, EbnfErrorKind::BadEscape("\\".into())));
+        };
+        let digits = match c {
+            'n' => return Ok('\n'),
+            'r' => return Ok('\r'),
+            't' => return Ok('\t'),
+            '"' | '\'' | '\\' => return Ok(c),
+            '[' | ']' | '-' | '^' if in_class => return Ok(c),
+            'x' => 2,
+            'u' => 4,
+            'U' => 8,
+            other => {
+                return Err(self.err(line, col, EbnfErrorKind::BadEscape(format!("\\{other}"))))
+            }
+        };
+        let mut value = 0u32;
+        let mut text = format!("\\{c}");
+        for _ in 0..digits {
+            match self.chars.peek().and_then(|d| d.to_digit(16)) {
+                Some(d) => {
+                    text.push(self.bump().unwrap_or('0'));
+                    value = value.saturating_mul(16).saturating_add(d);
+                }
+                None => return Err(self.err(line, col, EbnfErrorKind::BadEscape(text))),
+            }
+        }
+        char::from_u32(value).ok_or_else(|| self.err(line, col, EbnfErrorKind::BadCodePoint(value)))
+    }
+
+    /// Reads a character class after its `[`.
+    fn class(&mut self, line: usize, col: usize) -> Result<CharClass, EbnfError> {
+        let negated = if self.chars.peek() == Some(&'^') {
+            self.bump();
+            true
+        } else {
+            false
+        };
+        let mut ranges = Vec::new();
+        loop {
+            let (il, ic) = (self.line, self.col);
+            let lo = match self.bump() {
+                None => return Err(self.err(line, col, EbnfErrorKind::UnterminatedClass)),
+                Some(']') => break,
+                Some('\\') => self.escape(il, ic, true)?,
+                Some(c) => c,
+            };
+            let is_range = self.chars.peek() == Some(&'-') && {
+                let mut look = self.chars.clone();
+                look.next();
+                !matches!(look.peek(), Some(']') | None)
+            };
+            if !is_range {
+                ranges.push((lo as u32, lo as u32));
+                continue;
+            }
+            self.bump();
+            let (hl, hc) = (self.line, self.col);
+            let hi = match self.bump() {
+                Some('\\') => self.escape(hl, hc, true)?,
+                Some(c) => c,
+                None => return Err(self.err(line, col, EbnfErrorKind::UnterminatedClass)),
+            };
+            if lo > hi {
+                return Err(self.err(
+                    il,
+                    ic,
+                    EbnfErrorKind::ReversedRange {
+                        lo: lo.escape_debug().to_string(),
+                        hi: hi.escape_debug().to_string(),
+                    },
+                ));
+            }
+            ranges.push((lo as u32, hi as u32));
+        }
+        if ranges.is_empty() && !negated {
+            return Err(self.err(
+                line,
+                col,
+                EbnfErrorKind::Unexpected {
+                    expected: "at least one character in the class".into(),
+                    found: "`[]`".into(),
+                },
+            ));
+        }
+        debug_assert!(ranges.iter().all(|&(_, hi)| hi <= MAX_CODE_POINT));
+        Ok(CharClass::new(negated, ranges))
+    }
+}
+
+struct Parser<'l> {
+    tokens: Vec<Spanned>,
+    pos: usize,
+    builder: GrammarBuilder,
+    first_ref: HashMap<RuleId, (usize, usize)>,
+    limits: &'l Limits,
+    depth: usize,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> &Spanned {
+        &self.tokens[self.pos.min(self.tokens.len() - 1)]
+    }
+
+    fn peek2(&self) -> &Tok {
+        &self.tokens[(self.pos + 1).min(self.tokens.len() - 1)].tok
+    }
+
+    fn next(&mut self) -> Spanned {
+        let t = self.peek().clone();
+        if self.pos < self.tokens.len() - 1 {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn unexpected(&self, expected: &str) -> EbnfError {
+        let t = self.peek();
+        EbnfError {
+            line: t.line,
+            col: t.col,
+            kind: EbnfErrorKind::Unexpected {
+                expected: expected.into(),
+                found: t.tok.describe(),
+            },
+        }
+    }
+
+    fn expect(&mut self, tok: Tok, expected: &str) -> Result<(), EbnfError> {
+        if self.peek().tok == tok {
+            self.next();
+            Ok(())
+        } else {
+            Err(self.unexpected(expected))
+        }
+    }
+
+    fn parse_grammar(mut self, root: &str) -> Result<Grammar, EbnfError> {
+        while self.peek().tok != Tok::Eof {
+            let head = self.next();
+            let Tok::Name(name) = head.tok else {
+                return Err(EbnfError {
+                    line: head.line,
+                    col: head.col,
+                    kind: EbnfErrorKind::Unexpected {
+                        expected: "a rule name".into(),
+                        found: head.tok.describe(),
+                    },
+                });
+            };
+            let at = |kind| EbnfError {
+                line: head.line,
+                col: head.col,
+                kind,
+            };
+            self.expect(Tok::Assign, "`::=` after the rule name")?;
+            let id = self
+                .builder
+                .declare(&name)
+                .map_err(|e| at(EbnfErrorKind::Grammar(e)))?;
+            if self.builder.is_defined(id) {
+                return Err(at(EbnfErrorKind::DuplicateRule(name)));
+            }
+            let body = self.alternatives()?;
+            let lookahead = if self.peek().tok == Tok::LookParen {
+                self.next();
+                let la = self.alternatives()?;
+                self.expect(Tok::RParen, "`)` closing the lookahead assertion")?;
+                Some(la)
+            } else {
+                None
+            };
+            if !self.at_rule_start() && self.peek().tok != Tok::Eof {
+                return Err(self.unexpected("`|`, an expression, or a new rule `name ::=`"));
+            }
+            self.builder
+                .define(id, body, lookahead)
+                .map_err(|e| at(EbnfErrorKind::Grammar(e)))?;
+        }
+        let mut undefined: Vec<_> = self
+            .first_ref
+            .iter()
+            .filter(|(id, _)| !self.builder.is_defined(**id))
+            .map(|(_, &pos)| pos)
+            .collect();
+        undefined.sort_unstable();
+        if let Some(&(line, col)) = undefined.first() {
+            let name = self.name_at(line, col);
+            return Err(EbnfError {
+                line,
+                col,
+                kind: EbnfErrorKind::UndefinedRule(name),
+            });
+        }
+        self.builder.build(root).map_err(|e| EbnfError {
+            line: 1,
+            col: 1,
+            kind: EbnfErrorKind::Grammar(e),
+        })
+    }
+
+    fn name_at(&self, line: usize, col: usize) -> String {
+        self.tokens
+            .iter()
+            .find_map(|t| match &t.tok {
+                Tok::Name(n) if t.line == line && t.col == col => Some(n.clone()),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    fn at_rule_start(&self) -> bool {
+        matches!(self.peek().tok, Tok::Name(_)) && *self.peek2() == Tok::Assign
+    }
+
+    fn alternatives(&mut self) -> Result<Expr, EbnfError> {
+        let mut alts = vec![self.sequence()?];
+        while self.peek().tok == Tok::Pipe {
+            self.next();
+            alts.push(self.sequence()?);
+        }
+        Ok(if alts.len() == 1 {
+            alts.pop().unwrap_or(Expr::Empty)
+        } else {
+            Expr::Alt(alts)
+        })
+    }
+
+    fn starts_primary(&self) -> bool {
+        match self.peek().tok {
+            Tok::Str(_) | Tok::Class(_) | Tok::LParen => true,
+            Tok::Name(_) => !self.at_rule_start(),
+            _ => false,
+        }
+    }
+
+    fn sequence(&mut self) -> Result<Expr, EbnfError> {
+        let mut items = Vec::new();
+        while self.starts_primary() {
+            items.push(self.postfix()?);
+        }
+        match items.len() {
+            0 => Err(self.unexpected("an expression (string, class, rule name or group)")),
+            1 => Ok(items.pop().unwrap_or(Expr::Empty)),
+            _ => Ok(Expr::Seq(items)),
+        }
+    }
+
+    fn postfix(&mut self) -> Result<Expr, EbnfError> {
+        let mut e = self.primary()?;
+        loop {
+            let fixed = match self.peek().tok {
+                Tok::Star => Some((0, None)),
+                Tok::Plus => Some((1, None)),
+                Tok::Question => Some((0, Some(1))),
+                Tok::LBrace => None,
+                _ => return Ok(e),
+            };
+            self.next();
+            let (min, max) = match fixed {
+                Some(bounds) => bounds,
+                None => self.bounds()?,
+            };
+            e = Expr::Repeat {
+                body: Box::new(e),
+                min,
+                max,
+            };
+        }
+    }
+
+    fn int(&mut self) -> Result<u32, EbnfError> {
+        let t = self.peek().clone();
+        let Tok::Int(n) = t.tok else {
+            return Err(self.unexpected("a number"));
+        };
+        self.next();
+        let limit = self.limits.max_repeat;
+        if n > u64::from(limit) {
+            return Err(EbnfError {
+                line: t.line,
+                col: t.col,
+                kind: EbnfErrorKind::RepeatTooLarge { given: n, limit },
+            });
+        }
+        Ok(n as u32)
+    }
+
+    /// Parses the inside of `{...}` after the brace, consuming the closing brace.
+    fn bounds(&mut self) -> Result<(u32, Option<u32>), EbnfError> {
+        let open = self.tokens[self.pos - 1].clone();
+        let min = if self.peek().tok == Tok::Comma {
+            0
+        } else {
+            self.int()?
+        };
+        let max = if self.peek().tok == Tok::Comma {
+            self.next();
+            if self.peek().tok == Tok::RBrace {
+                None
+            } else {
+                Some(self.int()?)
+            }
+        } else {
+            Some(min)
+        };
+        self.expect(Tok::RBrace, "`}` closing the repetition bounds")?;
+        if let Some(max) = max.filter(|&m| m < min) {
+            return Err(EbnfError {
+                line: open.line,
+                col: open.col,
+                kind: EbnfErrorKind::ReversedRepeat { min, max },
+            });
+        }
+        Ok((min, max))
+    }
+
+    fn primary(&mut self) -> Result<Expr, EbnfError> {
+        if !self.starts_primary() {
+            return Err(self.unexpected("an expression (string, class, rule name or group)"));
+        }
+        let t = self.next();
+        match t.tok {
+            Tok::Str(s) if s.is_empty() => Ok(Expr::Empty),
+            Tok::Str(s) => Ok(Expr::Literal(s)),
+            Tok::Class(c) => Ok(Expr::Class(c)),
+            Tok::Name(name) => {
+                let id = self.builder.declare(&name).map_err(|e| EbnfError {
+                    line: t.line,
+                    col: t.col,
+                    kind: EbnfErrorKind::Grammar(e),
+                })?;
+                self.first_ref.entry(id).or_insert((t.line, t.col));
+                Ok(Expr::Ref(id))
+            }
+            Tok::LParen => {
+                self.depth += 1;
+                if self.depth > self.limits.max_nesting {
+                    return Err(EbnfError {
+                        line: t.line,
+                        col: t.col,
+                        kind: EbnfErrorKind::TooDeep(self.limits.max_nesting),
+                    });
+                }
+                let e = self.alternatives()?;
+                self.expect(Tok::RParen, "`)` closing the group")?;
+                self.depth -= 1;
+                Ok(e)
+            }
+            _ => Err(self.unexpected("an expression (string, class, rule name or group)")),
+        }
+    }
+}

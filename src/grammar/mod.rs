@@ -1,0 +1,195 @@
+//! L1 — the grammar IR and what turns text into it and back.
+//!
+//! A [`Grammar`] is a dense table of [`Rule`]s indexed by [`RuleId`], one of which is the root. A rule
+//! body is a typed [`Expr`]: literals are UTF-8 text, character classes are sets of Unicode code
+//! points (lowered to UTF-8 byte ranges only in [`fsm`]), repetition keeps its bounds. Every front end
+//! (EBNF here, JSON Schema, regex and structural tags later) emits through [`GrammarBuilder`], so a
+//! `Grammar` always has every referenced rule defined and a valid root.
+//!
+//! Stages: [`ebnf`] text → `Grammar`; [`passes`] normalize / inline / prune / nullable; [`fsm`] each rule
+//! → a byte FSM with rule-reference edges; [`print`] `Grammar` → EBNF that parses back to the same
+//! `Grammar`.
+
+pub mod builder;
+pub mod ebnf;
+pub mod error;
+pub mod fsm;
+pub mod passes;
+pub mod print;
+
+pub use builder::GrammarBuilder;
+pub use error::{EbnfError, EbnfErrorKind, GrammarError};
+
+use crate::util::RuleId;
+
+/// A set of Unicode scalar values, kept as sorted, non-overlapping, non-adjacent inclusive ranges.
+/// `negated` is kept as written so the printer can reproduce `[^...]`; the matched set is the
+/// complement of `ranges` when it is set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CharClass {
+    /// Whether the class matches every code point *not* in `ranges`.
+    pub negated: bool,
+    /// Canonical ranges (sorted, merged).
+    pub ranges: Vec<(u32, u32)>,
+}
+
+/// The largest Unicode scalar value.
+pub const MAX_CODE_POINT: u32 = 0x10FFFF;
+
+impl CharClass {
+    /// A class from arbitrary ranges; they are sorted and merged. Ranges must have `lo <= hi`.
+    pub fn new(negated: bool, mut ranges: Vec<(u32, u32)>) -> Self {
+        ranges.sort_unstable();
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(ranges.len());
+        for (lo, hi) in ranges {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        CharClass {
+            negated,
+            ranges: merged,
+        }
+    }
+
+    /// The code point ranges the class matches, with negation applied.
+    pub fn matched_ranges(&self) -> Vec<(u32, u32)> {
+        if !self.negated {
+            return self.ranges.clone();
+        }
+        let mut out = Vec::new();
+        let mut next = 0u32;
+        for &(lo, hi) in &self.ranges {
+            if lo > next {
+                out.push((next, lo - 1));
+            }
+            next = hi.saturating_add(1);
+        }
+        if next <= MAX_CODE_POINT {
+            out.push((next, MAX_CODE_POINT));
+        }
+        out
+    }
+}
+
+/// A rule body expression.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Expr {
+    /// The empty string `""`.
+    Empty,
+    /// A non-empty literal string.
+    Literal(String),
+    /// One code point from a class.
+    Class(CharClass),
+    /// A reference to another rule (or this one).
+    Ref(RuleId),
+    /// Concatenation; at least two items after normalization.
+    Seq(Vec<Expr>),
+    /// Alternation; at least two items after normalization.
+    Alt(Vec<Expr>),
+    /// `body{min,max}`; `max = None` is unbounded. `*` is `{0,}`, `+` is `{1,}`, `?` is `{0,1}`.
+    Repeat {
+        /// What is repeated.
+        body: Box<Expr>,
+        /// Fewest repetitions.
+        min: u32,
+        /// Most repetitions, or unbounded.
+        max: Option<u32>,
+    },
+}
+
+impl Expr {
+    /// Calls `f` on every rule this expression references, in order of appearance.
+    pub fn for_each_ref(&self, f: &mut impl FnMut(RuleId)) {
+        match self {
+            Expr::Empty | Expr::Literal(_) | Expr::Class(_) => {}
+            Expr::Ref(r) => f(*r),
+            Expr::Seq(items) | Expr::Alt(items) => items.iter().for_each(|e| e.for_each_ref(f)),
+            Expr::Repeat { body, .. } => body.for_each_ref(f),
+        }
+    }
+
+    /// Rewrites every rule reference with `f`.
+    pub fn map_refs(&mut self, f: &mut impl FnMut(RuleId) -> Expr) {
+        match self {
+            Expr::Empty | Expr::Literal(_) | Expr::Class(_) => {}
+            Expr::Ref(r) => *self = f(*r),
+            Expr::Seq(items) | Expr::Alt(items) => items.iter_mut().for_each(|e| e.map_refs(f)),
+            Expr::Repeat { body, .. } => body.map_refs(f),
+        }
+    }
+}
+
+/// One named rule: `name ::= body (= lookahead)`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Rule {
+    /// The rule's name, unique within its grammar.
+    pub name: String,
+    /// What the rule matches.
+    pub body: Expr,
+    /// A lookahead assertion: a hint that the text after this rule starts with a match of it. Like
+    /// xgrammar, the parser does not enforce it; it is kept, printed and available to the mask cache.
+    pub lookahead: Option<Expr>,
+}
+
+/// A complete grammar: every referenced rule exists and `root` is a valid id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Grammar {
+    rules: Vec<Rule>,
+    root: RuleId,
+}
+
+impl Grammar {
+    /// The rule table, indexed by [`RuleId`].
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// One rule.
+    pub fn rule(&self, id: RuleId) -> &Rule {
+        &self.rules[id.index()]
+    }
+
+    /// The root rule's id.
+    pub fn root(&self) -> RuleId {
+        self.root
+    }
+
+    /// Looks a rule up by name.
+    pub fn rule_id(&self, name: &str) -> Option<RuleId> {
+        self.rules
+            .iter()
+            .position(|r| r.name == name)
+            .map(|i| RuleId(i as u32))
+    }
+
+    /// Builds a grammar from parts that already satisfy the invariants (used by passes, which only
+    /// rewrite valid grammars).
+    pub(crate) fn from_parts(rules: Vec<Rule>, root: RuleId) -> Self {
+        debug_assert!(root.index() < rules.len());
+        Grammar { rules, root }
+    }
+
+    /// Takes the grammar apart (for passes).
+    pub(crate) fn into_parts(self) -> (Vec<Rule>, RuleId) {
+        (self.rules, self.root)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_merges_and_negates() {
+        let c = CharClass::new(false, vec![(5, 9), (0, 3), (4, 4), (20, 30)]);
+        assert_eq!(c.ranges, vec![(0, 9), (20, 30)]);
+        let n = CharClass::new(true, vec![(0, 9)]);
+        assert_eq!(n.matched_ranges(), vec![(10, MAX_CODE_POINT)]);
+        assert_eq!(
+            CharClass::new(true, vec![]).matched_ranges(),
+            vec![(0, MAX_CODE_POINT)]
+        );
+    }
+}

@@ -1,0 +1,274 @@
+//! Grammar → grammar rewrites that keep the language and every rule's meaning, and the analyses the
+//! compiler needs. [`optimize`] is the one place that fixes their order:
+//!
+//! 1. [`normalize`]: flatten nested sequences and alternations, drop empty sequence items, merge
+//!    adjacent literals, turn one-character classes into literals, fold nested stars.
+//! 2. [`inline_trivial`]: replace references to rules whose body is a single literal, class, empty
+//!    string or reference (and that have no lookahead and are not the root) by that body.
+//! 3. [`normalize`] again, since inlining can create new adjacent literals.
+//! 4. [`remove_unreachable`]: drop rules the root cannot reach, renumbering the rest in order.
+//!
+//! [`nullable`] computes which rules derive the empty string (a fixpoint over the rule table).
+
+use super::{CharClass, Expr, Grammar, Rule};
+use crate::util::RuleId;
+
+/// Runs every pass in order.
+pub fn optimize(g: Grammar) -> Grammar {
+    let g = normalize(g);
+    let g = inline_trivial(g);
+    let g = normalize(g);
+    remove_unreachable(g)
+}
+
+/// Canonicalizes every rule body and lookahead (see the module docs).
+pub fn normalize(g: Grammar) -> Grammar {
+    let (mut rules, root) = g.into_parts();
+    for rule in &mut rules {
+        rule.body = normalize_expr(std::mem::replace(&mut rule.body, Expr::Empty));
+        rule.lookahead = rule.lookahead.take().map(normalize_expr);
+    }
+    Grammar::from_parts(rules, root)
+}
+
+fn normalize_expr(e: Expr) -> Expr {
+    match e {
+        Expr::Class(CharClass {
+            negated: false,
+            ranges,
+        }) if is_single(&ranges) => match char::from_u32(ranges[0].0) {
+            Some(c) => Expr::Literal(c.to_string()),
+            None => Expr::Class(CharClass::new(false, ranges)),
+        },
+        Expr::Seq(items) => {
+            let mut out: Vec<Expr> = Vec::with_capacity(items.len());
+            for item in items.into_iter().map(normalize_expr) {
+                let parts = match item {
+                    Expr::Seq(inner) => inner,
+                    Expr::Empty => continue,
+                    other => vec![other],
+                };
+                for part in parts {
+                    match (out.last_mut(), part) {
+                        (Some(Expr::Literal(prev)), Expr::Literal(next)) => prev.push_str(&next),
+                        (_, part) => out.push(part),
+                    }
+                }
+            }
+            match out.len() {
+                0 => Expr::Empty,
+                1 => out.pop().unwrap_or(Expr::Empty),
+                _ => Expr::Seq(out),
+            }
+        }
+        Expr::Alt(items) => {
+            let mut out: Vec<Expr> = Vec::with_capacity(items.len());
+            for item in items.into_iter().map(normalize_expr) {
+                let parts = match item {
+                    Expr::Alt(inner) => inner,
+                    other => vec![other],
+                };
+                for part in parts {
+                    if !out.contains(&part) {
+                        out.push(part);
+                    }
+                }
+            }
+            if out.len() == 1 {
+                out.pop().unwrap_or(Expr::Empty)
+            } else {
+                Expr::Alt(out)
+            }
+        }
+        Expr::Repeat { body, min, max } => {
+            let body = normalize_expr(*body);
+            match (body, min, max) {
+                (Expr::Empty, _, _) | (_, 0, Some(0)) => Expr::Empty,
+                (body, 1, Some(1)) => body,
+                // (x*)*, (x*)?, (x*)+, (x+)*, (x?)* and (x+)? all equal x*.
+                (
+                    Expr::Repeat {
+                        body: inner,
+                        min: imin,
+                        max: imax,
+                    },
+                    omin,
+                    omax,
+                ) if folds_to_star(imin, imax, omin, omax) => Expr::Repeat {
+                    body: inner,
+                    min: 0,
+                    max: None,
+                },
+                (body, min, max) => Expr::Repeat {
+                    body: Box::new(body),
+                    min,
+                    max,
+                },
+            }
+        }
+        other => other,
+    }
+}
+
+fn is_single(ranges: &[(u32, u32)]) -> bool {
+    ranges.len() == 1 && ranges[0].0 == ranges[0].1
+}
+
+fn folds_to_star(imin: u32, imax: Option<u32>, omin: u32, omax: Option<u32>) -> bool {
+    match (imin, imax) {
+        (0, None) => omin <= 1 && omax != Some(0),
+        (1, None) => omin == 0,
+        (0, Some(1)) => omin == 0 && omax.is_none(),
+        _ => false,
+    }
+}
+
+/// Whether a rule body is small enough to copy into every reference.
+fn is_trivial(rule: &Rule, id: RuleId) -> bool {
+    rule.lookahead.is_none()
+        && match &rule.body {
+            Expr::Empty | Expr::Literal(_) | Expr::Class(_) => true,
+            Expr::Ref(r) => *r != id,
+            _ => false,
+        }
+}
+
+/// Inlines trivial rules (see the module docs). Reference cycles among trivial rules are left alone.
+pub fn inline_trivial(g: Grammar) -> Grammar {
+    let (mut rules, root) = g.into_parts();
+    let replacement: Vec<Option<Expr>> = (0..rules.len())
+        .map(|i| resolve_trivial(&rules, root, RuleId(i as u32)))
+        .collect();
+    let mut substitute = |r: RuleId| replacement[r.index()].clone().unwrap_or(Expr::Ref(r));
+    for rule in &mut rules {
+        rule.body.map_refs(&mut substitute);
+        if let Some(la) = &mut rule.lookahead {
+            la.map_refs(&mut substitute);
+        }
+    }
+    Grammar::from_parts(rules, root)
+}
+
+/// The expression a reference to `id` can be replaced by, following chains of trivial references.
+fn resolve_trivial(rules: &[Rule], root: RuleId, id: RuleId) -> Option<Expr> {
+    let mut seen = vec![false; rules.len()];
+    let mut cur = id;
+    loop {
+        let rule = &rules[cur.index()];
+        if cur == root || seen[cur.index()] || !is_trivial(rule, cur) {
+            return (cur != id).then_some(Expr::Ref(cur));
+        }
+        seen[cur.index()] = true;
+        match &rule.body {
+            Expr::Ref(next) => cur = *next,
+            body => return Some(body.clone()),
+        }
+    }
+}
+
+/// Drops rules the root cannot reach and renumbers the rest, keeping their relative order.
+pub fn remove_unreachable(g: Grammar) -> Grammar {
+    let (rules, root) = g.into_parts();
+    let mut reachable = vec![false; rules.len()];
+    let mut stack = vec![root];
+    reachable[root.index()] = true;
+    while let Some(r) = stack.pop() {
+        let rule = &rules[r.index()];
+        let mut visit = |x: RuleId| {
+            if !reachable[x.index()] {
+                reachable[x.index()] = true;
+                stack.push(x);
+            }
+        };
+        rule.body.for_each_ref(&mut visit);
+        if let Some(la) = &rule.lookahead {
+            la.for_each_ref(&mut visit);
+        }
+    }
+    let mut new_id = vec![RuleId(0); rules.len()];
+    let mut next = 0u32;
+    for (i, keep) in reachable.iter().enumerate() {
+        if *keep {
+            new_id[i] = RuleId(next);
+            next += 1;
+        }
+    }
+    let mut renumber = |r: RuleId| Expr::Ref(new_id[r.index()]);
+    let kept: Vec<Rule> = rules
+        .into_iter()
+        .zip(&reachable)
+        .filter(|(_, keep)| **keep)
+        .map(|(mut rule, _)| {
+            rule.body.map_refs(&mut renumber);
+            if let Some(la) = &mut rule.lookahead {
+                la.map_refs(&mut renumber);
+            }
+            rule
+        })
+        .collect();
+    Grammar::from_parts(kept, new_id[root.index()])
+}
+
+/// For each rule, whether it derives the empty string.
+pub fn nullable(g: &Grammar) -> Vec<bool> {
+    let mut null = vec![false; g.rules().len()];
+    loop {
+        let mut changed = false;
+        for (i, rule) in g.rules().iter().enumerate() {
+            if !null[i] && expr_nullable(&rule.body, &null) {
+                null[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return null;
+        }
+    }
+}
+
+fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
+    match e {
+        Expr::Empty => true,
+        Expr::Literal(s) => s.is_empty(),
+        Expr::Class(_) => false,
+        Expr::Ref(r) => null[r.index()],
+        Expr::Seq(items) => items.iter().all(|i| expr_nullable(i, null)),
+        Expr::Alt(items) => items.iter().any(|i| expr_nullable(i, null)),
+        Expr::Repeat { body, min, .. } => *min == 0 || expr_nullable(body, null),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::{ebnf, print::print_grammar};
+    use crate::util::Limits;
+
+    fn opt(src: &str) -> String {
+        let g = ebnf::parse(src, "root", &Limits::default()).expect("test grammar parses");
+        print_grammar(&optimize(g))
+    }
+
+    #[test]
+    fn merges_inlines_and_prunes() {
+        let src = "root ::= a b [c] (\"d\" (\"e\"))\na ::= \"x\"\nb ::= a\nunused ::= \"z\"\n";
+        assert_eq!(opt(src), "root ::= \"xxcde\"\n");
+    }
+
+    #[test]
+    fn keeps_recursion_and_folds_stars() {
+        let src = "root ::= (\"a\"*)* r\nr ::= \"(\" r \")\" | \"\"\n";
+        assert_eq!(opt(src), "root ::= \"a\"* r\nr ::= \"(\" r \")\" | \"\"\n");
+    }
+
+    #[test]
+    fn nullable_fixpoint() {
+        let g = ebnf::parse(
+            "root ::= a b\na ::= \"\" | \"x\"\nb ::= a*\nc ::= \"y\" c\n",
+            "root",
+            &Limits::default(),
+        )
+        .expect("parses");
+        assert_eq!(nullable(&g), vec![true, true, true, false]);
+    }
+}

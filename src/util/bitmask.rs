@@ -1,0 +1,91 @@
+//! The packed token mask handed to samplers.
+//!
+//! Layout (the one xgrammar and vLLM use): `ceil(vocab_size / 32)` `u32` words; token `t` is bit
+//! `t % 32` of word `t / 32`; bit = 1 means the token is allowed. Bits past `vocab_size` are always 0.
+
+use super::TokenId;
+
+/// A token mask over a vocabulary of `len` ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenBitmask {
+    words: Vec<u32>,
+    len: usize,
+}
+
+impl TokenBitmask {
+    /// An all-zero (nothing allowed) mask for `vocab_size` ids.
+    pub fn new(vocab_size: usize) -> Self {
+        TokenBitmask {
+            words: vec![0; vocab_size.div_ceil(32)],
+            len: vocab_size,
+        }
+    }
+
+    /// Number of token ids the mask covers.
+    pub fn vocab_size(&self) -> usize {
+        self.len
+    }
+
+    /// The packed words.
+    pub fn words(&self) -> &[u32] {
+        &self.words
+    }
+
+    /// Disallow every token.
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+    }
+
+    /// Allow `token`; ids past the vocabulary are ignored (they are always masked).
+    #[inline]
+    pub fn set(&mut self, token: TokenId) {
+        let t = token.index();
+        if t < self.len {
+            self.words[t / 32] |= 1 << (t % 32);
+        }
+    }
+
+    /// Whether `token` is allowed.
+    #[inline]
+    pub fn is_allowed(&self, token: TokenId) -> bool {
+        let t = token.index();
+        t < self.len && self.words[t / 32] & (1 << (t % 32)) != 0
+    }
+
+    /// Number of allowed tokens.
+    pub fn count_allowed(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Allowed token ids in increasing order.
+    pub fn allowed_ids(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        for (wi, &w) in self.words.iter().enumerate() {
+            let mut bits = w;
+            while bits != 0 {
+                let b = bits.trailing_zeros();
+                out.push(wi as u32 * 32 + b);
+                bits &= bits - 1;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_and_count() {
+        let mut m = TokenBitmask::new(70);
+        assert_eq!(m.words().len(), 3);
+        m.set(TokenId(0));
+        m.set(TokenId(33));
+        m.set(TokenId(69));
+        m.set(TokenId(70));
+        assert_eq!(m.count_allowed(), 3);
+        assert_eq!(m.allowed_ids(), vec![0, 33, 69]);
+        assert!(m.is_allowed(TokenId(33)) && !m.is_allowed(TokenId(34)));
+    }
+}

@@ -1,0 +1,16 @@
+//! L0 — primitives every other layer uses.
+//!
+//! - [`ids`]: `u32` newtype ids (`RuleId`, `StateId`, `TokenId`) with checked constructors; they index
+//!   dense `Vec`s, never `HashMap`s.
+//! - [`bitmask`]: [`TokenBitmask`], the packed allowed-token mask (bit = 1 means allowed), laid out as
+//!   xgrammar and vLLM expect: `ceil(vocab_size / 32)` little-endian `u32` words, token `t` at bit `t % 32`
+//!   of word `t / 32`.
+//! - [`limits`]: [`Limits`], every resource bound of the engine in one place.
+
+pub mod bitmask;
+pub mod ids;
+pub mod limits;
+
+pub use bitmask::TokenBitmask;
+pub use ids::{IdOverflow, RuleId, StateId, TokenId};
+pub use limits::Limits;

@@ -1,0 +1,201 @@
+//! GGUF `tokenizer.ggml.*` metadata → [`Vocab`], read with candle's GGUF reader (only the header
+//! and metadata are read, not the weights).
+//!
+//! `tokenizer.ggml.model` `gpt2` is byte-level BPE (pieces in GPT-2 byte characters, merges given);
+//! `llama` is SentencePiece (pieces with `▁` and `<0xHH>`, merges derived from piece order).
+//! Token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte. Control and
+//! unknown tokens are special; unused ones are padding; user-defined ones are literal text.
+//! Stop tokens: `eos_token_id`, `eot_token_id` and `eom_token_id` when present.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use candle_core::quantized::gguf_file::{Content, Value};
+use serde_json::json;
+
+use super::bpe::{self, BpeSpec};
+use super::decode::ByteScheme;
+use super::{LoadedVocab, TokenKind, Vocab, VocabError};
+use crate::util::TokenId;
+
+/// Loads the tokenizer stored in a GGUF file's metadata.
+pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
+    let err = |message: String| VocabError::Gguf {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut file = std::fs::File::open(path).map_err(|source| VocabError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let content = Content::read(&mut file).map_err(|e| {
+        err(format!(
+            "not a readable GGUF file (truncated or corrupt?): {e}"
+        ))
+    })?;
+    from_metadata(&content.metadata).map_err(err)
+}
+
+fn get<'a>(md: &'a HashMap<String, Value>, key: &str) -> Result<&'a Value, String> {
+    md.get(key)
+        .ok_or_else(|| format!("metadata key `{key}` is missing"))
+}
+
+fn as_i64(v: &Value) -> Option<i64> {
+    Some(match v {
+        Value::U8(x) => i64::from(*x),
+        Value::I8(x) => i64::from(*x),
+        Value::U16(x) => i64::from(*x),
+        Value::I16(x) => i64::from(*x),
+        Value::U32(x) => i64::from(*x),
+        Value::I32(x) => i64::from(*x),
+        Value::U64(x) => i64::try_from(*x).ok()?,
+        Value::I64(x) => *x,
+        _ => return None,
+    })
+}
+
+fn strings(md: &HashMap<String, Value>, key: &str) -> Result<Vec<String>, String> {
+    let list = get(md, key)?
+        .to_vec()
+        .map_err(|_| format!("metadata `{key}` is not an array"))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            v.to_string()
+                .cloned()
+                .map_err(|_| format!("metadata `{key}`[{i}] is not a string"))
+        })
+        .collect()
+}
+
+/// Builds the vocabulary and tokenizer from GGUF metadata.
+pub fn from_metadata(md: &HashMap<String, Value>) -> Result<LoadedVocab, String> {
+    let model = get(md, "tokenizer.ggml.model")?
+        .to_string()
+        .map_err(|_| "metadata `tokenizer.ggml.model` is not a string".to_string())?
+        .clone();
+    let scheme = match model.as_str() {
+        "gpt2" => ByteScheme::ByteLevel,
+        "llama" => ByteScheme::SentencePiece,
+        other => {
+            return Err(format!(
+                "tokenizer.ggml.model `{other}` is not supported (expected `gpt2` or `llama`)"
+            ))
+        }
+    };
+    let tokens = strings(md, "tokenizer.ggml.tokens")?;
+    let types: Vec<i64> = match md.get("tokenizer.ggml.token_type") {
+        Some(v) => v
+            .to_vec()
+            .map_err(|_| "metadata `tokenizer.ggml.token_type` is not an array".to_string())?
+            .iter()
+            .map(|t| as_i64(t).unwrap_or(1))
+            .collect(),
+        None => vec![1; tokens.len()],
+    };
+    let mut entries = Vec::with_capacity(tokens.len());
+    let mut pieces = HashMap::with_capacity(tokens.len());
+    let mut added = Vec::new();
+    for (i, piece) in tokens.iter().enumerate() {
+        let id = i as u32;
+        let kind = match types.get(i).copied().unwrap_or(1) {
+            2 | 3 => TokenKind::Special,
+            5 => TokenKind::Padding,
+            _ => TokenKind::Normal,
+        };
+        let user_defined = types.get(i) == Some(&4);
+        let bytes = if kind == TokenKind::Special || user_defined {
+            piece.as_bytes().to_vec()
+        } else {
+            scheme.decode(piece)
+        };
+        if kind == TokenKind::Special || user_defined {
+            added.push((id, piece.clone(), kind == TokenKind::Special));
+        } else {
+            pieces.insert(piece.clone(), id);
+        }
+        entries.push((id, bytes, kind));
+    }
+    let stop: Vec<TokenId> = ["eos", "eot", "eom"]
+        .iter()
+        .filter_map(|k| md.get(&format!("tokenizer.ggml.{k}_token_id")))
+        .filter_map(as_i64)
+        .filter_map(|id| u32::try_from(id).ok())
+        .map(TokenId)
+        .collect();
+    let mut warnings = Vec::new();
+    let spec = match scheme {
+        ByteScheme::ByteLevel => {
+            let merges = strings(md, "tokenizer.ggml.merges")?
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| match m.split_once(' ') {
+                    Some((l, r)) => Ok((l.to_string(), r.to_string())),
+                    None => Err(format!(
+                        "metadata `tokenizer.ggml.merges`[{i}] has no space"
+                    )),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let pre = md
+                .get("tokenizer.ggml.pre")
+                .and_then(|v| v.to_string().ok())
+                .map(String::as_str)
+                .unwrap_or("default");
+            let pre_tokenizer = match pre {
+                "smollm" => bpe::byte_level_pre_tokenizer(None, true),
+                "llama-bpe" | "llama3" | "smaug-bpe" => {
+                    bpe::byte_level_pre_tokenizer(Some(bpe::LLAMA3_PATTERN), false)
+                }
+                "qwen2" | "deepseek-r1-qwen" => {
+                    bpe::byte_level_pre_tokenizer(Some(bpe::QWEN2_PATTERN), false)
+                }
+                "gpt-2" | "gpt2" | "default" => bpe::byte_level_pre_tokenizer(None, false),
+                other => {
+                    warnings.push(format!(
+                        "GGUF pre-tokenizer `{other}` is not known; using GPT-2 splitting, so \
+                         text may tokenize differently from the model's own tokenizer"
+                    ));
+                    bpe::byte_level_pre_tokenizer(None, false)
+                }
+            };
+            BpeSpec {
+                pieces,
+                merges,
+                added,
+                normalizer: serde_json::Value::Null,
+                pre_tokenizer,
+                decoder: bpe::byte_level_decoder(),
+                byte_fallback: false,
+                ignore_merges: pre.starts_with("llama"),
+            }
+        }
+        ByteScheme::SentencePiece | ByteScheme::Raw => {
+            let merges = bpe::merges_from_ranks(&pieces);
+            BpeSpec {
+                pieces,
+                merges,
+                added,
+                normalizer: json!({"type": "Sequence", "normalizers": [
+                    {"type": "Prepend", "prepend": "\u{2581}"},
+                    {"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}
+                ]}),
+                pre_tokenizer: serde_json::Value::Null,
+                decoder: json!({"type": "Sequence", "decoders": [
+                    {"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "},
+                    {"type": "ByteFallback"},
+                    {"type": "Fuse"},
+                    {"type": "Strip", "content": " ", "start": 1, "stop": 0}
+                ]}),
+                byte_fallback: true,
+                ignore_merges: false,
+            }
+        }
+    };
+    let tokenizer = bpe::build(spec)?;
+    Ok(LoadedVocab {
+        vocab: Vocab::new(tokens.len(), entries, stop),
+        tokenizer,
+        warnings,
+    })
+}

@@ -1,0 +1,309 @@
+//! L2 — vocabularies: token id → bytes, which ids are special, padding or stop tokens, and the
+//! sorted order the mask computation walks.
+//!
+//! A [`Vocab`] is immutable once built. Ids `0..size` are covered: ids the tokenizer does not define
+//! (a model vocabulary padded past the tokenizer's) are [`TokenKind::Padding`] and always masked.
+//! Special tokens are never produced by grammar text; they are allowed only as stop tokens.
+//! [`Vocab::sorted`] lists every normal, non-empty token ordered by its bytes, and
+//! [`Vocab::sorted_lcp`] gives each entry's longest common prefix with the previous one: consecutive
+//! entries sharing a prefix form one subtree of the byte trie, so a prefix the grammar rejects skips
+//! that whole run.
+//!
+//! Loaders ([`load`]): Hugging Face `tokenizer.json` ([`hf`]), GGUF `tokenizer.ggml.*` metadata
+//! ([`gguf`]), tiktoken rank files ([`tiktoken`]). Each returns the `Vocab` and a
+//! `tokenizers::Tokenizer` that encodes text the way the model's tokenizer does.
+
+pub mod bpe;
+pub mod decode;
+pub mod gguf;
+pub mod hf;
+pub mod tiktoken;
+
+use std::path::{Path, PathBuf};
+
+use crate::util::TokenId;
+
+/// What a token id is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// Ordinary text; its bytes are matched by grammars.
+    Normal,
+    /// A control / special token (BOS, EOS, chat markers); allowed only as a stop token.
+    Special,
+    /// An id with no token (vocabulary padding, unused slots); never allowed.
+    Padding,
+}
+
+/// Errors while loading a vocabulary.
+#[derive(Debug, thiserror::Error)]
+pub enum VocabError {
+    /// The file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The `tokenizers` crate refused the file.
+    #[error("{path}: not a usable tokenizer.json: {message}")]
+    Tokenizer {
+        /// The file.
+        path: PathBuf,
+        /// The library's message.
+        message: String,
+    },
+    /// A GGUF file that candle cannot read, or that lacks tokenizer metadata.
+    #[error("{path}: {message}")]
+    Gguf {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A malformed line in a tiktoken rank file.
+    #[error("{path}:{line}: {message}")]
+    Tiktoken {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A vocabulary with no usable token.
+    #[error("{path}: the vocabulary has no tokens")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A stop token id outside the vocabulary.
+    #[error("stop token id {id} is outside the vocabulary of {size} ids")]
+    BadStopToken {
+        /// The id given.
+        id: u32,
+        /// The vocabulary size.
+        size: usize,
+    },
+}
+
+/// An immutable vocabulary.
+#[derive(Debug, Clone)]
+pub struct Vocab {
+    bytes: Vec<u8>,
+    offsets: Vec<u32>,
+    kinds: Vec<TokenKind>,
+    stop: Vec<TokenId>,
+    sorted: Vec<TokenId>,
+    lcp: Vec<u32>,
+}
+
+impl Vocab {
+    /// Builds a vocabulary of `size` ids from `(id, bytes, kind)` entries; ids not listed are padding.
+    /// Entries with ids `>= size` are dropped. `stop` lists the default stop token ids.
+    pub fn new(
+        size: usize,
+        entries: impl IntoIterator<Item = (u32, Vec<u8>, TokenKind)>,
+        stop: Vec<TokenId>,
+    ) -> Vocab {
+        let mut table: Vec<Option<(Vec<u8>, TokenKind)>> = vec![None; size];
+        for (id, bytes, kind) in entries {
+            if let Some(slot) = table.get_mut(id as usize) {
+                *slot = Some((bytes, kind));
+            }
+        }
+        let mut bytes = Vec::new();
+        let mut offsets = vec![0u32];
+        let mut kinds = Vec::with_capacity(size);
+        for slot in table {
+            let (b, k) = slot.unwrap_or((Vec::new(), TokenKind::Padding));
+            bytes.extend_from_slice(&b);
+            offsets.push(bytes.len() as u32);
+            kinds.push(k);
+        }
+        let mut vocab = Vocab {
+            bytes,
+            offsets,
+            kinds,
+            stop: Vec::new(),
+            sorted: Vec::new(),
+            lcp: Vec::new(),
+        };
+        vocab.stop = stop.into_iter().filter(|t| t.index() < size).collect();
+        vocab.build_sorted();
+        vocab
+    }
+
+    fn build_sorted(&mut self) {
+        let mut sorted: Vec<TokenId> = (0..self.size() as u32)
+            .map(TokenId)
+            .filter(|&t| self.kind(t) == TokenKind::Normal && !self.token_bytes(t).is_empty())
+            .collect();
+        sorted.sort_by(|&a, &b| self.token_bytes(a).cmp(self.token_bytes(b)).then(a.cmp(&b)));
+        let mut lcp = Vec::with_capacity(sorted.len());
+        for (i, &t) in sorted.iter().enumerate() {
+            let l = match i {
+                0 => 0,
+                _ => common_prefix(self.token_bytes(sorted[i - 1]), self.token_bytes(t)),
+            };
+            lcp.push(l as u32);
+        }
+        self.sorted = sorted;
+        self.lcp = lcp;
+    }
+
+    /// Number of token ids (including padding); masks have `ceil(size / 32)` words.
+    pub fn size(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// The bytes of `t` (empty for padding and ids out of range).
+    #[inline]
+    pub fn token_bytes(&self, t: TokenId) -> &[u8] {
+        let i = t.index();
+        if i >= self.kinds.len() {
+            return &[];
+        }
+        &self.bytes[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// What `t` is; ids out of range are padding.
+    #[inline]
+    pub fn kind(&self, t: TokenId) -> TokenKind {
+        self.kinds
+            .get(t.index())
+            .copied()
+            .unwrap_or(TokenKind::Padding)
+    }
+
+    /// The default stop tokens (EOS / end of turn).
+    pub fn stop_tokens(&self) -> &[TokenId] {
+        &self.stop
+    }
+
+    /// The same vocabulary with other stop tokens. Every id must be inside the vocabulary.
+    pub fn with_stop_tokens(mut self, stop: &[u32]) -> Result<Vocab, VocabError> {
+        if let Some(&id) = stop.iter().find(|&&id| id as usize >= self.size()) {
+            return Err(VocabError::BadStopToken {
+                id,
+                size: self.size(),
+            });
+        }
+        self.stop = stop.iter().map(|&id| TokenId(id)).collect();
+        Ok(self)
+    }
+
+    /// The same vocabulary padded to `size` ids (a model's embedding may be larger than its
+    /// tokenizer). A smaller `size` leaves it unchanged.
+    pub fn padded_to(mut self, size: usize) -> Vocab {
+        while self.kinds.len() < size {
+            self.kinds.push(TokenKind::Padding);
+            self.offsets.push(self.bytes.len() as u32);
+        }
+        self
+    }
+
+    /// Normal non-empty tokens sorted by bytes.
+    pub fn sorted(&self) -> &[TokenId] {
+        &self.sorted
+    }
+
+    /// For each entry of [`Vocab::sorted`], the length of its common prefix with the previous entry.
+    pub fn sorted_lcp(&self) -> &[u32] {
+        &self.lcp
+    }
+
+    /// The id of the special or normal token whose bytes are exactly `text`, if any.
+    pub fn find_token(&self, text: &str) -> Option<TokenId> {
+        (0..self.size() as u32)
+            .map(TokenId)
+            .find(|&t| self.kind(t) != TokenKind::Padding && self.token_bytes(t) == text.as_bytes())
+    }
+}
+
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// A vocabulary together with the tokenizer that encodes text into its ids.
+pub struct LoadedVocab {
+    /// The vocabulary.
+    pub vocab: Vocab,
+    /// Encodes text exactly as the model's tokenizer does.
+    pub tokenizer: tokenizers::Tokenizer,
+    /// Things the loader had to guess (e.g. an unknown GGUF pre-tokenizer); shown to the user.
+    pub warnings: Vec<String>,
+}
+
+/// Loads a vocabulary from a `tokenizer.json`, a `.gguf` model file or a tiktoken rank file,
+/// recognised by content (GGUF magic, JSON object) rather than by extension.
+pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
+    let io = |source| VocabError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut head = [0u8; 4];
+    let n = {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        f.read(&mut head).map_err(io)?
+    };
+    let loaded = if n == 4 && &head == b"GGUF" {
+        gguf::load(path)?
+    } else if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        hf::load(path)?
+    } else {
+        tiktoken::load(path)?
+    };
+    if loaded.vocab.sorted().is_empty() {
+        return Err(VocabError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(loaded)
+}
+
+/// Names of end-of-turn / end-of-text tokens used as default stop tokens when the tokenizer file
+/// does not name its EOS token.
+pub const KNOWN_STOP_TOKENS: &[&str] = &[
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end_of_text|>",
+    "<|endoftext|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<end_of_turn>",
+    "</s>",
+    "<｜end▁of▁sentence｜>",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorted_order_and_lcp() {
+        let v = Vocab::new(
+            6,
+            vec![
+                (0, b"ab".to_vec(), TokenKind::Normal),
+                (1, b"a".to_vec(), TokenKind::Normal),
+                (2, b"abc".to_vec(), TokenKind::Normal),
+                (3, b"<s>".to_vec(), TokenKind::Special),
+                (4, b"b".to_vec(), TokenKind::Normal),
+            ],
+            vec![TokenId(3)],
+        );
+        assert_eq!(v.size(), 6);
+        assert_eq!(v.kind(TokenId(5)), TokenKind::Padding);
+        assert_eq!(
+            v.sorted(),
+            &[TokenId(1), TokenId(0), TokenId(2), TokenId(4)]
+        );
+        assert_eq!(v.sorted_lcp(), &[0, 1, 2, 0]);
+        assert!(v.clone().with_stop_tokens(&[6]).is_err());
+        assert_eq!(v.padded_to(40).size(), 40);
+    }
+}
