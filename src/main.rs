@@ -1,1 +1,8 @@
-fn main() {}
+use std::process::ExitCode;
+
+use clap::Parser;
+use structgen::cli::{self, Cli};
+
+fn main() -> ExitCode {
+    cli::run(Cli::parse())
+}

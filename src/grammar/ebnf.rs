@@ -12,7 +12,8 @@
 //! Strings are double-quoted with escapes `\n \r \t \" \' \\ \xHH \uXXXX \UXXXXXXXX` (all name code
 //! points, not bytes) and raw UTF-8. Classes `[...]` hold code points and ranges, with `^` negation;
 //! `[^]` is any code point. `#` starts a comment. Every error carries the 1-based line:col of the
-//! offending token; references to undefined rules point at the first reference.
+//! offending token; references to undefined rules point at the first reference. Rule ids are
+//! assigned in definition order.
 
 use std::collections::HashMap;
 
@@ -21,7 +22,7 @@ use crate::util::{Limits, RuleId};
 
 /// Parses `src` with root rule `root`.
 pub fn parse(src: &str, root: &str, limits: &Limits) -> Result<Grammar, EbnfError> {
-    let tokens = Lexer::new(src).tokenize()?;
+    let tokens = Lexer::new(src).tokenize();
     Parser {
         tokens,
         pos: 0,
@@ -51,6 +52,8 @@ enum Tok {
     Plus,
     Question,
     Eof,
+    /// A lexical error; the parser reports it when it gets this far, so earlier syntax errors win.
+    Error(Box<EbnfError>),
 }
 
 impl Tok {
@@ -72,6 +75,7 @@ impl Tok {
             Tok::Plus => "`+`".into(),
             Tok::Question => "`?`".into(),
             Tok::Eof => "end of input".into(),
+            Tok::Error(e) => e.kind.to_string(),
         }
     }
 }
@@ -113,83 +117,107 @@ impl<'a> Lexer<'a> {
         EbnfError { line, col, kind }
     }
 
-    fn tokenize(mut self) -> Result<Vec<Spanned>, EbnfError> {
+    /// Tokens up to the end of input, or up to and including the first lexical error.
+    fn tokenize(mut self) -> Vec<Spanned> {
         let mut out = Vec::new();
+        if self.chars.peek() == Some(&'\u{FEFF}') {
+            self.chars.next();
+        }
         loop {
-            while let Some(&c) = self.chars.peek() {
-                if c.is_whitespace() {
-                    self.bump();
-                } else if c == '#' {
-                    while self.chars.peek().is_some_and(|&c| c != '\n') {
-                        self.bump();
+            match self.token() {
+                Ok(t) => {
+                    let end = t.tok == Tok::Eof;
+                    out.push(t);
+                    if end {
+                        return out;
                     }
-                } else {
-                    break;
+                }
+                Err(e) => {
+                    out.push(Spanned {
+                        line: e.line,
+                        col: e.col,
+                        tok: Tok::Error(Box::new(e)),
+                    });
+                    return out;
                 }
             }
-            let (line, col) = (self.line, self.col);
-            let Some(c) = self.bump() else {
-                out.push(Spanned {
-                    tok: Tok::Eof,
-                    line,
-                    col,
-                });
-                return Ok(out);
-            };
-            let tok = match c {
-                '(' if self.chars.peek() == Some(&'=') => {
-                    self.bump();
-                    Tok::LookParen
-                }
-                '(' => Tok::LParen,
-                ')' => Tok::RParen,
-                '{' => Tok::LBrace,
-                '}' => Tok::RBrace,
-                '|' => Tok::Pipe,
-                ',' => Tok::Comma,
-                '*' => Tok::Star,
-                '+' => Tok::Plus,
-                '?' => Tok::Question,
-                ':' => {
-                    if self.bump() == Some(':') && self.bump() == Some('=') {
-                        Tok::Assign
-                    } else {
-                        return Err(self.err(
-                            line,
-                            col,
-                            EbnfErrorKind::Unexpected {
-                                expected: "`::=`".into(),
-                                found: "`:`".into(),
-                            },
-                        ));
-                    }
-                }
-                '"' => Tok::Str(self.string(line, col)?),
-                '[' => Tok::Class(self.class(line, col)?),
-                c if c.is_ascii_digit() => {
-                    let mut n = u64::from(c as u8 - b'0');
-                    while let Some(d) = self.chars.peek().and_then(|c| c.to_digit(10)) {
-                        self.bump();
-                        n = n.saturating_mul(10).saturating_add(u64::from(d));
-                    }
-                    Tok::Int(n)
-                }
-                c if c.is_ascii_alphabetic() || c == '_' => {
-                    let mut name = String::from(c);
-                    while let Some(&c) = self.chars.peek() {
-                        if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
-                            name.push(c);
-                            self.bump();
-                        } else {
-                            break;
-                        }
-                    }
-                    Tok::Name(name)
-                }
-                other => return Err(self.err(line, col, EbnfErrorKind::BadChar(other))),
-            };
-            out.push(Spanned { tok, line, col });
         }
+    }
+
+    /// The next token after whitespace and comments.
+    fn token(&mut self) -> Result<Spanned, EbnfError> {
+        while let Some(&c) = self.chars.peek() {
+            if c.is_whitespace() {
+                self.bump();
+            } else if c == '#' {
+                while self.chars.peek().is_some_and(|&c| c != '\n') {
+                    self.bump();
+                }
+            } else {
+                break;
+            }
+        }
+        let (line, col) = (self.line, self.col);
+        let Some(c) = self.bump() else {
+            return Ok(Spanned {
+                tok: Tok::Eof,
+                line,
+                col,
+            });
+        };
+        let tok = match c {
+            '(' if self.chars.peek() == Some(&'=') => {
+                self.bump();
+                Tok::LookParen
+            }
+            '(' => Tok::LParen,
+            ')' => Tok::RParen,
+            '{' => Tok::LBrace,
+            '}' => Tok::RBrace,
+            '|' => Tok::Pipe,
+            ',' => Tok::Comma,
+            '*' => Tok::Star,
+            '+' => Tok::Plus,
+            '?' => Tok::Question,
+            ':' => {
+                if self.bump() == Some(':') && self.bump() == Some('=') {
+                    Tok::Assign
+                } else {
+                    return Err(self.err(
+                        line,
+                        col,
+                        EbnfErrorKind::Unexpected {
+                            expected: "`::=`".into(),
+                            found: "`:`".into(),
+                        },
+                    ));
+                }
+            }
+            '"' => Tok::Str(self.string(line, col)?),
+            '[' => Tok::Class(self.class(line, col)?),
+            c if c.is_ascii_digit() => {
+                let mut n = u64::from(c as u8 - b'0');
+                while let Some(d) = self.chars.peek().and_then(|c| c.to_digit(10)) {
+                    self.bump();
+                    n = n.saturating_mul(10).saturating_add(u64::from(d));
+                }
+                Tok::Int(n)
+            }
+            c if c.is_ascii_alphabetic() || c == '_' => {
+                let mut name = String::from(c);
+                while let Some(&c) = self.chars.peek() {
+                    if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                        name.push(c);
+                        self.bump();
+                    } else {
+                        break;
+                    }
+                }
+                Tok::Name(name)
+            }
+            other => return Err(self.err(line, col, EbnfErrorKind::BadChar(other))),
+        };
+        Ok(Spanned { tok, line, col })
     }
 
     /// Reads the body of a string literal after its opening quote.
@@ -328,6 +356,9 @@ impl Parser<'_> {
 
     fn unexpected(&self, expected: &str) -> EbnfError {
         let t = self.peek();
+        if let Tok::Error(e) = &t.tok {
+            return (**e).clone();
+        }
         EbnfError {
             line: t.line,
             col: t.col,
@@ -348,9 +379,23 @@ impl Parser<'_> {
     }
 
     fn parse_grammar(mut self, root: &str) -> Result<Grammar, EbnfError> {
+        // Rule ids follow definition order, so printing (one line per rule, in id order) and parsing
+        // again gives the same ids. `name ::=` only ever starts a rule.
+        for pair in self.tokens.windows(2) {
+            if let (Tok::Name(name), Tok::Assign) = (&pair[0].tok, &pair[1].tok) {
+                self.builder.declare(name).map_err(|e| EbnfError {
+                    line: pair[0].line,
+                    col: pair[0].col,
+                    kind: EbnfErrorKind::Grammar(e),
+                })?;
+            }
+        }
         while self.peek().tok != Tok::Eof {
             let head = self.next();
             let Tok::Name(name) = head.tok else {
+                if let Tok::Error(e) = head.tok {
+                    return Err(*e);
+                }
                 return Err(EbnfError {
                     line: head.line,
                     col: head.col,
@@ -507,7 +552,11 @@ impl Parser<'_> {
             self.int()?
         };
         let max = if self.peek().tok == Tok::Comma {
+            let had_min = self.tokens[self.pos - 1].tok != Tok::LBrace;
             self.next();
+            if self.peek().tok == Tok::RBrace && !had_min {
+                return Err(self.unexpected("a number (`{,}` has no bounds)"));
+            }
             if self.peek().tok == Tok::RBrace {
                 None
             } else {

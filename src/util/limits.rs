@@ -13,8 +13,6 @@ pub struct Limits {
     pub max_fsm_states: usize,
     /// Largest `n`/`m` in `{n}`, `{n,}`, `{n,m}`; larger bounds would expand to huge FSMs.
     pub max_repeat: u32,
-    /// Most Earley items in one byte position's set; a grammar this ambiguous is a bug.
-    pub max_items_per_set: usize,
     /// Nesting depth of EBNF groups; deeper input is refused instead of overflowing the stack.
     pub max_nesting: usize,
 }
@@ -26,7 +24,6 @@ impl Default for Limits {
             max_nfa_states_per_rule: 500_000,
             max_fsm_states: 2_000_000,
             max_repeat: 10_000,
-            max_items_per_set: 200_000,
             max_nesting: 200,
         }
     }

@@ -112,9 +112,8 @@ pub fn from_metadata(md: &HashMap<String, Value>) -> Result<LoadedVocab, String>
         };
         if kind == TokenKind::Special || user_defined {
             added.push((id, piece.clone(), kind == TokenKind::Special));
-        } else {
-            pieces.insert(piece.clone(), id);
         }
+        pieces.insert(piece.clone(), id);
         entries.push((id, bytes, kind));
     }
     let stop: Vec<TokenId> = ["eos", "eot", "eom"]

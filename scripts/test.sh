@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds and runs every test: fetches what the tests need, checks formatting and lints, then runs the
+# whole suite in release mode (one profile for everything, so candle is built once).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+scripts/fetch-models.sh
+cargo fmt --check
+cargo clippy --release --all-targets --locked -- -D warnings
+cargo test --release --locked
+echo "scripts/test.sh: all checks passed in $(( $(date +%s) - start )) s"

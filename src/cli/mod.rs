@@ -1,0 +1,109 @@
+//! L6 — the command line: clap arguments → one resolved config per subcommand → one function that
+//! does the work. Every failure is a [`CliError`] printed as `error: ...` with the file and position
+//! it concerns; `run` turns it into a non-zero exit code and never panics on user input.
+
+mod grammar_cmd;
+mod source;
+mod trace;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::grammar::{EbnfError, GrammarError};
+use crate::vocab::VocabError;
+
+pub use source::GrammarArgs;
+
+/// structgen: structured generation for LLM tool calling.
+#[derive(Debug, Parser)]
+#[command(name = "structgen", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print a grammar in normalized EBNF, or the error that stops it.
+    Grammar(grammar_cmd::GrammarCmd),
+    /// Step through a text token by token under a grammar, printing one JSON line per step.
+    Trace(trace::TraceCmd),
+}
+
+/// Everything that can stop a subcommand.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file is not UTF-8 text.
+    #[error("{path}: not valid UTF-8 at byte {offset}")]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// First invalid byte.
+        offset: usize,
+    },
+    /// An EBNF syntax error.
+    #[error("{path}:{error}")]
+    Ebnf {
+        /// The grammar file.
+        path: PathBuf,
+        /// The error with its line:col.
+        error: EbnfError,
+    },
+    /// A grammar that parses but cannot be compiled.
+    #[error("{path}: {error}")]
+    Grammar {
+        /// The grammar file.
+        path: PathBuf,
+        /// What is wrong.
+        error: GrammarError,
+    },
+    /// A tokenizer that cannot be loaded.
+    #[error(transparent)]
+    Vocab(#[from] VocabError),
+    /// A bad argument value.
+    #[error("{0}")]
+    Usage(String),
+    /// Writing the output failed (other than a closed pipe).
+    #[error("writing output: {0}")]
+    Output(std::io::Error),
+}
+
+/// Runs one command; the exit code is 0 on success, 1 when a traced input is refused, 2 on errors.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Grammar(cmd) => grammar_cmd::run(cmd),
+        Command::Trace(cmd) => trace::run(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(CliError::Output(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Reads a UTF-8 text file.
+pub(crate) fn read_text(path: &std::path::Path) -> Result<String, CliError> {
+    let bytes = std::fs::read(path).map_err(|source| CliError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    String::from_utf8(bytes).map_err(|e| CliError::NotUtf8 {
+        path: path.to_path_buf(),
+        offset: e.utf8_error().valid_up_to(),
+    })
+}

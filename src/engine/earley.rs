@@ -1,0 +1,205 @@
+//! Byte-level Earley parsing over the per-rule automata.
+//!
+//! An [`Item`] is a position inside one rule's DFA (`state`, which also names the rule) together
+//! with the byte position where that rule started (`origin`). Set `k` holds the items live after `k`
+//! bytes. Three operations build it:
+//! - **scan**: each item of set `k-1` with a byte edge on the next byte moves to set `k`;
+//! - **predict**: an item at a state with a reference edge to rule `R` adds `R`'s start item with
+//!   origin `k`; if `R` is nullable the referencing item also advances at once (Aycock–Horspool), so
+//!   completions inside the same set never have to be revisited;
+//! - **complete**: an item at an accepting state of rule `R` with origin `o` advances every item of set
+//!   `o` that has a reference edge on `R`.
+//!
+//! All sets live in one `Vec<Item>` with start offsets, so dropping the last `n` bytes (rollback, or
+//! undoing a trial byte during the mask walk) is a truncation. Because the compiler trims every state
+//! that cannot reach acceptance, a set is non-empty exactly when its input is a viable prefix.
+
+use std::collections::HashSet;
+
+use super::compiler::CompiledGrammar;
+use crate::util::StateId;
+
+/// A dotted rule: a state of some rule's DFA plus the byte position where the rule began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Item {
+    /// Global automaton state (its rule is `fsm.rule_of(state)`).
+    pub state: StateId,
+    /// Index of the set where this rule instance started.
+    pub origin: u32,
+}
+
+/// Sets larger than this switch from linear to hashed duplicate checks.
+const LINEAR_DEDUP: usize = 32;
+
+/// The item sets of every byte position so far.
+#[derive(Debug, Clone)]
+pub struct EarleyParser {
+    items: Vec<Item>,
+    starts: Vec<u32>,
+    seen: HashSet<Item>,
+}
+
+impl EarleyParser {
+    /// A parser positioned before the first byte.
+    pub fn new(g: &CompiledGrammar) -> Self {
+        let mut p = EarleyParser {
+            items: Vec::new(),
+            starts: Vec::new(),
+            seen: HashSet::new(),
+        };
+        p.reset(g);
+        p
+    }
+
+    /// Back to the initial set.
+    pub fn reset(&mut self, g: &CompiledGrammar) {
+        self.items.clear();
+        self.starts.clear();
+        self.starts.push(0);
+        self.seen.clear();
+        self.add(Item {
+            state: g.fsm().start(g.root()),
+            origin: 0,
+        });
+        self.close(g);
+    }
+
+    /// Number of sets (bytes consumed + 1).
+    #[inline]
+    pub fn num_sets(&self) -> usize {
+        self.starts.len()
+    }
+
+    /// Items of set `k`.
+    #[inline]
+    pub fn set(&self, k: usize) -> &[Item] {
+        let lo = self.starts[k] as usize;
+        let hi = self
+            .starts
+            .get(k + 1)
+            .map_or(self.items.len(), |&h| h as usize);
+        &self.items[lo..hi]
+    }
+
+    /// Items of the last set.
+    #[inline]
+    pub fn current(&self) -> &[Item] {
+        self.set(self.num_sets() - 1)
+    }
+
+    /// Drops sets so that exactly `n` remain (`n >= 1`).
+    #[inline]
+    pub fn truncate(&mut self, n: usize) {
+        debug_assert!(n >= 1 && n <= self.starts.len());
+        if n < self.starts.len() {
+            self.items.truncate(self.starts[n] as usize);
+            self.starts.truncate(n);
+        }
+    }
+
+    /// Scans `byte`. On success a new set is added; on failure nothing changes and `false` is returned.
+    pub fn push_byte(&mut self, g: &CompiledGrammar, byte: u8) -> bool {
+        let fsm = g.fsm();
+        let k = self.num_sets() - 1;
+        let lo = self.starts[k] as usize;
+        let hi = self.items.len();
+        self.starts.push(hi as u32);
+        for i in lo..hi {
+            let it = self.items[i];
+            if let Some(t) = fsm.step(it.state, byte) {
+                self.add(Item {
+                    state: t,
+                    origin: it.origin,
+                });
+            }
+        }
+        if self.items.len() == hi {
+            self.starts.pop();
+            return false;
+        }
+        self.close(g);
+        true
+    }
+
+    /// Whether the root rule, started at position 0, can end here.
+    pub fn can_complete(&self, g: &CompiledGrammar) -> bool {
+        let fsm = g.fsm();
+        let root = g.root();
+        self.current()
+            .iter()
+            .any(|it| it.origin == 0 && fsm.is_accept(it.state) && fsm.rule_of(it.state) == root)
+    }
+
+    /// The bytes some item of the last set can scan, as a 256-bit set.
+    pub fn next_bytes(&self, g: &CompiledGrammar) -> [u64; 4] {
+        let mut bits = [0u64; 4];
+        for it in self.current() {
+            for e in g.fsm().byte_edges(it.state) {
+                for b in e.lo..=e.hi {
+                    bits[(b >> 6) as usize] |= 1 << (b & 63);
+                }
+            }
+        }
+        bits
+    }
+
+    /// Adds `item` to the last set unless it is already there.
+    #[inline]
+    fn add(&mut self, item: Item) {
+        let lo = self.starts[self.starts.len() - 1] as usize;
+        let len = self.items.len() - lo;
+        if len < LINEAR_DEDUP {
+            if self.items[lo..].contains(&item) {
+                return;
+            }
+        } else {
+            if len == LINEAR_DEDUP {
+                self.seen.clear();
+                self.seen.extend(self.items[lo..].iter().copied());
+            }
+            if !self.seen.insert(item) {
+                return;
+            }
+        }
+        self.items.push(item);
+    }
+
+    /// Predicts and completes until the last set is closed.
+    fn close(&mut self, g: &CompiledGrammar) {
+        let fsm = g.fsm();
+        let k = self.num_sets() - 1;
+        let mut i = self.starts[k] as usize;
+        while i < self.items.len() {
+            let it = self.items[i];
+            i += 1;
+            if fsm.is_accept(it.state) && it.origin as usize != k {
+                let rule = fsm.rule_of(it.state);
+                let o = it.origin as usize;
+                let (plo, phi) = (self.starts[o] as usize, self.starts[o + 1] as usize);
+                for j in plo..phi {
+                    let parent = self.items[j];
+                    for &(r, t) in fsm.ref_edges(parent.state) {
+                        if r == rule {
+                            self.add(Item {
+                                state: t,
+                                origin: parent.origin,
+                            });
+                        }
+                    }
+                }
+            }
+            for &(r, t) in fsm.ref_edges(it.state) {
+                self.add(Item {
+                    state: fsm.start(r),
+                    origin: k as u32,
+                });
+                if g.nullable(r) {
+                    self.add(Item {
+                        state: t,
+                        origin: it.origin,
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The `structgen` binary on good and bad input: output formats, exit codes (0 ok, 1 refused input,
+//! 2 error) and error messages naming the file and position. No input may make it panic.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn structgen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_structgen"))
+        .args(args)
+        .current_dir(common::repo())
+        .output()
+        .expect("run structgen")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn temp_file(name: &str, contents: &[u8]) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("structgen-cli-{}-{name}", std::process::id()));
+    std::fs::write(&p, contents).expect("write temp file");
+    p
+}
+
+fn assert_clean_error(out: &Output, needle: &str) {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains(needle), "expected {needle:?} in {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn grammar_prints_normalized_ebnf_that_parses_back() {
+    let out = structgen(&["grammar", "--ebnf", "grammars/json.ebnf"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(printed.starts_with("root ::= ws value ws\n"), "{printed}");
+    let again = temp_file("json-printed.ebnf", printed.as_bytes());
+    let out2 = structgen(&["grammar", "--ebnf", again.to_str().unwrap_or_default()]);
+    assert_eq!(text(&out2.stdout), printed);
+    let _ = std::fs::remove_file(again);
+}
+
+#[test]
+fn grammar_errors_name_file_line_and_column() {
+    let bad = temp_file("bad.ebnf", b"root ::= \"a\" b\n\nb ::= [z-a]\n");
+    let path = bad.to_str().unwrap_or_default().to_string();
+    assert_clean_error(
+        &structgen(&["grammar", "--ebnf", &path]),
+        &format!("{path}:3:8: "),
+    );
+    let _ = std::fs::remove_file(bad);
+
+    let binary = temp_file("binary.ebnf", &[0x72, 0x6f, 0xff, 0xfe, 0x00]);
+    let path = binary.to_str().unwrap_or_default().to_string();
+    assert_clean_error(
+        &structgen(&["grammar", "--ebnf", &path]),
+        "not valid UTF-8 at byte 2",
+    );
+    let _ = std::fs::remove_file(binary);
+
+    assert_clean_error(
+        &structgen(&["grammar", "--ebnf", "/nonexistent.ebnf"]),
+        "/nonexistent.ebnf",
+    );
+    let root = structgen(&["grammar", "--ebnf", "grammars/json.ebnf", "--root", "nope"]);
+    assert_clean_error(&root, "root rule `nope` is not defined");
+}
+
+#[test]
+fn trace_steps_through_text() {
+    let Some(_) = common::shared_dir("trace_steps_through_text") else {
+        return;
+    };
+    let tok = "../shared/tokenizers/smollm2-135m.tokenizer.json";
+    let out = structgen(&[
+        "trace",
+        "--tokenizer",
+        tok,
+        "--ebnf",
+        "grammars/get_weather_call.ebnf",
+        "--masks",
+        "--text",
+        r#"{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}"#,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    let (last, steps) = lines.split_last().expect("at least one line");
+    for (k, step) in steps.iter().enumerate() {
+        assert_eq!(step["step"], k);
+        assert_eq!(step["accepted"], true);
+        let allowed = step["allowed_ids"].as_array().expect("allowed_ids");
+        assert_eq!(step["allowed"].as_u64(), Some(allowed.len() as u64));
+        assert!(
+            allowed.contains(&step["token"]),
+            "token in its own mask at step {k}"
+        );
+        assert!(step["mask_us"].as_f64().is_some() && step["piece"].is_string());
+    }
+    assert_eq!(
+        steps[0]["jump_forward"],
+        r#"{"name": "get_weather", "arguments": {"city": ""#
+    );
+    assert_eq!(last["end"], true);
+    assert_eq!(last["completed"], true);
+    assert_eq!(last["step"], steps.len());
+}
+
+#[test]
+fn trace_stops_at_the_first_refused_token() {
+    let Some(_) = common::shared_dir("trace_stops_at_the_first_refused_token") else {
+        return;
+    };
+    let tok = "../shared/tokenizers/smollm2-135m.tokenizer.json";
+    let out = structgen(&[
+        "trace",
+        "--tokenizer",
+        tok,
+        "--ebnf",
+        "grammars/json.ebnf",
+        "--text",
+        "[1, 2,, 3]",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let last: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}")).expect("JSON");
+    assert_eq!(last["accepted"], false);
+    assert_eq!(last["piece"], ",,", "SmolLM2 has a `,,` token");
+    assert!(!stdout.contains("\"end\""));
+    assert!(text(&out.stderr).contains("is not allowed by the grammar"));
+
+    let ids = structgen(&[
+        "trace",
+        "--tokenizer",
+        tok,
+        "--ebnf",
+        "grammars/json.ebnf",
+        "--tokens",
+        "75,33,77",
+        "--stop-token",
+        "0",
+        "--masks",
+    ]);
+    assert!(ids.status.success(), "{}", text(&ids.stderr));
+    let end: Value =
+        serde_json::from_str(text(&ids.stdout).lines().last().unwrap_or("{}")).expect("JSON");
+    assert_eq!(end["completed"], true, "[1] is a complete JSON value");
+    let allowed = end["allowed_ids"].as_array().expect("allowed_ids");
+    assert!(
+        allowed.contains(&Value::from(0)),
+        "--stop-token 0 is allowed at the end"
+    );
+    assert!(
+        !allowed.contains(&Value::from(2)),
+        "<|im_end|> is no longer a stop token"
+    );
+}
+
+#[test]
+fn trace_rejects_bad_arguments_cleanly() {
+    let Some(_) = common::shared_dir("trace_rejects_bad_arguments_cleanly") else {
+        return;
+    };
+    let tok = "../shared/tokenizers/smollm2-135m.tokenizer.json";
+    let base = ["trace", "--tokenizer", tok, "--ebnf", "grammars/json.ebnf"];
+    let with = |extra: &[&str]| structgen(&[&base[..], extra].concat());
+    assert_clean_error(
+        &with(&["--tokens", "1,x,3"]),
+        "item 2 (\"x\") is not a token id",
+    );
+    assert_clean_error(
+        &with(&["--tokens", "1", "--stop-token", "999999"]),
+        "stop token id 999999",
+    );
+    let out = with(&["--tokens", "4294967295"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an unknown id is refused, not a crash"
+    );
+    assert_clean_error(
+        &structgen(&[
+            "trace",
+            "--tokenizer",
+            "/nonexistent/tok.json",
+            "--ebnf",
+            "grammars/json.ebnf",
+            "--text",
+            "1",
+        ]),
+        "/nonexistent/tok.json",
+    );
+    let empty = temp_file("empty.ebnf", b"");
+    let p = empty.to_str().unwrap_or_default().to_string();
+    let out = structgen(&["trace", "--tokenizer", tok, "--ebnf", &p, "--text", "1"]);
+    assert_clean_error(&out, "root rule `root` is not defined");
+    let _ = std::fs::remove_file(empty);
+}
