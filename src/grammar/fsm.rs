@@ -33,6 +33,10 @@ pub struct DState {
     pub refs: Vec<(RuleId, u32)>,
 }
 
+/// What distinguishes a state during minimization: its class, its byte edges and its reference
+/// edges, with targets replaced by their classes.
+type Signature = (u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>);
+
 /// A rule's deterministic automaton (builder form); state 0 is the start.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Dfa {
@@ -190,8 +194,7 @@ impl Dfa {
         let mut class: Vec<u32> = self.states.iter().map(|s| u32::from(s.accept)).collect();
         let mut count = 0usize;
         loop {
-            let mut ids: HashMap<(u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>), u32> =
-                HashMap::new();
+            let mut ids: HashMap<Signature, u32> = HashMap::new();
             let mut next = vec![0u32; n];
             for (i, s) in self.states.iter().enumerate() {
                 let bytes = merge_ranges(
