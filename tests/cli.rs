@@ -70,6 +70,11 @@ fn grammar_errors_name_file_line_and_column() {
     );
     let root = structgen(&["grammar", "--ebnf", "grammars/json.ebnf", "--root", "nope"]);
     assert_clean_error(&root, "root rule `nope` is not defined");
+    let endless = temp_file("endless.ebnf", b"root ::= \"a\" root\n");
+    let path = endless.to_str().unwrap_or_default().to_string();
+    let out = structgen(&["grammar", "--ebnf", &path]);
+    assert_clean_error(&out, "root rule `root` cannot match any finite string");
+    let _ = std::fs::remove_file(endless);
 }
 
 #[test]

@@ -133,3 +133,38 @@ fn masks_equal_brute_force_on_both_tokenizers() {
         small_masks + large_masks
     );
 }
+
+/// A 2 KB real-world JSON document under grammars/json.ebnf: every token is in its mask and accepted,
+/// the end is complete with the stop token allowed, and every 25th step equals brute force (these
+/// steps reach deep nesting that the short case strings do not).
+#[test]
+fn json_document_with_both_tokenizers() {
+    let Some(_) = shared_dir("json_document_with_both_tokenizers") else {
+        return;
+    };
+    let doc = common::read("tests/data/json/weather-forecast-2kb.json");
+    let limits = Limits::default();
+    let g =
+        ebnf::parse(&common::read("grammars/json.ebnf"), "root", &limits).expect("json grammar");
+    for (name, loaded) in [("smollm2", common::smollm2()), ("llama3", common::llama3())] {
+        let loaded = loaded.expect("shared tokenizer");
+        let compiled = compile(&g, Arc::new(loaded.vocab.clone()), &limits).expect("compiles");
+        let mut m = GrammarMatcher::new(compiled);
+        let tokens = encode(&loaded, &doc);
+        for (k, &t) in tokens.iter().enumerate() {
+            let mask = if k % 25 == 0 {
+                check(&mut m, &|| format!("json document [{name}] step {k}"))
+            } else {
+                engine_mask(&mut m)
+            };
+            assert!(
+                mask.contains(&t.0),
+                "[{name}] token {k} ({t}) not in its mask"
+            );
+            assert!(m.accept_token(t), "[{name}] token {k} refused");
+        }
+        let end = check(&mut m, &|| format!("json document [{name}] end"));
+        assert!(m.is_completed());
+        assert!(m.stop_tokens().iter().all(|s| end.contains(&s.0)));
+    }
+}

@@ -1,4 +1,5 @@
-//! `structgen grammar`: parse a grammar, run the passes, print it back as EBNF.
+//! `structgen grammar`: parse a grammar, run the passes, build its automaton (so a grammar that
+//! cannot match anything or exceeds a limit is reported here too), print it back as EBNF.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -6,7 +7,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use super::{CliError, GrammarArgs};
-use crate::grammar::{passes, print::print_grammar};
+use crate::engine::build_automaton;
+use crate::grammar::print::print_grammar;
 use crate::util::Limits;
 
 /// Arguments of `structgen grammar`.
@@ -21,15 +23,20 @@ pub struct GrammarCmd {
 
 /// Prints the (normalized) grammar.
 pub fn run(cmd: GrammarCmd) -> Result<ExitCode, CliError> {
-    let grammar = cmd.source.load(&Limits::default())?;
-    let grammar = if cmd.raw {
-        grammar
+    let limits = Limits::default();
+    let grammar = cmd.source.load(&limits)?;
+    let automaton = build_automaton(&grammar, &limits).map_err(|error| CliError::Grammar {
+        path: cmd.source.path().to_path_buf(),
+        error,
+    })?;
+    let shown = if cmd.raw {
+        &grammar
     } else {
-        passes::optimize(grammar)
+        &automaton.grammar
     };
     std::io::stdout()
         .lock()
-        .write_all(print_grammar(&grammar).as_bytes())
+        .write_all(print_grammar(shown).as_bytes())
         .map_err(CliError::Output)?;
     Ok(ExitCode::SUCCESS)
 }

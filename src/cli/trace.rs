@@ -54,6 +54,7 @@ struct TraceConfig {
 
 fn resolve(cmd: TraceCmd) -> Result<TraceConfig, CliError> {
     let limits = Limits::default();
+    let grammar = cmd.source.load(&limits)?;
     let loaded = vocab::load(&cmd.tokenizer)?;
     for w in &loaded.warnings {
         eprintln!("warning: {}: {w}", cmd.tokenizer.display());
@@ -68,7 +69,6 @@ fn resolve(cmd: TraceCmd) -> Result<TraceConfig, CliError> {
         (_, _, Some(list)) => parse_ids(list)?,
         (None, None, None) => return Err(CliError::Usage("no input to trace".into())),
     };
-    let grammar = cmd.source.load(&limits)?;
     let vocab = Arc::new(vocab);
     let compiled =
         compile(&grammar, Arc::clone(&vocab), &limits).map_err(|error| CliError::Grammar {

@@ -52,12 +52,21 @@ impl CompiledGrammar {
     }
 }
 
-/// Compiles `grammar` for `vocab`.
-pub fn compile(
-    grammar: &Grammar,
-    vocab: Arc<Vocab>,
-    limits: &Limits,
-) -> Result<Arc<CompiledGrammar>, GrammarError> {
+/// The vocabulary-independent result of compiling: the optimized grammar, its frozen automaton
+/// (unproductive rules trimmed) and which rules are nullable.
+#[derive(Debug)]
+pub struct Automaton {
+    /// The grammar after [`passes::optimize`].
+    pub grammar: Grammar,
+    /// Every rule's trimmed DFA in one global numbering.
+    pub fsm: CompactFsm,
+    /// For each rule, whether it derives the empty string.
+    pub nullable: Vec<bool>,
+}
+
+/// Optimizes `grammar` and builds its automaton. Fails if a limit is hit or the root rule cannot
+/// match any finite string.
+pub fn build_automaton(grammar: &Grammar, limits: &Limits) -> Result<Automaton, GrammarError> {
     let grammar = passes::optimize(grammar.clone());
     let mut dfas = Vec::with_capacity(grammar.rules().len());
     let mut total = 0usize;
@@ -88,9 +97,27 @@ pub fn compile(
         })
         .collect();
     let nullable = passes::nullable(&grammar);
-    Ok(Arc::new(CompiledGrammar {
+    Ok(Automaton {
         fsm: CompactFsm::freeze(&trimmed),
         grammar,
+        nullable,
+    })
+}
+
+/// Compiles `grammar` for `vocab`.
+pub fn compile(
+    grammar: &Grammar,
+    vocab: Arc<Vocab>,
+    limits: &Limits,
+) -> Result<Arc<CompiledGrammar>, GrammarError> {
+    let Automaton {
+        grammar,
+        fsm,
+        nullable,
+    } = build_automaton(grammar, limits)?;
+    Ok(Arc::new(CompiledGrammar {
+        grammar,
+        fsm,
         nullable,
         vocab,
     }))

@@ -12,5 +12,5 @@ pub mod earley;
 pub mod mask;
 pub mod matcher;
 
-pub use compiler::{compile, CompiledGrammar};
+pub use compiler::{build_automaton, compile, Automaton, CompiledGrammar};
 pub use matcher::{GrammarMatcher, MatcherError};
