@@ -8,8 +8,9 @@ cargo build --release --locked --quiet
 import json, sys
 lines = [json.loads(l) for l in sys.stdin]
 us = sorted(l["mask_us"] for l in lines)
-pct = lambda p: us[min(len(us) - 1, int(p / 100 * len(us)))]
-end = lines[-1]
-print(f"steps {len(us)}  completed {end.get(\"completed\")}  mask us: p50 {pct(50):.1f}  p90 {pct(90):.1f}  "
-      f"p99 {pct(99):.1f}  max {us[-1]:.1f}  mean {sum(us) / len(us):.1f}")
+def pct(p):
+    return us[min(len(us) - 1, int(p / 100 * len(us)))]
+done = lines[-1].get("completed")
+print("steps %d  completed %s  mask us: p50 %.1f  p90 %.1f  p99 %.1f  max %.1f  mean %.1f"
+      % (len(us), done, pct(50), pct(90), pct(99), us[-1], sum(us) / len(us)))
 '
