@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | [`util`] | L0 | `u32` ids, [`TokenBitmask`], [`Limits`] |
 //! | [`grammar`] | L1 | the grammar IR, EBNF parsing and printing, passes, per-rule byte FSMs |
+//! | [`frontend`] | L2 | regex and JSON Schema → grammar |
 //! | [`vocab`] | L2 | [`Vocab`] and its loaders (tokenizer.json, GGUF, tiktoken) |
 //! | [`engine`] | L3 | compiling a grammar for a vocabulary; the Earley [`GrammarMatcher`] |
 //! | [`cli`] | L6 | the `structgen` command line |
@@ -32,6 +33,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod frontend;
 pub mod grammar;
 pub mod util;
 pub mod vocab;
