@@ -127,3 +127,24 @@ fn refused_input_leaves_state_unchanged() {
         }
     }
 }
+
+/// A stop token that is also a text token is only ever a stop token: the mask allows it exactly
+/// when the input is complete, as `accept_token` does.
+#[test]
+fn stop_token_that_is_also_text() {
+    let limits = Limits::default();
+    let g = ebnf::parse("root ::= \"a\" [a-z]*", "root", &limits).expect("parses");
+    let cg = compile(&g, byte_vocab(), &limits).expect("compiles");
+    let z = TokenId(u32::from(b'z'));
+    let mut m = GrammarMatcher::with_stop_tokens(cg, vec![z]);
+    let mut mask = TokenBitmask::new(257);
+    m.fill_next_token_bitmask(&mut mask);
+    assert!(
+        !mask.is_allowed(z) && !m.fork().accept_token(z),
+        "not complete yet"
+    );
+    assert!(m.accept_token(TokenId(u32::from(b'a'))));
+    m.fill_next_token_bitmask(&mut mask);
+    assert!(mask.is_allowed(z), "complete after \"a\"");
+    assert!(m.accept_token(z) && m.is_terminated());
+}

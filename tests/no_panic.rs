@@ -71,3 +71,42 @@ fn mutated_grammars_end_in_a_value_or_an_error() {
     println!("mutated grammars: {total}, parsed {parsed}, compiled {compiled}");
     assert!(parsed > total / 10 && compiled > 0);
 }
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    let limits = Limits::default();
+    for src in [
+        format!("root ::= \"a\"{}", "?".repeat(100_000)),
+        format!(
+            "root ::= {}\"a\"{}",
+            "(".repeat(100_000),
+            ")".repeat(100_000)
+        ),
+        format!("root ::= \"a\"{}", "{1,2}".repeat(10_000)),
+    ] {
+        let err = ebnf::parse(&src, "root", &limits).expect_err("too deep");
+        assert!(
+            err.to_string().contains("nested deeper than the limit"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn large_bounded_repetitions_compile() {
+    let limits = Limits::default();
+    for src in [
+        "root ::= [0-9]{0,10000}",
+        "root ::= [^\"\\\\]{0,10000}",
+        "root ::= (\"ab\" | [c-z]){3,5000}",
+    ] {
+        let g = ebnf::parse(src, "root", &limits).expect("parses");
+        let cg = compile(&g, byte_vocab(), &limits).expect("compiles");
+        let mut m = GrammarMatcher::new(cg);
+        assert!(
+            m.accept_string(&"7".repeat(3))
+                || m.accept_string("\u{e9}\u{e9}\u{e9}")
+                || m.accept_string("abab")
+        );
+    }
+}

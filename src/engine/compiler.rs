@@ -18,32 +18,30 @@ use crate::vocab::Vocab;
 /// A grammar ready for matching against one vocabulary. Immutable; share it with `Arc`.
 #[derive(Debug)]
 pub struct CompiledGrammar {
-    grammar: Grammar,
-    fsm: CompactFsm,
-    nullable: Vec<bool>,
+    automaton: Automaton,
     vocab: Arc<Vocab>,
 }
 
 impl CompiledGrammar {
     /// The optimized grammar the automaton was built from.
     pub fn grammar(&self) -> &Grammar {
-        &self.grammar
+        &self.automaton.grammar
     }
 
     /// The frozen automaton.
     pub fn fsm(&self) -> &CompactFsm {
-        &self.fsm
+        &self.automaton.fsm
     }
 
     /// Whether rule `r` derives the empty string.
     #[inline]
     pub fn nullable(&self, r: RuleId) -> bool {
-        self.nullable[r.index()]
+        self.automaton.nullable[r.index()]
     }
 
     /// The root rule.
     pub fn root(&self) -> RuleId {
-        self.grammar.root()
+        self.automaton.grammar.root()
     }
 
     /// The vocabulary masks are computed over.
@@ -110,15 +108,8 @@ pub fn compile(
     vocab: Arc<Vocab>,
     limits: &Limits,
 ) -> Result<Arc<CompiledGrammar>, GrammarError> {
-    let Automaton {
-        grammar,
-        fsm,
-        nullable,
-    } = build_automaton(grammar, limits)?;
     Ok(Arc::new(CompiledGrammar {
-        grammar,
-        fsm,
-        nullable,
+        automaton: build_automaton(grammar, limits)?,
         vocab,
     }))
 }

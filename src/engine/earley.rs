@@ -135,8 +135,16 @@ impl EarleyParser {
         let mut bits = [0u64; 4];
         for it in self.current() {
             for e in g.fsm().byte_edges(it.state) {
-                for b in e.lo..=e.hi {
-                    bits[(b >> 6) as usize] |= 1 << (b & 63);
+                let (lo, hi) = (usize::from(e.lo), usize::from(e.hi));
+                for (w, word) in bits.iter_mut().enumerate().take(hi / 64 + 1).skip(lo / 64) {
+                    let from = lo.max(w * 64) - w * 64;
+                    let to = hi.min(w * 64 + 63) - w * 64;
+                    let span = if to - from == 63 {
+                        u64::MAX
+                    } else {
+                        ((1u64 << (to - from + 1)) - 1) << from
+                    };
+                    *word |= span;
                 }
             }
         }

@@ -15,37 +15,45 @@ use super::earley::EarleyParser;
 use crate::util::TokenBitmask;
 
 /// Sets the bit of every normal token whose bytes the parser can scan from its current set. The
-/// parser is left exactly as it was. Stop tokens are the caller's business.
+/// parser is left exactly as it was. The caller then decides the stop tokens (which may also be
+/// text tokens).
 pub fn fill_text_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: &mut TokenBitmask) {
     let vocab = g.vocab();
     let sorted = vocab.sorted();
     let lcp = vocab.sorted_lcp();
     let base = parser.num_sets();
-    let mut depth = 0usize;
-    let mut i = 0usize;
-    while i < sorted.len() {
-        let token = sorted[i];
-        let bytes = vocab.token_bytes(token);
-        let keep = depth.min(lcp[i] as usize);
-        parser.truncate(base + keep);
-        depth = keep;
-        let mut refused_at = None;
-        while depth < bytes.len() {
-            if !parser.push_byte(g, bytes[depth]) {
-                refused_at = Some(depth);
-                break;
-            }
-            depth += 1;
+    let first_bytes = parser.next_bytes(g);
+    for b in 0..=255u8 {
+        if first_bytes[usize::from(b >> 6)] & (1 << (b & 63)) == 0 {
+            continue;
         }
-        i += 1;
-        match refused_at {
-            None => mask.set(token),
-            Some(d) => {
-                while i < sorted.len() && lcp[i] as usize > d {
-                    i += 1;
+        let run = vocab.first_byte_run(b);
+        let mut depth = 0usize;
+        let mut i = run.start;
+        while i < run.end {
+            let token = sorted[i];
+            let bytes = vocab.token_bytes(token);
+            let keep = depth.min(lcp[i] as usize);
+            parser.truncate(base + keep);
+            depth = keep;
+            let mut refused_at = None;
+            while depth < bytes.len() {
+                if !parser.push_byte(g, bytes[depth]) {
+                    refused_at = Some(depth);
+                    break;
+                }
+                depth += 1;
+            }
+            i += 1;
+            match refused_at {
+                None => mask.set(token),
+                Some(d) => {
+                    while i < run.end && lcp[i] as usize > d {
+                        i += 1;
+                    }
                 }
             }
         }
+        parser.truncate(base);
     }
-    parser.truncate(base);
 }

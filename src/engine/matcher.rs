@@ -15,6 +15,49 @@ use super::mask;
 use crate::util::{TokenBitmask, TokenId};
 use crate::vocab::TokenKind;
 
+/// Scans `bytes` as one step; on refusal (or empty input) the parser is restored and `false` returned.
+fn scan(
+    g: &CompiledGrammar,
+    parser: &mut EarleyParser,
+    history: &mut Vec<Step>,
+    bytes: &[u8],
+) -> bool {
+    if bytes.is_empty() {
+        return false;
+    }
+    let before = parser.num_sets();
+    for &b in bytes {
+        if !parser.push_byte(g, b) {
+            parser.truncate(before);
+            return false;
+        }
+    }
+    history.push(Step::Bytes {
+        sets_before: before as u32,
+    });
+    true
+}
+
+/// Length of `bytes` without a trailing incomplete UTF-8 sequence (leading continuation bytes, which
+/// finish a character begun by an earlier token, are kept).
+fn complete_utf8_len(bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    for back in 1..=n.min(4) {
+        let b = bytes[n - back];
+        if b & 0xC0 == 0x80 {
+            continue;
+        }
+        let need = match b {
+            0x00..=0x7F => 1,
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            _ => 4,
+        };
+        return if back < need { n - back } else { n };
+    }
+    n
+}
+
 /// Longest jump-forward string searched for, in bytes.
 const MAX_JUMP_FORWARD_BYTES: usize = 4096;
 
@@ -107,12 +150,16 @@ impl GrammarMatcher {
             }
             return false;
         }
-        let grammar = Arc::clone(&self.grammar);
-        let vocab = grammar.vocab();
+        let vocab = self.grammar.vocab();
         if vocab.kind(token) != TokenKind::Normal {
             return false;
         }
-        self.accept_bytes(vocab.token_bytes(token))
+        scan(
+            &self.grammar,
+            &mut self.parser,
+            &mut self.history,
+            vocab.token_bytes(token),
+        )
     }
 
     /// Accepts raw text as one step (not necessarily token-aligned). Empty text is refused.
@@ -122,34 +169,25 @@ impl GrammarMatcher {
 
     /// Accepts raw bytes as one step. Empty input is refused.
     pub fn accept_bytes(&mut self, bytes: &[u8]) -> bool {
-        if bytes.is_empty() || self.is_terminated() {
-            return false;
-        }
-        let before = self.parser.num_sets();
-        for &b in bytes {
-            if !self.parser.push_byte(&self.grammar, b) {
-                self.parser.truncate(before);
-                return false;
-            }
-        }
-        self.history.push(Step::Bytes {
-            sets_before: before as u32,
-        });
-        true
+        !self.is_terminated() && scan(&self.grammar, &mut self.parser, &mut self.history, bytes)
     }
 
     /// Writes the allowed-token mask for the next token into `mask` (which should be sized for the
-    /// grammar's vocabulary). Special and padding tokens are never allowed; stop tokens are allowed
-    /// exactly when the input so far is complete; nothing is allowed once terminated.
+    /// grammar's vocabulary). Special and padding tokens are never allowed; stop tokens (even ones
+    /// that are also text) are allowed exactly when the input so far is complete; nothing is allowed
+    /// once terminated.
     pub fn fill_next_token_bitmask(&mut self, mask: &mut TokenBitmask) {
         mask.clear();
         if self.is_terminated() {
             return;
         }
         mask::fill_text_tokens(&self.grammar, &mut self.parser, mask);
-        if self.parser.can_complete(&self.grammar) {
-            for &t in &self.stop_tokens {
+        let complete = self.parser.can_complete(&self.grammar);
+        for &t in &self.stop_tokens {
+            if complete {
                 mask.set(t);
+            } else {
+                mask.unset(t);
             }
         }
     }
@@ -209,16 +247,38 @@ impl GrammarMatcher {
             out.push(byte);
         }
         self.parser.truncate(base);
-        if let Err(e) = std::str::from_utf8(&out) {
-            if e.error_len().is_none() {
-                out.truncate(e.valid_up_to());
-            }
-        }
+        out.truncate(complete_utf8_len(&out));
         out
     }
 
-    /// [`GrammarMatcher::find_jump_forward_bytes`] as text (invalid UTF-8 shown as U+FFFD).
+    /// [`GrammarMatcher::find_jump_forward_bytes`] as text. Lossy only when the matcher stands inside
+    /// a character (the previous token ended mid-character): the leading continuation bytes are then
+    /// shown as U+FFFD; use the bytes form to feed them back.
     pub fn find_jump_forward_string(&mut self) -> String {
         String::from_utf8_lossy(&self.find_jump_forward_bytes()).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::complete_utf8_len;
+
+    #[test]
+    fn trailing_partial_characters_are_cut() {
+        assert_eq!(complete_utf8_len(b"ab"), 2);
+        assert_eq!(complete_utf8_len("é".as_bytes()), 2);
+        assert_eq!(complete_utf8_len(&[b'a', 0xC3]), 1);
+        assert_eq!(
+            complete_utf8_len(&[0xA9, 0xE2, 0x82]),
+            1,
+            "starts mid-character"
+        );
+        assert_eq!(complete_utf8_len(&[0xA9, 0xE2, 0x82, 0xAC]), 4);
+        assert_eq!(complete_utf8_len(&[0xF0, 0x9F, 0x98]), 0);
+        assert_eq!(
+            complete_utf8_len(&[0x82, 0xAC]),
+            2,
+            "only continuation bytes"
+        );
     }
 }

@@ -45,13 +45,13 @@ impl GrammarBuilder {
 
     /// A fresh rule name based on `base` that no declared rule uses yet.
     pub fn fresh_name(&self, base: &str) -> String {
-        if !self.by_name.contains_key(base) {
-            return base.to_string();
+        let mut name = base.to_string();
+        let mut i = 0u64;
+        while self.by_name.contains_key(&name) {
+            i += 1;
+            name = format!("{base}_{i}");
         }
-        (1..)
-            .map(|i| format!("{base}_{i}"))
-            .find(|n| !self.by_name.contains_key(n))
-            .unwrap_or_else(|| base.to_string())
+        name
     }
 
     /// Whether `id` already has a body.

@@ -505,6 +505,7 @@ impl Parser<'_> {
 
     fn postfix(&mut self) -> Result<Expr, EbnfError> {
         let mut e = self.primary()?;
+        let mut chain = 0usize;
         loop {
             let fixed = match self.peek().tok {
                 Tok::Star => Some((0, None)),
@@ -513,7 +514,15 @@ impl Parser<'_> {
                 Tok::LBrace => None,
                 _ => return Ok(e),
             };
-            self.next();
+            let op = self.next();
+            chain += 1;
+            if self.depth + chain > self.limits.max_nesting {
+                return Err(EbnfError {
+                    line: op.line,
+                    col: op.col,
+                    kind: EbnfErrorKind::TooDeep(self.limits.max_nesting),
+                });
+            }
             let (min, max) = match fixed {
                 Some(bounds) => bounds,
                 None => self.bounds()?,

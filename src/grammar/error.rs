@@ -56,8 +56,8 @@ pub enum EbnfErrorKind {
     /// The same rule name defined twice.
     #[error("rule `{0}` is defined more than once")]
     DuplicateRule(String),
-    /// Groups nested deeper than `Limits::max_nesting`.
-    #[error("groups nested deeper than the limit {0}")]
+    /// Groups and repetition operators nested deeper than `Limits::max_nesting`.
+    #[error("groups and repetitions nested deeper than the limit {0}")]
     TooDeep(usize),
     /// A character that cannot start any token.
     #[error("unexpected character {0:?}")]

@@ -33,6 +33,9 @@ pub struct DState {
     pub refs: Vec<(RuleId, u32)>,
 }
 
+/// Above this many states [`Dfa::minimize`] only renumbers.
+pub const MINIMIZE_LIMIT: usize = 4096;
+
 /// What distinguishes a state during minimization: its class, its byte edges and its reference
 /// edges, with targets replaced by their classes.
 type Signature = (u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>);
@@ -188,9 +191,14 @@ impl Dfa {
         Ok(dfa.minimize())
     }
 
-    /// Moore partition refinement, then canonical BFS renumbering from the start.
+    /// Moore partition refinement, then canonical BFS renumbering from the start. Moore needs as many
+    /// rounds as the longest distinguishing path, so chain-shaped automata (large bounded
+    /// repetitions) would cost O(n²); above [`MINIMIZE_LIMIT`] states only the renumbering is done.
     pub fn minimize(&self) -> Dfa {
         let n = self.states.len();
+        if n > MINIMIZE_LIMIT {
+            return self.renumber_bfs();
+        }
         let mut class: Vec<u32> = self.states.iter().map(|s| u32::from(s.accept)).collect();
         let mut count = 0usize;
         loop {

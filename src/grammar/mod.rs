@@ -37,8 +37,15 @@ pub struct CharClass {
 pub const MAX_CODE_POINT: u32 = 0x10FFFF;
 
 impl CharClass {
-    /// A class from arbitrary ranges; they are sorted and merged. Ranges must have `lo <= hi`.
+    /// A class from arbitrary ranges; they are sorted and merged. Ranges must have `lo <= hi`. The
+    /// empty class is stored in its one canonical form, `[^\x00-\U0010FFFF]`, which EBNF can write.
     pub fn new(negated: bool, mut ranges: Vec<(u32, u32)>) -> Self {
+        if !negated && ranges.is_empty() {
+            return CharClass {
+                negated: true,
+                ranges: vec![(0, MAX_CODE_POINT)],
+            };
+        }
         ranges.sort_unstable();
         let mut merged: Vec<(u32, u32)> = Vec::with_capacity(ranges.len());
         for (lo, hi) in ranges {
@@ -53,21 +60,33 @@ impl CharClass {
         }
     }
 
-    /// The code point ranges the class matches, with negation applied.
+    /// The Unicode scalar values the class matches, with negation applied and the surrogate block
+    /// U+D800..U+DFFF (which no UTF-8 text contains) cut out, so every range has valid `char` ends.
     pub fn matched_ranges(&self) -> Vec<(u32, u32)> {
+        let mut raw = Vec::new();
         if !self.negated {
-            return self.ranges.clone();
-        }
-        let mut out = Vec::new();
-        let mut next = 0u32;
-        for &(lo, hi) in &self.ranges {
-            if lo > next {
-                out.push((next, lo - 1));
+            raw.clone_from(&self.ranges);
+        } else {
+            let mut next = 0u32;
+            for &(lo, hi) in &self.ranges {
+                if lo > next {
+                    raw.push((next, lo - 1));
+                }
+                next = hi.saturating_add(1);
             }
-            next = hi.saturating_add(1);
+            if next <= MAX_CODE_POINT {
+                raw.push((next, MAX_CODE_POINT));
+            }
         }
-        if next <= MAX_CODE_POINT {
-            out.push((next, MAX_CODE_POINT));
+        let mut out = Vec::with_capacity(raw.len() + 1);
+        for (lo, hi) in raw {
+            let hi = hi.min(MAX_CODE_POINT);
+            if lo < 0xD800 {
+                out.push((lo, hi.min(0xD7FF)));
+            }
+            if hi > 0xDFFF {
+                out.push((lo.max(0xE000), hi));
+            }
         }
         out
     }
@@ -78,7 +97,7 @@ impl CharClass {
 pub enum Expr {
     /// The empty string `""`.
     Empty,
-    /// A non-empty literal string.
+    /// A literal string (front ends emit `Empty` rather than an empty literal).
     Literal(String),
     /// One code point from a class.
     Class(CharClass),
@@ -186,10 +205,20 @@ mod tests {
         let c = CharClass::new(false, vec![(5, 9), (0, 3), (4, 4), (20, 30)]);
         assert_eq!(c.ranges, vec![(0, 9), (20, 30)]);
         let n = CharClass::new(true, vec![(0, 9)]);
-        assert_eq!(n.matched_ranges(), vec![(10, MAX_CODE_POINT)]);
         assert_eq!(
-            CharClass::new(true, vec![]).matched_ranges(),
-            vec![(0, MAX_CODE_POINT)]
+            n.matched_ranges(),
+            vec![(10, 0xD7FF), (0xE000, MAX_CODE_POINT)]
         );
+        let any = vec![(0, 0xD7FF), (0xE000, MAX_CODE_POINT)];
+        assert_eq!(CharClass::new(true, vec![]).matched_ranges(), any);
+        // Ranges touching the surrogate block keep their valid parts.
+        let no_private = CharClass::new(true, vec![(0xE000, 0xF8FF)]);
+        assert_eq!(
+            no_private.matched_ranges(),
+            vec![(0, 0xD7FF), (0xF900, MAX_CODE_POINT)]
+        );
+        let above = CharClass::new(true, vec![(0, 0xD7FF)]);
+        assert_eq!(above.matched_ranges(), vec![(0xE000, MAX_CODE_POINT)]);
+        assert!(CharClass::new(false, vec![]).matched_ranges().is_empty());
     }
 }

@@ -10,6 +10,8 @@
 //!
 //! [`nullable`] computes which rules derive the empty string (a fixpoint over the rule table).
 
+use std::collections::HashSet;
+
 use super::{CharClass, Expr, Grammar, Rule};
 use crate::util::RuleId;
 
@@ -63,13 +65,14 @@ fn normalize_expr(e: Expr) -> Expr {
         }
         Expr::Alt(items) => {
             let mut out: Vec<Expr> = Vec::with_capacity(items.len());
+            let mut seen: HashSet<Expr> = HashSet::with_capacity(items.len());
             for item in items.into_iter().map(normalize_expr) {
                 let parts = match item {
                     Expr::Alt(inner) => inner,
                     other => vec![other],
                 };
                 for part in parts {
-                    if !out.contains(&part) {
+                    if seen.insert(part.clone()) {
                         out.push(part);
                     }
                 }

@@ -98,11 +98,6 @@ pub fn print_literal(s: &str, out: &mut String) {
 }
 
 fn print_class(c: &CharClass, out: &mut String) {
-    if !c.negated && c.ranges.is_empty() {
-        // The empty class (from a regex such as `[^\s\S]`); EBNF has no `[]`, so write its equivalent.
-        out.push_str("[^\\x00-\\U0010FFFF]");
-        return;
-    }
     out.push('[');
     if c.negated {
         out.push('^');

@@ -45,6 +45,15 @@ impl TokenBitmask {
         }
     }
 
+    /// Disallow `token`; ids past the vocabulary are ignored.
+    #[inline]
+    pub fn unset(&mut self, token: TokenId) {
+        let t = token.index();
+        if t < self.len {
+            self.words[t / 32] &= !(1 << (t % 32));
+        }
+    }
+
     /// Whether `token` is allowed.
     #[inline]
     pub fn is_allowed(&self, token: TokenId) -> bool {

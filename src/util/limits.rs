@@ -13,8 +13,15 @@ pub struct Limits {
     pub max_fsm_states: usize,
     /// Largest `n`/`m` in `{n}`, `{n,}`, `{n,m}`; larger bounds would expand to huge FSMs.
     pub max_repeat: u32,
-    /// Nesting depth of EBNF groups; deeper input is refused instead of overflowing the stack.
+    /// Nesting depth of EBNF groups and regexes; deeper input is refused instead of overflowing
+    /// the stack.
     pub max_nesting: usize,
+    /// Depth of JSON Schema nesting and `$ref` inlining (a `$ref` with sibling keywords is inlined;
+    /// a bare `$ref` becomes a rule and does not count). 64 covers real schemas; recursion through
+    /// inlined references would otherwise never end.
+    pub max_schema_depth: usize,
+    /// Most alternatives one schema may expand to when `allOf` / `anyOf` are distributed.
+    pub max_schema_alternatives: usize,
 }
 
 impl Default for Limits {
@@ -25,6 +32,8 @@ impl Default for Limits {
             max_fsm_states: 2_000_000,
             max_repeat: 10_000,
             max_nesting: 200,
+            max_schema_depth: 64,
+            max_schema_alternatives: 256,
         }
     }
 }

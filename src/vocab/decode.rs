@@ -45,18 +45,17 @@ pub fn byte_to_char() -> [char; 256] {
     table
 }
 
+/// The inverse table: for the 324 code points the GPT-2 table uses, the byte they spell.
 fn char_to_byte(c: char) -> Option<u8> {
-    let cp = c as u32;
-    match cp {
-        0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF => Some(cp as u8),
-        0x100..=0x143 => {
-            let n = cp - 0x100;
-            (0..=255u8)
-                .filter(|b| !matches!(b, b'!'..=b'~' | 0xA1..=0xAC | 0xAE..=0xFF))
-                .nth(n as usize)
+    static INVERSE: std::sync::OnceLock<[Option<u8>; 0x144]> = std::sync::OnceLock::new();
+    let table = INVERSE.get_or_init(|| {
+        let mut inv = [None; 0x144];
+        for (b, ch) in byte_to_char().iter().enumerate() {
+            inv[*ch as usize] = Some(b as u8);
         }
-        _ => None,
-    }
+        inv
+    });
+    table.get(c as usize).copied().flatten()
 }
 
 /// Decodes a byte-level piece; characters outside the table are kept as their UTF-8 bytes.

@@ -109,6 +109,10 @@ fn read_json(path: &Path) -> Option<Value> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
+fn to_id(n: u64) -> Option<TokenId> {
+    u32::try_from(n).ok().map(TokenId)
+}
+
 fn configured_stop_ids(tokenizer: &Tokenizer, dir: &Path) -> Vec<TokenId> {
     let mut ids = Vec::new();
     if let Some(cfg) = read_json(&dir.join("tokenizer_config.json")) {
@@ -122,12 +126,10 @@ fn configured_stop_ids(tokenizer: &Tokenizer, dir: &Path) -> Vec<TokenId> {
     }
     if let Some(gen) = read_json(&dir.join("generation_config.json")) {
         match gen.get("eos_token_id") {
-            Some(Value::Number(n)) => ids.extend(n.as_u64().map(|n| TokenId(n as u32))),
-            Some(Value::Array(list)) => ids.extend(
-                list.iter()
-                    .filter_map(Value::as_u64)
-                    .map(|n| TokenId(n as u32)),
-            ),
+            Some(Value::Number(n)) => ids.extend(n.as_u64().and_then(to_id)),
+            Some(Value::Array(list)) => {
+                ids.extend(list.iter().filter_map(Value::as_u64).filter_map(to_id))
+            }
             _ => {}
         }
     }

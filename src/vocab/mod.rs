@@ -96,6 +96,7 @@ pub struct Vocab {
     stop: Vec<TokenId>,
     sorted: Vec<TokenId>,
     lcp: Vec<u32>,
+    first_byte_start: Vec<u32>,
 }
 
 impl Vocab {
@@ -128,6 +129,7 @@ impl Vocab {
             stop: Vec::new(),
             sorted: Vec::new(),
             lcp: Vec::new(),
+            first_byte_start: Vec::new(),
         };
         vocab.stop = stop.into_iter().filter(|t| t.index() < size).collect();
         vocab.build_sorted();
@@ -148,8 +150,15 @@ impl Vocab {
             };
             lcp.push(l as u32);
         }
+        let mut starts = Vec::with_capacity(257);
+        for b in 0..=256usize {
+            starts.push(sorted.partition_point(|&t| {
+                self.token_bytes(t).first().map_or(0, |&f| usize::from(f)) < b
+            }) as u32);
+        }
         self.sorted = sorted;
         self.lcp = lcp;
+        self.first_byte_start = starts;
     }
 
     /// Number of token ids (including padding); masks have `ceil(size / 32)` words.
@@ -208,6 +217,12 @@ impl Vocab {
         &self.sorted
     }
 
+    /// The entries of [`Vocab::sorted`] whose first byte is `b`: a contiguous run.
+    pub fn first_byte_run(&self, b: u8) -> std::ops::Range<usize> {
+        let i = usize::from(b);
+        self.first_byte_start[i] as usize..self.first_byte_start[i + 1] as usize
+    }
+
     /// For each entry of [`Vocab::sorted`], the length of its common prefix with the previous entry.
     pub fn sorted_lcp(&self) -> &[u32] {
         &self.lcp
@@ -242,15 +257,16 @@ pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
         path: path.to_path_buf(),
         source,
     };
-    let mut head = [0u8; 4];
-    let n = {
+    let mut head = Vec::with_capacity(256);
+    {
         use std::io::Read;
-        let mut f = std::fs::File::open(path).map_err(io)?;
-        f.read(&mut head).map_err(io)?
-    };
-    let loaded = if n == 4 && &head == b"GGUF" {
+        let f = std::fs::File::open(path).map_err(io)?;
+        f.take(256).read_to_end(&mut head).map_err(io)?;
+    }
+    let text = head.strip_prefix("\u{FEFF}".as_bytes()).unwrap_or(&head);
+    let loaded = if head.starts_with(b"GGUF") {
         gguf::load(path)?
-    } else if head[..n].iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+    } else if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         hf::load(path)?
     } else {
         tiktoken::load(path)?

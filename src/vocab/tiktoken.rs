@@ -11,6 +11,9 @@ use super::bpe::{self, BpeSpec};
 use super::decode::byte_to_char;
 use super::{LoadedVocab, TokenKind, Vocab, VocabError};
 
+/// Ranks are token ids; above this a file is refused rather than allocating a huge table.
+const MAX_RANK: u32 = 1 << 24;
+
 /// Loads a tiktoken rank file.
 pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
     let bytes = std::fs::read(path).map_err(|source| VocabError::Io {
@@ -50,7 +53,9 @@ pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
             .map_err(|e| err(i + 1, format!("bad base64 {b64:?}: {e}")))?;
         let rank: u32 = rank
             .parse()
-            .map_err(|_| err(i + 1, format!("bad rank {rank:?}")))?;
+            .ok()
+            .filter(|&r| r < MAX_RANK)
+            .ok_or_else(|| err(i + 1, format!("bad rank {rank:?} (expected 0..{MAX_RANK})")))?;
         if token.is_empty() {
             return Err(err(i + 1, "empty token".into()));
         }
