@@ -2,6 +2,7 @@
 //! does the work. Every failure is a [`CliError`] printed as `error: ...` with the file and position
 //! it concerns; `run` turns it into a non-zero exit code and never panics on user input.
 
+mod check;
 mod grammar_cmd;
 mod source;
 mod trace;
@@ -32,6 +33,8 @@ pub enum Command {
     Grammar(grammar_cmd::GrammarCmd),
     /// Step through a text token by token under a grammar, printing one JSON line per step.
     Trace(trace::TraceCmd),
+    /// Check many inputs (JSON Lines) against a grammar, token by token with a mask at every step.
+    Check(check::CheckCmd),
 }
 
 /// Everything that can stop a subcommand.
@@ -69,6 +72,37 @@ pub enum CliError {
         /// What is wrong.
         error: GrammarError,
     },
+    /// A JSON file that does not parse.
+    #[error("{path}:{line}:{col}: invalid JSON: {message}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// A JSON Schema that cannot be converted.
+    #[error("{path}: {error}")]
+    Schema {
+        /// The schema file.
+        path: PathBuf,
+        /// What is wrong, with its JSON path.
+        error: crate::frontend::json_schema::SchemaError,
+    },
+    /// A regex that cannot be converted.
+    #[error(transparent)]
+    Regex(#[from] crate::frontend::regex::RegexError),
+    /// The mask and `accept_token` disagreed (an engine bug).
+    #[error("engine self-check failed on input {index}: {error}")]
+    Disagreement {
+        /// Which input.
+        index: usize,
+        /// The disagreement.
+        error: crate::engine::check::Disagreement,
+    },
     /// A tokenizer that cannot be loaded.
     #[error(transparent)]
     Vocab(#[from] VocabError),
@@ -85,6 +119,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Grammar(cmd) => grammar_cmd::run(cmd),
         Command::Trace(cmd) => trace::run(cmd),
+        Command::Check(cmd) => check::run(cmd),
     };
     match result {
         Ok(code) => code,

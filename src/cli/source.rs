@@ -1,36 +1,152 @@
-//! Where a grammar comes from on the command line, shared by every subcommand that takes one.
+//! Where a grammar comes from on the command line (`--ebnf`, `--json-schema`, `--regex`, with the
+//! JSON Schema options), shared by every subcommand that takes one. Schema warnings are printed to
+//! stderr as `warning: FILE: /json/path: message`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use clap::Args;
+use clap::{ArgGroup, Args};
 
 use super::{read_text, CliError};
+use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
+use crate::frontend::regex::regex_grammar;
 use crate::grammar::{ebnf, Grammar};
 use crate::util::Limits;
 
 /// Grammar source arguments.
 #[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["ebnf", "json_schema", "regex"])))]
 pub struct GrammarArgs {
     /// EBNF grammar file (xgrammar dialect).
     #[arg(long, value_name = "FILE")]
-    pub ebnf: PathBuf,
-    /// Name of the root rule.
+    pub ebnf: Option<PathBuf>,
+    /// JSON Schema file.
+    #[arg(long, value_name = "FILE")]
+    pub json_schema: Option<PathBuf>,
+    /// Regular expression the whole output must match (ECMA-262 meaning of \d \w \s and `.`).
+    #[arg(long, value_name = "PATTERN", allow_hyphen_values = true)]
+    pub regex: Option<String>,
+    /// Name of the root rule (with --ebnf).
     #[arg(long, default_value = "root", value_name = "NAME")]
     pub root: String,
+    #[command(flatten)]
+    pub schema: SchemaArgs,
+}
+
+/// JSON Schema options (with --json-schema).
+#[derive(Debug, Clone, Args)]
+pub struct SchemaArgs {
+    /// Exact layout (separators, optional indent) instead of free whitespace between tokens.
+    #[arg(long)]
+    pub no_any_whitespace: bool,
+    /// Most whitespace characters in one place with free whitespace (default 2).
+    #[arg(long, value_name = "N", conflicts_with = "unbounded_whitespace")]
+    pub max_whitespace: Option<u32>,
+    /// Free whitespace without a bound (generation may run away in whitespace).
+    #[arg(long)]
+    pub unbounded_whitespace: bool,
+    /// Pretty-print with N spaces per level (needs --no-any-whitespace).
+    #[arg(long, value_name = "N", requires = "no_any_whitespace")]
+    pub indent: Option<usize>,
+    /// Item and key separators (needs --no-any-whitespace), e.g. --separators "," ":".
+    #[arg(long, num_args = 2, value_names = ["ITEM", "KEY"], requires = "no_any_whitespace", allow_hyphen_values = true)]
+    pub separators: Option<Vec<String>>,
+    /// Admit properties not listed in `properties` when `additionalProperties` is absent (JSON
+    /// Schema's own rule); by default such objects are closed.
+    #[arg(long)]
+    pub no_strict: bool,
+    /// Accept object members in any order (required ones once each); for checking JSON written
+    /// elsewhere. By default members follow the schema's property order.
+    #[arg(long)]
+    pub any_property_order: bool,
+    /// Refuse schemas with keywords that are not enforced exactly instead of warning.
+    #[arg(long)]
+    pub strict_schema: bool,
+}
+
+impl SchemaArgs {
+    /// The options these flags select.
+    pub fn options(&self) -> JsonSchemaOptions {
+        let defaults = JsonSchemaOptions::default();
+        JsonSchemaOptions {
+            any_whitespace: !self.no_any_whitespace,
+            max_whitespace: if self.unbounded_whitespace {
+                None
+            } else {
+                self.max_whitespace.or(defaults.max_whitespace)
+            },
+            indent: self.indent,
+            separators: self
+                .separators
+                .as_ref()
+                .and_then(|s| Some((s.first()?.clone(), s.get(1)?.clone()))),
+            strict: !self.no_strict,
+            property_order: if self.any_property_order {
+                PropertyOrder::Flexible
+            } else {
+                PropertyOrder::Schema
+            },
+            strict_schema: self.strict_schema,
+        }
+    }
+
+    fn any_given(&self) -> bool {
+        self.no_any_whitespace
+            || self.max_whitespace.is_some()
+            || self.unbounded_whitespace
+            || self.indent.is_some()
+            || self.separators.is_some()
+            || self.no_strict
+            || self.any_property_order
+            || self.strict_schema
+    }
 }
 
 impl GrammarArgs {
-    /// Reads and parses the grammar.
+    /// Reads and converts the grammar, printing schema warnings to stderr.
     pub fn load(&self, limits: &Limits) -> Result<Grammar, CliError> {
-        let src = read_text(&self.ebnf)?;
-        ebnf::parse(&src, &self.root, limits).map_err(|error| CliError::Ebnf {
-            path: self.ebnf.clone(),
-            error,
-        })
+        if self.json_schema.is_none() && self.schema.any_given() {
+            return Err(CliError::Usage(
+                "JSON Schema options (--no-any-whitespace, --indent, ...) need --json-schema"
+                    .into(),
+            ));
+        }
+        if let Some(path) = &self.ebnf {
+            let src = read_text(path)?;
+            return ebnf::parse(&src, &self.root, limits).map_err(|error| CliError::Ebnf {
+                path: path.clone(),
+                error,
+            });
+        }
+        if let Some(path) = &self.json_schema {
+            let text = read_text(path)?;
+            let value: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| CliError::Json {
+                    path: path.clone(),
+                    line: e.line(),
+                    col: e.column(),
+                    message: e.to_string(),
+                })?;
+            let out =
+                json_schema_grammar(&value, &self.schema.options(), limits).map_err(|error| {
+                    CliError::Schema {
+                        path: path.clone(),
+                        error,
+                    }
+                })?;
+            for w in &out.warnings {
+                eprintln!("warning: {}: {w}", path.display());
+            }
+            return Ok(out.grammar);
+        }
+        let pattern = self.regex.as_deref().unwrap_or_default();
+        regex_grammar(pattern, limits).map_err(CliError::Regex)
     }
 
-    /// The file the grammar came from, for error messages.
-    pub fn path(&self) -> &std::path::Path {
-        &self.ebnf
+    /// What to name in error messages about the grammar.
+    pub fn path(&self) -> &Path {
+        self.ebnf
+            .as_deref()
+            .or(self.json_schema.as_deref())
+            .unwrap_or(Path::new("--regex"))
     }
 }

@@ -6,7 +6,9 @@
 //!   item set so that any suffix can be dropped (rollback) in O(1).
 //! - [`mask`]: the token-mask walk over the vocabulary's sorted order with prefix-trie skipping.
 //! - [`matcher`]: [`GrammarMatcher`], the per-sequence state and its public API.
+//! - [`check`]: stepping a token sequence with a mask before every token (`structgen check`).
 
+pub mod check;
 pub mod compiler;
 pub mod earley;
 pub mod mask;

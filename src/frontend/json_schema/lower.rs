@@ -1,0 +1,464 @@
+//! Conjunctions → grammar expressions, and everything the per-type lowerings share: `$ref` rules,
+//! shared helper rules (whitespace, any JSON value, plain strings and numbers), and the layout of
+//! brackets and separators.
+//!
+//! `depth` is the JSON nesting level of the value being lowered; it positions indentation and bounds
+//! recursion through inlined references (`Limits::max_schema_depth`). A bare `$ref` becomes a rule,
+//! created once per target (per target and depth when indenting), so recursive schemas give
+//! recursive grammars.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::merge::{Alternative, Conj};
+use super::schema::{Parser, Schema, Types};
+use super::{JsonSchemaOptions, SchemaError, SchemaWarning};
+use crate::grammar::{CharClass, Expr, GrammarBuilder};
+use crate::util::{Limits, RuleId};
+
+/// Lowers one schema document into a grammar builder.
+pub struct Lowerer<'a> {
+    root: &'a Value,
+    pub(super) builder: &'a mut GrammarBuilder,
+    pub(super) options: &'a JsonSchemaOptions,
+    pub(super) limits: &'a Limits,
+    parser: Parser,
+    refs: HashMap<(String, usize), RuleId>,
+    parsed: HashMap<String, Schema>,
+    shared: HashMap<&'static str, RuleId>,
+}
+
+/// An expression that matches nothing.
+pub fn never() -> Expr {
+    Expr::Class(CharClass::new(false, Vec::new()))
+}
+
+/// `a | b | ...`, or the single item, or nothing.
+pub fn alt(mut items: Vec<Expr>) -> Expr {
+    match items.len() {
+        0 => never(),
+        1 => items.pop().unwrap_or(Expr::Empty),
+        _ => Expr::Alt(items),
+    }
+}
+
+/// A literal string.
+pub fn lit(s: &str) -> Expr {
+    if s.is_empty() {
+        Expr::Empty
+    } else {
+        Expr::Literal(s.to_string())
+    }
+}
+
+/// `e?`.
+pub fn opt(e: Expr) -> Expr {
+    Expr::Repeat {
+        body: Box::new(e),
+        min: 0,
+        max: Some(1),
+    }
+}
+
+impl<'a> Lowerer<'a> {
+    /// A lowerer for the schema document `root`.
+    pub fn new(
+        root: &'a Value,
+        builder: &'a mut GrammarBuilder,
+        options: &'a JsonSchemaOptions,
+        limits: &'a Limits,
+    ) -> Self {
+        Lowerer {
+            root,
+            builder,
+            options,
+            limits,
+            parser: Parser::default(),
+            refs: HashMap::new(),
+            parsed: HashMap::new(),
+            shared: HashMap::new(),
+        }
+    }
+
+    /// Parses the whole document as a schema.
+    pub fn parse_root(&mut self) -> Result<Schema, SchemaError> {
+        self.parser.parse(self.root, "")
+    }
+
+    /// The warnings collected so far, in order, without duplicates.
+    pub fn finish(self) -> Vec<SchemaWarning> {
+        let mut out: Vec<SchemaWarning> = Vec::new();
+        for w in self.parser.warnings {
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+        out
+    }
+
+    /// Records a keyword that is not enforced exactly.
+    pub(super) fn warn(&mut self, path: &str, message: impl Into<String>) {
+        self.parser.warnings.push(SchemaWarning {
+            path: path.to_string(),
+            message: message.into(),
+        });
+    }
+
+    /// Parses a sub-schema found while lowering (e.g. a `$ref` target).
+    pub(super) fn parse_at(&mut self, v: &Value, path: &str) -> Result<Schema, SchemaError> {
+        self.parser.parse(v, path)
+    }
+
+    /// The expression for the JSON values `s` allows.
+    pub fn schema_expr(&mut self, s: &Schema, depth: usize) -> Result<Expr, SchemaError> {
+        let mut items = Vec::new();
+        for a in self.alternatives(s, depth)? {
+            items.push(match a {
+                Alternative::Ref(r) => {
+                    let path = match s {
+                        Schema::Spec(spec) => spec.path.clone(),
+                        Schema::Bool(_) => String::new(),
+                    };
+                    Expr::Ref(self.ref_rule(&r, &path, depth)?)
+                }
+                Alternative::Conj(c) => self.conj_expr(&c, depth)?,
+            });
+        }
+        Ok(alt(items))
+    }
+
+    /// The rule for reference `r` (defined on first use; recursion finds the declared rule).
+    fn ref_rule(&mut self, r: &str, at: &str, depth: usize) -> Result<RuleId, SchemaError> {
+        let level = if self.options.indent.is_some() {
+            depth
+        } else {
+            0
+        };
+        if let Some(&id) = self.refs.get(&(r.to_string(), level)) {
+            return Ok(id);
+        }
+        if depth > self.limits.max_schema_depth {
+            return Err(SchemaError::TooDeep {
+                path: at.to_string(),
+                limit: self.limits.max_schema_depth,
+            });
+        }
+        let base: String = r
+            .trim_start_matches("#/")
+            .rsplit('/')
+            .next()
+            .unwrap_or("ref")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let name = self.builder.fresh_name(&format!("ref_{base}"));
+        let id = self.builder.declare(&name)?;
+        self.refs.insert((r.to_string(), level), id);
+        let target = self.resolve(r, at)?;
+        let body = self.schema_expr(&target, level)?;
+        self.builder.define(id, body, None)?;
+        Ok(id)
+    }
+
+    /// The schema a local reference points to.
+    pub(super) fn resolve(&mut self, r: &str, at: &str) -> Result<Schema, SchemaError> {
+        if let Some(s) = self.parsed.get(r) {
+            return Ok(s.clone());
+        }
+        let (target, path) = self.lookup(r).ok_or_else(|| {
+            SchemaError::invalid(at, format!("$ref {r:?} does not point into this schema"))
+        })?;
+        let schema = self.parse_at(&target, &path)?;
+        self.parsed.insert(r.to_string(), schema.clone());
+        Ok(schema)
+    }
+
+    /// Finds `#/json/pointer` or `#anchor` in the document.
+    fn lookup(&self, r: &str) -> Option<(Value, String)> {
+        let frag = r.strip_prefix('#')?;
+        if frag.is_empty() {
+            return Some((self.root.clone(), String::new()));
+        }
+        if let Some(pointer) = frag.strip_prefix('/') {
+            let mut cur = self.root;
+            let mut path = String::new();
+            for raw in pointer.split('/') {
+                let token = percent_decode(raw).replace("~1", "/").replace("~0", "~");
+                cur = match cur {
+                    Value::Object(m) => m.get(&token)?,
+                    Value::Array(a) => a.get(token.parse::<usize>().ok()?)?,
+                    _ => return None,
+                };
+                path.push('/');
+                path.push_str(raw);
+            }
+            return Some((cur.clone(), path));
+        }
+        find_anchor(self.root, frag, "")
+    }
+
+    /// One conjunction of keywords.
+    fn conj_expr(&mut self, c: &Conj, depth: usize) -> Result<Expr, SchemaError> {
+        if let Some(values) = &c.values {
+            let mut items = Vec::new();
+            for v in values {
+                if !c.types.and(Types::of(v)).is_empty() {
+                    items.push(self.value_expr(v, depth));
+                }
+            }
+            return Ok(alt(items));
+        }
+        let mut items = Vec::new();
+        if c.types.contains(Types::NULL) {
+            items.push(lit("null"));
+        }
+        if c.types.contains(Types::BOOLEAN) {
+            items.push(Expr::Alt(vec![lit("true"), lit("false")]));
+        }
+        if c.types.contains(Types::NUMBER) {
+            items.push(self.number_expr(c, false));
+        } else if c.types.contains(Types::INTEGER) {
+            items.push(self.number_expr(c, true));
+        }
+        if c.types.contains(Types::STRING) {
+            items.push(self.string_expr(c)?);
+        }
+        if c.types.contains(Types::ARRAY) {
+            items.push(self.array_expr(c, depth)?);
+        }
+        if c.types.contains(Types::OBJECT) {
+            items.push(self.object_expr(c, depth)?);
+        }
+        Ok(alt(items))
+    }
+
+    /// Exactly one JSON value, laid out like generated values.
+    pub(super) fn value_expr(&mut self, v: &Value, depth: usize) -> Expr {
+        match v {
+            Value::Array(items) if !items.is_empty() => {
+                let mut seq = vec![self.open('[', depth)];
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        seq.push(self.item_sep(depth));
+                    }
+                    seq.push(self.value_expr(item, depth + 1));
+                }
+                seq.push(self.close(']', depth));
+                Expr::Seq(seq)
+            }
+            Value::Object(map) if !map.is_empty() => {
+                let mut seq = vec![self.open('{', depth)];
+                for (i, (k, item)) in map.iter().enumerate() {
+                    if i > 0 {
+                        seq.push(self.item_sep(depth));
+                    }
+                    seq.push(lit(&Value::String(k.clone()).to_string()));
+                    seq.push(self.key_sep());
+                    seq.push(self.value_expr(item, depth + 1));
+                }
+                seq.push(self.close('}', depth));
+                Expr::Seq(seq)
+            }
+            Value::Array(_) => self.empty('[', ']'),
+            Value::Object(_) => self.empty('{', '}'),
+            scalar => lit(&scalar.to_string()),
+        }
+    }
+
+    /// A shared helper rule, created on first use.
+    pub(super) fn shared_rule(
+        &mut self,
+        key: &'static str,
+        make: impl FnOnce(&mut Self, RuleId) -> Result<Expr, SchemaError>,
+    ) -> Result<Expr, SchemaError> {
+        if let Some(&id) = self.shared.get(key) {
+            return Ok(Expr::Ref(id));
+        }
+        let name = self.builder.fresh_name(key);
+        let id = self.builder.declare(&name)?;
+        self.shared.insert(key, id);
+        let body = make(self, id)?;
+        self.builder.define(id, body, None)?;
+        Ok(Expr::Ref(id))
+    }
+
+    /// Optional whitespace between tokens (only with `any_whitespace`).
+    pub(super) fn ws(&mut self) -> Expr {
+        if !self.options.any_whitespace {
+            return Expr::Empty;
+        }
+        let max = self.options.max_whitespace;
+        self.shared_rule("ws", |_, _| {
+            Ok(Expr::Repeat {
+                body: Box::new(Expr::Class(CharClass::new(
+                    false,
+                    vec![(0x09, 0x0A), (0x0D, 0x0D), (0x20, 0x20)],
+                ))),
+                min: 0,
+                max,
+            })
+        })
+        .unwrap_or(Expr::Empty)
+    }
+
+    fn indent(&self, depth: usize) -> String {
+        match self.options.indent {
+            Some(n) => format!("\n{}", " ".repeat(n * depth)),
+            None => String::new(),
+        }
+    }
+
+    fn separators(&self) -> (String, String) {
+        self.options.separators.clone().unwrap_or_else(|| {
+            let item = if self.options.indent.is_some() {
+                ","
+            } else {
+                ", "
+            };
+            (item.to_string(), ": ".to_string())
+        })
+    }
+
+    /// An opening bracket of a non-empty container at `depth`.
+    pub(super) fn open(&mut self, c: char, depth: usize) -> Expr {
+        if self.options.any_whitespace {
+            return Expr::Seq(vec![lit(&c.to_string()), self.ws()]);
+        }
+        lit(&format!("{c}{}", self.indent(depth + 1)))
+    }
+
+    /// A closing bracket of a non-empty container at `depth`.
+    pub(super) fn close(&mut self, c: char, depth: usize) -> Expr {
+        if self.options.any_whitespace {
+            return Expr::Seq(vec![self.ws(), lit(&c.to_string())]);
+        }
+        lit(&format!("{}{c}", self.indent(depth)))
+    }
+
+    /// The separator between items of a container at `depth`.
+    pub(super) fn item_sep(&mut self, depth: usize) -> Expr {
+        if self.options.any_whitespace {
+            let ws = self.ws();
+            return Expr::Seq(vec![ws.clone(), lit(","), ws]);
+        }
+        lit(&format!(
+            "{}{}",
+            self.separators().0,
+            self.indent(depth + 1)
+        ))
+    }
+
+    /// The separator between a key and its value.
+    pub(super) fn key_sep(&mut self) -> Expr {
+        if self.options.any_whitespace {
+            let ws = self.ws();
+            return Expr::Seq(vec![ws.clone(), lit(":"), ws]);
+        }
+        lit(&self.separators().1)
+    }
+
+    /// An empty container.
+    pub(super) fn empty(&mut self, open: char, close: char) -> Expr {
+        let ws = self.ws();
+        Expr::Seq(vec![lit(&open.to_string()), ws, lit(&close.to_string())])
+    }
+
+    /// Any JSON value (generic helper rules; laid out without indentation).
+    pub(super) fn any_value(&mut self) -> Result<Expr, SchemaError> {
+        self.shared_rule("json_value", |me, value| {
+            let string = me.plain_string()?;
+            let number = me.plain_number()?;
+            let array = me.shared_rule("json_array", |me, _| {
+                let (open, close, sep) = (me.open('[', 0), me.close(']', 0), me.item_sep(0));
+                let items = Expr::Seq(vec![
+                    Expr::Ref(value),
+                    Expr::Repeat {
+                        body: Box::new(Expr::Seq(vec![sep, Expr::Ref(value)])),
+                        min: 0,
+                        max: None,
+                    },
+                ]);
+                Ok(alt(vec![
+                    Expr::Seq(vec![open, items, close]),
+                    me.empty('[', ']'),
+                ]))
+            })?;
+            let object = me.shared_rule("json_object", |me, _| {
+                let (open, close, sep, colon) = (
+                    me.open('{', 0),
+                    me.close('}', 0),
+                    me.item_sep(0),
+                    me.key_sep(),
+                );
+                let member = Expr::Seq(vec![me.plain_string()?, colon, Expr::Ref(value)]);
+                let items = Expr::Seq(vec![
+                    member.clone(),
+                    Expr::Repeat {
+                        body: Box::new(Expr::Seq(vec![sep, member])),
+                        min: 0,
+                        max: None,
+                    },
+                ]);
+                Ok(alt(vec![
+                    Expr::Seq(vec![open, items, close]),
+                    me.empty('{', '}'),
+                ]))
+            })?;
+            Ok(alt(vec![
+                object,
+                array,
+                string,
+                number,
+                lit("true"),
+                lit("false"),
+                lit("null"),
+            ]))
+        })
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Finds a subschema whose `$anchor` is `name`, or whose `$id` / `id` is `#name`.
+fn find_anchor(v: &Value, name: &str, path: &str) -> Option<(Value, String)> {
+    match v {
+        Value::Object(map) => {
+            let anchored = map.get("$anchor").and_then(Value::as_str) == Some(name)
+                || ["$id", "id"]
+                    .iter()
+                    .any(|k| map.get(*k).and_then(Value::as_str) == Some(&format!("#{name}")));
+            if anchored {
+                return Some((v.clone(), path.to_string()));
+            }
+            map.iter()
+                .find_map(|(k, x)| find_anchor(x, name, &format!("{path}/{k}")))
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, x)| find_anchor(x, name, &format!("{path}/{i}"))),
+        _ => None,
+    }
+}

@@ -1,0 +1,348 @@
+//! Schema → disjunction of flat conjunctions.
+//!
+//! A schema object is the conjunction of its keywords, including `allOf` members, each `anyOf` /
+//! `oneOf` list (a disjunction) and a `$ref` with sibling keywords. [`Lowerer::alternatives`] turns it
+//! into a list of [`Alternative`]s: either a reference to a named rule (a bare `$ref`, which keeps
+//! recursion finite) or a [`Conj`], a conjunction of plain keywords with no combinators left.
+//! Conjunctions are intersected keyword by keyword ([`Conj::merge`]); disjunctions are distributed,
+//! bounded by `Limits::max_schema_alternatives`.
+
+use serde_json::Value;
+
+use super::lower::Lowerer;
+use super::schema::{
+    tighter_lower, tighter_upper, ArraySpec, NumberSpec, ObjectSpec, Schema, Spec, StringSpec,
+    Types,
+};
+use super::SchemaError;
+
+/// A conjunction of plain keywords.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conj {
+    /// JSON pointer of the schema this came from (the first one, when merged).
+    pub path: String,
+    /// Allowed types.
+    pub types: Types,
+    /// `enum` / `const`, if any.
+    pub values: Option<Vec<Value>>,
+    /// String keywords.
+    pub string: StringSpec,
+    /// Number keywords.
+    pub number: NumberSpec,
+    /// Array keywords.
+    pub array: ArraySpec,
+    /// Object keywords.
+    pub object: ObjectSpec,
+}
+
+/// One branch of a schema's disjunction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Alternative {
+    /// A bare `$ref`: the referenced schema, as its own rule.
+    Ref(String),
+    /// Plain keywords.
+    Conj(Box<Conj>),
+}
+
+impl Conj {
+    /// Whether no keyword constrains anything.
+    pub fn is_any(&self) -> bool {
+        let any = Conj::any(&self.path);
+        *self == any
+    }
+
+    /// The conjunction that accepts everything.
+    pub fn any(path: &str) -> Conj {
+        Conj {
+            path: path.to_string(),
+            types: Types::ALL,
+            values: None,
+            string: StringSpec::default(),
+            number: NumberSpec::default(),
+            array: ArraySpec::default(),
+            object: ObjectSpec::default(),
+        }
+    }
+
+    /// The plain keywords of one schema object.
+    fn of(spec: &Spec) -> Conj {
+        Conj {
+            path: spec.path.clone(),
+            types: spec.types.unwrap_or(Types::ALL).minus(spec.not_types),
+            values: spec.values.clone(),
+            string: spec.string.clone(),
+            number: spec.number.clone(),
+            array: spec.array.clone(),
+            object: spec.object.clone(),
+        }
+    }
+
+    /// The intersection of two conjunctions.
+    pub fn merge(&self, other: &Conj) -> Conj {
+        let values = match (&self.values, &other.values) {
+            (Some(a), Some(b)) => Some(a.iter().filter(|v| b.contains(v)).cloned().collect()),
+            (Some(a), None) | (None, Some(a)) => Some(a.clone()),
+            (None, None) => None,
+        };
+        let (a, b) = (&self.string, &other.string);
+        let string = StringSpec {
+            min_length: max_opt(a.min_length, b.min_length),
+            max_length: min_opt(a.max_length, b.max_length),
+            patterns: [a.patterns.clone(), b.patterns.clone()].concat(),
+            formats: [a.formats.clone(), b.formats.clone()].concat(),
+        };
+        let (a, b) = (&self.number, &other.number);
+        let number = NumberSpec {
+            lower: match b.lower {
+                Some(l) => tighter_lower(a.lower, l),
+                None => a.lower,
+            },
+            upper: match b.upper {
+                Some(u) => tighter_upper(a.upper, u),
+                None => a.upper,
+            },
+            multiple_of: a.multiple_of.clone().or_else(|| b.multiple_of.clone()),
+        };
+        Conj {
+            path: self.path.clone(),
+            types: self.types.and(other.types),
+            values,
+            string,
+            number,
+            array: merge_arrays(&self.array, &other.array),
+            object: merge_objects(&self.object, &other.object),
+        }
+    }
+}
+
+fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    a.max(b)
+}
+
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) | (None, x) => x,
+    }
+}
+
+/// The schema requiring both `a` and `b`.
+fn both(a: &Schema, b: &Schema) -> Schema {
+    match (a, b) {
+        (Schema::Bool(true), x) | (x, Schema::Bool(true)) => x.clone(),
+        (Schema::Bool(false), _) | (_, Schema::Bool(false)) => Schema::Bool(false),
+        (Schema::Spec(sa), _) => Schema::Spec(Box::new(Spec {
+            path: sa.path.clone(),
+            all_of: vec![a.clone(), b.clone()],
+            ..Spec::default()
+        })),
+    }
+}
+
+fn both_opt(a: &Option<Box<Schema>>, b: &Option<Box<Schema>>) -> Option<Box<Schema>> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(Box::new(both(x, y))),
+        (Some(x), None) | (None, Some(x)) => Some(x.clone()),
+        (None, None) => None,
+    }
+}
+
+fn merge_arrays(a: &ArraySpec, b: &ArraySpec) -> ArraySpec {
+    let n = a.prefix.len().max(b.prefix.len());
+    let at = |s: &ArraySpec, i: usize| -> Schema {
+        s.prefix
+            .get(i)
+            .cloned()
+            .or_else(|| s.rest.as_deref().cloned())
+            .unwrap_or(Schema::Bool(true))
+    };
+    ArraySpec {
+        prefix: (0..n).map(|i| both(&at(a, i), &at(b, i))).collect(),
+        rest: both_opt(&a.rest, &b.rest),
+        min_items: max_opt(a.min_items, b.min_items),
+        max_items: min_opt(a.max_items, b.max_items),
+    }
+}
+
+fn merge_objects(a: &ObjectSpec, b: &ObjectSpec) -> ObjectSpec {
+    let mut properties = a.properties.clone();
+    for (name, s) in &b.properties {
+        match properties.iter_mut().find(|(n, _)| n == name) {
+            Some((_, existing)) => *existing = both(existing, s),
+            None => properties.push((name.clone(), s.clone())),
+        }
+    }
+    let mut required = a.required.clone();
+    for r in &b.required {
+        if !required.contains(r) {
+            required.push(r.clone());
+        }
+    }
+    ObjectSpec {
+        properties,
+        required,
+        additional: both_opt(&a.additional, &b.additional),
+        pattern_properties: [a.pattern_properties.clone(), b.pattern_properties.clone()].concat(),
+        property_names: both_opt(&a.property_names, &b.property_names),
+        min_properties: max_opt(a.min_properties, b.min_properties),
+        max_properties: min_opt(a.max_properties, b.max_properties),
+    }
+}
+
+impl Lowerer<'_> {
+    /// The disjunction a schema stands for. `depth` counts inlined references and nesting.
+    pub fn alternatives(
+        &mut self,
+        s: &Schema,
+        depth: usize,
+    ) -> Result<Vec<Alternative>, SchemaError> {
+        let spec = match s {
+            Schema::Bool(true) => return Ok(vec![Alternative::Conj(Box::new(Conj::any("")))]),
+            Schema::Bool(false) => return Ok(Vec::new()),
+            Schema::Spec(spec) => spec,
+        };
+        if depth > self.limits.max_schema_depth {
+            return Err(SchemaError::TooDeep {
+                path: spec.path.clone(),
+                limit: self.limits.max_schema_depth,
+            });
+        }
+        let mut alts = vec![Alternative::Conj(Box::new(Conj::of(spec)))];
+        if let Some(r) = &spec.reference {
+            alts = self.product(alts, vec![Alternative::Ref(r.clone())], &spec.path, depth)?;
+        }
+        for member in &spec.all_of {
+            let inner = self.alternatives(member, depth + 1)?;
+            alts = self.product(alts, inner, &spec.path, depth)?;
+        }
+        for (branches, one_of) in &spec.any_of {
+            let mut union = Vec::new();
+            for b in branches {
+                union.extend(self.alternatives(b, depth + 1)?);
+            }
+            if *one_of {
+                self.check_one_of(&union, &spec.path);
+            }
+            alts = self.product(alts, union, &spec.path, depth)?;
+        }
+        Ok(alts)
+    }
+
+    /// Like [`Lowerer::alternatives`], with references inlined (used inside intersections).
+    pub(super) fn conjunctions(
+        &mut self,
+        s: &Schema,
+        depth: usize,
+    ) -> Result<Vec<Conj>, SchemaError> {
+        let mut out = Vec::new();
+        for alt in self.alternatives(s, depth)? {
+            out.extend(self.inline(alt, depth)?);
+        }
+        Ok(out)
+    }
+
+    fn inline(&mut self, a: Alternative, depth: usize) -> Result<Vec<Conj>, SchemaError> {
+        match a {
+            Alternative::Conj(c) => Ok(vec![*c]),
+            Alternative::Ref(r) => {
+                let target = self.resolve(&r, "")?;
+                self.conjunctions(&target, depth + 1)
+            }
+        }
+    }
+
+    /// The pairwise intersections of two disjunctions. An unconstrained side leaves the other as it
+    /// is, so references survive (and stay rules); otherwise references are inlined.
+    fn product(
+        &mut self,
+        left: Vec<Alternative>,
+        right: Vec<Alternative>,
+        path: &str,
+        depth: usize,
+    ) -> Result<Vec<Alternative>, SchemaError> {
+        let mut out = Vec::new();
+        for l in &left {
+            for r in &right {
+                match (l, r) {
+                    (Alternative::Conj(c), x) | (x, Alternative::Conj(c)) if c.is_any() => {
+                        out.push(x.clone())
+                    }
+                    (Alternative::Ref(a), Alternative::Ref(b)) if a == b => out.push(l.clone()),
+                    _ => {
+                        let ls = self.inline(l.clone(), depth + 1)?;
+                        let rs = self.inline(r.clone(), depth + 1)?;
+                        for x in &ls {
+                            for y in &rs {
+                                out.push(Alternative::Conj(Box::new(x.merge(y))));
+                            }
+                        }
+                    }
+                }
+                if out.len() > self.limits.max_schema_alternatives {
+                    return Err(SchemaError::invalid(
+                        path,
+                        format!(
+                            "allOf/anyOf/oneOf combine into more than {} alternatives",
+                            self.limits.max_schema_alternatives
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `oneOf` is lowered as `anyOf`; that is exact when no value can satisfy two branches, which is
+    /// checked here for branches told apart by type or by `enum` / `const` values.
+    fn check_one_of(&mut self, branches: &[Alternative], path: &str) {
+        let mut conjs = Vec::with_capacity(branches.len());
+        for b in branches {
+            match b {
+                Alternative::Conj(c) => conjs.push((**c).clone()),
+                Alternative::Ref(r) => match self.resolve(r, path) {
+                    Ok(Schema::Spec(spec)) => conjs.push(Conj::of(&spec)),
+                    _ => conjs.push(Conj::any(path)),
+                },
+            }
+        }
+        let branches = &conjs;
+        for (i, a) in branches.iter().enumerate() {
+            for b in &branches[i + 1..] {
+                let disjoint_types = a.types.and(b.types).is_empty();
+                let disjoint_values = match (&a.values, &b.values) {
+                    (Some(x), Some(y)) => x.iter().all(|v| !y.contains(v)),
+                    _ => false,
+                };
+                if !disjoint_types && !disjoint_values && !self.discriminated(a, b) {
+                    self.warn(
+                        path,
+                        "oneOf is enforced as anyOf: a value matching several branches is accepted",
+                    );
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether two object branches share a required property whose `const` / `enum` values differ.
+    fn discriminated(&self, a: &Conj, b: &Conj) -> bool {
+        let values_of = |c: &Conj, name: &str| -> Option<Vec<Value>> {
+            c.object
+                .properties
+                .iter()
+                .find(|(n, _)| n == name)
+                .and_then(|(_, s)| match s {
+                    Schema::Spec(spec) => spec.values.clone(),
+                    Schema::Bool(_) => None,
+                })
+        };
+        a.object
+            .required
+            .iter()
+            .filter(|r| b.object.required.contains(r))
+            .any(|r| match (values_of(a, r), values_of(b, r)) {
+                (Some(x), Some(y)) => x.iter().all(|v| !y.contains(v)),
+                _ => false,
+            })
+    }
+}

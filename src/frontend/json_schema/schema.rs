@@ -1,0 +1,438 @@
+//! `serde_json::Value` → typed [`Schema`]. Keyword values are checked here (an error names the
+//! keyword's JSON path); keywords the grammar cannot enforce become warnings; annotations and unknown
+//! keywords are ignored, as validators ignore them.
+
+use serde_json::{Map, Value};
+
+use super::{SchemaError, SchemaWarning};
+
+/// A set of JSON types. `NUMBER` includes integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Types(pub u8);
+
+impl Types {
+    /// `null`.
+    pub const NULL: Types = Types(1);
+    /// `true` / `false`.
+    pub const BOOLEAN: Types = Types(2);
+    /// Integers only.
+    pub const INTEGER: Types = Types(4);
+    /// Any number (integers included).
+    pub const NUMBER: Types = Types(8);
+    /// Strings.
+    pub const STRING: Types = Types(16);
+    /// Arrays.
+    pub const ARRAY: Types = Types(32);
+    /// Objects.
+    pub const OBJECT: Types = Types(64);
+    /// Every type.
+    pub const ALL: Types = Types(127);
+
+    /// Whether every type of `other` is in `self`.
+    pub fn contains(self, other: Types) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+
+    /// Types in both.
+    pub fn and(self, other: Types) -> Types {
+        // NUMBER ∩ INTEGER = INTEGER.
+        let mut t = self.0 & other.0;
+        if (self.0 & 8 != 0 && other.0 & 4 != 0) || (other.0 & 8 != 0 && self.0 & 4 != 0) {
+            t |= 4;
+        }
+        Types(t)
+    }
+
+    /// Types in `self` but not in `other`.
+    pub fn minus(self, other: Types) -> Types {
+        Types(self.0 & !other.0)
+    }
+
+    /// Whether no type is left.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    fn from_name(name: &str) -> Option<Types> {
+        Some(match name {
+            "null" => Types::NULL,
+            "boolean" => Types::BOOLEAN,
+            "integer" => Types::INTEGER,
+            "number" | "float" => Types::NUMBER,
+            "string" => Types::STRING,
+            "array" | "tuple" => Types::ARRAY,
+            "object" | "dict" => Types::OBJECT,
+            "any" => Types::ALL,
+            _ => return None,
+        })
+    }
+
+    /// The type of a JSON value (integers are `INTEGER | NUMBER`).
+    pub fn of(v: &Value) -> Types {
+        match v {
+            Value::Null => Types::NULL,
+            Value::Bool(_) => Types::BOOLEAN,
+            Value::Number(n) if n.is_i64() || n.is_u64() => Types(4 | 8),
+            Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => Types(4 | 8),
+            Value::Number(_) => Types::NUMBER,
+            Value::String(_) => Types::STRING,
+            Value::Array(_) => Types::ARRAY,
+            Value::Object(_) => Types::OBJECT,
+        }
+    }
+}
+
+/// A numeric bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bound {
+    /// The bound's value.
+    pub value: f64,
+    /// Whether the bound itself is excluded.
+    pub exclusive: bool,
+}
+
+/// A schema: `true`, `false`, or an object of keywords.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Schema {
+    /// `true` accepts everything, `false` nothing.
+    Bool(bool),
+    /// A schema object.
+    Spec(Box<Spec>),
+}
+
+/// String keywords.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StringSpec {
+    /// `minLength`.
+    pub min_length: Option<u64>,
+    /// `maxLength`.
+    pub max_length: Option<u64>,
+    /// `pattern`s with their paths (several after merging `allOf`).
+    pub patterns: Vec<(String, String)>,
+    /// `format`s with their paths.
+    pub formats: Vec<(String, String)>,
+}
+
+/// Number keywords.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NumberSpec {
+    /// `minimum` / `exclusiveMinimum`.
+    pub lower: Option<Bound>,
+    /// `maximum` / `exclusiveMaximum`.
+    pub upper: Option<Bound>,
+    /// `multipleOf` with its path.
+    pub multiple_of: Option<(f64, String)>,
+}
+
+/// Array keywords.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ArraySpec {
+    /// `prefixItems` (or draft-7 array-form `items`).
+    pub prefix: Vec<Schema>,
+    /// Schema of the items after the prefix (`items`, or `additionalItems` with a prefix).
+    pub rest: Option<Box<Schema>>,
+    /// `minItems`.
+    pub min_items: Option<u64>,
+    /// `maxItems`.
+    pub max_items: Option<u64>,
+}
+
+/// Object keywords.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectSpec {
+    /// `properties`, in schema order.
+    pub properties: Vec<(String, Schema)>,
+    /// `required`.
+    pub required: Vec<String>,
+    /// `additionalProperties`.
+    pub additional: Option<Box<Schema>>,
+    /// `patternProperties`, with the pattern's path.
+    pub pattern_properties: Vec<(String, String, Schema)>,
+    /// `propertyNames`.
+    pub property_names: Option<Box<Schema>>,
+    /// `minProperties`.
+    pub min_properties: Option<u64>,
+    /// `maxProperties`.
+    pub max_properties: Option<u64>,
+}
+
+/// One schema object's keywords.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Spec {
+    /// JSON pointer of this schema object.
+    pub path: String,
+    /// `type`, if given.
+    pub types: Option<Types>,
+    /// Types excluded by `not: {"type": ...}`.
+    pub not_types: Types,
+    /// `enum` ∩ `const`, if given.
+    pub values: Option<Vec<Value>>,
+    /// String keywords.
+    pub string: StringSpec,
+    /// Number keywords.
+    pub number: NumberSpec,
+    /// Array keywords.
+    pub array: ArraySpec,
+    /// Object keywords.
+    pub object: ObjectSpec,
+    /// `anyOf` and `oneOf` lists (each one disjunction), with whether it was a `oneOf`.
+    pub any_of: Vec<(Vec<Schema>, bool)>,
+    /// `allOf`.
+    pub all_of: Vec<Schema>,
+    /// `$ref`, as a local JSON pointer (`#/...`) or anchor (`#name`).
+    pub reference: Option<String>,
+}
+
+/// Parses schemas, collecting warnings.
+#[derive(Default)]
+pub struct Parser {
+    /// Keywords not enforced.
+    pub warnings: Vec<SchemaWarning>,
+}
+
+fn child(path: &str, key: &str) -> String {
+    format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"))
+}
+
+fn non_negative(v: &Value, path: &str) -> Result<u64, SchemaError> {
+    match v {
+        Value::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or(0)),
+        Value::Number(n) if n.as_f64().is_some_and(|f| f >= 0.0 && f.fract() == 0.0) => {
+            Ok(n.as_f64().unwrap_or(0.0) as u64)
+        }
+        _ => Err(SchemaError::invalid(
+            path,
+            format!("expected a non-negative integer, found {v}"),
+        )),
+    }
+}
+
+fn number(v: &Value, path: &str) -> Result<f64, SchemaError> {
+    v.as_f64()
+        .ok_or_else(|| SchemaError::invalid(path, format!("expected a number, found {v}")))
+}
+
+fn string<'v>(v: &'v Value, path: &str) -> Result<&'v str, SchemaError> {
+    v.as_str()
+        .ok_or_else(|| SchemaError::invalid(path, format!("expected a string, found {v}")))
+}
+
+fn array<'v>(v: &'v Value, path: &str) -> Result<&'v Vec<Value>, SchemaError> {
+    v.as_array()
+        .ok_or_else(|| SchemaError::invalid(path, format!("expected an array, found {v}")))
+}
+
+fn object<'v>(v: &'v Value, path: &str) -> Result<&'v Map<String, Value>, SchemaError> {
+    v.as_object()
+        .ok_or_else(|| SchemaError::invalid(path, format!("expected an object, found {v}")))
+}
+
+impl Parser {
+    fn warn(&mut self, path: String, message: impl Into<String>) {
+        self.warnings.push(SchemaWarning {
+            path,
+            message: message.into(),
+        });
+    }
+
+    /// Parses the schema at `path`.
+    pub fn parse(&mut self, v: &Value, path: &str) -> Result<Schema, SchemaError> {
+        match v {
+            Value::Bool(b) => Ok(Schema::Bool(*b)),
+            Value::Object(map) => Ok(Schema::Spec(Box::new(self.spec(map, path)?))),
+            other => Err(SchemaError::invalid(
+                path,
+                format!("a schema must be an object or a boolean, found {other}"),
+            )),
+        }
+    }
+
+    fn list(&mut self, v: &Value, path: &str) -> Result<Vec<Schema>, SchemaError> {
+        array(v, path)?
+            .iter()
+            .enumerate()
+            .map(|(i, s)| self.parse(s, &child(path, &i.to_string())))
+            .collect()
+    }
+
+    fn spec(&mut self, map: &Map<String, Value>, path: &str) -> Result<Spec, SchemaError> {
+        let mut spec = Spec {
+            path: path.to_string(),
+            ..Spec::default()
+        };
+        // Draft-4 boolean exclusive bounds modify minimum / maximum.
+        let excl_min_flag = map.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
+        let excl_max_flag = map.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
+        for (key, v) in map {
+            let at = child(path, key);
+            match key.as_str() {
+                "type" => spec.types = Some(self.types(v, &at)?),
+                "enum" => spec.values = Some(array(v, &at)?.clone()),
+                "const" => spec.values = Some(vec![v.clone()]),
+                "$ref" => spec.reference = Some(self.reference(string(v, &at)?, &at)?),
+                "anyOf" | "oneOf" => {
+                    let list = self.list(v, &at)?;
+                    if list.is_empty() {
+                        return Err(SchemaError::invalid(&at, "must list at least one schema"));
+                    }
+                    spec.any_of.push((list, key == "oneOf"));
+                }
+                "allOf" => spec.all_of = self.list(v, &at)?,
+                "not" => self.not(v, &at, &mut spec)?,
+                "minLength" => spec.string.min_length = Some(non_negative(v, &at)?),
+                "maxLength" => spec.string.max_length = Some(non_negative(v, &at)?),
+                "pattern" => spec.string.patterns.push((string(v, &at)?.to_string(), at)),
+                "format" => spec.string.formats.push((string(v, &at)?.to_string(), at)),
+                "minimum" => {
+                    spec.number.lower = tighter_lower(
+                        spec.number.lower,
+                        Bound {
+                            value: number(v, &at)?,
+                            exclusive: excl_min_flag,
+                        },
+                    )
+                }
+                "maximum" => {
+                    spec.number.upper = tighter_upper(
+                        spec.number.upper,
+                        Bound {
+                            value: number(v, &at)?,
+                            exclusive: excl_max_flag,
+                        },
+                    )
+                }
+                "exclusiveMinimum" if !v.is_boolean() => {
+                    let b = Bound {
+                        value: number(v, &at)?,
+                        exclusive: true,
+                    };
+                    spec.number.lower = tighter_lower(spec.number.lower, b);
+                }
+                "exclusiveMaximum" if !v.is_boolean() => {
+                    let b = Bound {
+                        value: number(v, &at)?,
+                        exclusive: true,
+                    };
+                    spec.number.upper = tighter_upper(spec.number.upper, b);
+                }
+                "multipleOf" => {
+                    let m = number(v, &at)?;
+                    if m <= 0.0 {
+                        return Err(SchemaError::invalid(&at, "must be greater than 0"));
+                    }
+                    spec.number.multiple_of = Some((m, at));
+                }
+                "items" if v.is_array() => spec.array.prefix = self.list(v, &at)?,
+                "items" => spec.array.rest = Some(Box::new(self.parse(v, &at)?)),
+                "prefixItems" => spec.array.prefix = self.list(v, &at)?,
+                "additionalItems" if map.get("items").is_some_and(Value::is_array) => {
+                    spec.array.rest = Some(Box::new(self.parse(v, &at)?))
+                }
+                "minItems" => spec.array.min_items = Some(non_negative(v, &at)?),
+                "maxItems" => spec.array.max_items = Some(non_negative(v, &at)?),
+                "properties" => {
+                    for (name, s) in object(v, &at)? {
+                        let p = self.parse(s, &child(&at, name))?;
+                        spec.object.properties.push((name.clone(), p));
+                    }
+                }
+                "required" => {
+                    for (i, r) in array(v, &at)?.iter().enumerate() {
+                        let name = string(r, &child(&at, &i.to_string()))?;
+                        if !spec.object.required.iter().any(|x| x == name) {
+                            spec.object.required.push(name.to_string());
+                        }
+                    }
+                }
+                "additionalProperties" => {
+                    spec.object.additional = Some(Box::new(self.parse(v, &at)?))
+                }
+                "patternProperties" => {
+                    for (pattern, s) in object(v, &at)? {
+                        let p_at = child(&at, pattern);
+                        let p = self.parse(s, &p_at)?;
+                        spec.object
+                            .pattern_properties
+                            .push((pattern.clone(), p_at, p));
+                    }
+                }
+                "propertyNames" => spec.object.property_names = Some(Box::new(self.parse(v, &at)?)),
+                "minProperties" => spec.object.min_properties = Some(non_negative(v, &at)?),
+                "maxProperties" => spec.object.max_properties = Some(non_negative(v, &at)?),
+                "uniqueItems" if v.as_bool() == Some(true) => {
+                    self.warn(at, "uniqueItems is not enforced: items may repeat")
+                }
+                "contains" | "minContains" | "maxContains" | "dependencies"
+                | "dependentRequired" | "dependentSchemas" | "if" | "then" | "else" => {
+                    self.warn(at, format!("`{key}` is not enforced"))
+                }
+                "unevaluatedProperties" | "unevaluatedItems" if v != &Value::Bool(true) => {
+                    self.warn(at, format!("`{key}` is not enforced"))
+                }
+                _ => {}
+            }
+        }
+        Ok(spec)
+    }
+
+    fn types(&mut self, v: &Value, path: &str) -> Result<Types, SchemaError> {
+        let name_of = |n: &Value, p: &str| -> Result<Types, SchemaError> {
+            let s = string(n, p)?;
+            Types::from_name(s)
+                .ok_or_else(|| SchemaError::invalid(p, format!("unknown type {s:?}")))
+        };
+        match v {
+            Value::Array(items) => {
+                let mut t = Types(0);
+                for (i, n) in items.iter().enumerate() {
+                    t = Types(t.0 | name_of(n, &child(path, &i.to_string()))?.0);
+                }
+                Ok(t)
+            }
+            _ => name_of(v, path),
+        }
+    }
+
+    fn reference(&mut self, r: &str, path: &str) -> Result<String, SchemaError> {
+        if let Some(local) = r.strip_prefix('#') {
+            return Ok(format!("#{local}"));
+        }
+        Err(SchemaError::invalid(
+            path,
+            format!("only local references (`#...`) are supported, not {r:?}"),
+        ))
+    }
+
+    fn not(&mut self, v: &Value, path: &str, spec: &mut Spec) -> Result<(), SchemaError> {
+        if let Some(map) = v.as_object() {
+            if map.len() == 1 {
+                if let Some(t) = map.get("type") {
+                    spec.not_types =
+                        Types(spec.not_types.0 | self.types(t, &child(path, "type"))?.0);
+                    return Ok(());
+                }
+            }
+        }
+        self.warn(
+            path.to_string(),
+            "`not` is only enforced for `{\"type\": ...}`; ignored here",
+        );
+        Ok(())
+    }
+}
+
+/// The stricter of two lower bounds.
+pub fn tighter_lower(a: Option<Bound>, b: Bound) -> Option<Bound> {
+    Some(match a {
+        Some(a) if a.value > b.value || (a.value == b.value && a.exclusive) => a,
+        _ => b,
+    })
+}
+
+/// The stricter of two upper bounds.
+pub fn tighter_upper(a: Option<Bound>, b: Bound) -> Option<Bound> {
+    Some(match a {
+        Some(a) if a.value < b.value || (a.value == b.value && a.exclusive) => a,
+        _ => b,
+    })
+}

@@ -1,0 +1,260 @@
+//! String values: plain JSON strings, `minLength` / `maxLength` (counted in characters, an escape
+//! being one character), `pattern` (ECMA-262, via the regex front end in JSON-string mode), `format`
+//! (each supported format is a regex over the decoded text), and keys that avoid a set of names.
+//!
+//! What a grammar cannot intersect is reported: with a `pattern` or `format`, length bounds are not
+//! enforced; of several patterns or formats only the first is; bounds above [`MAX_COUNTED`] are not
+//! enforced (the automaton would be too large before repetition compression).
+
+use std::collections::BTreeMap;
+
+use super::lower::{alt, lit, Lowerer};
+use super::merge::Conj;
+use super::SchemaError;
+use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
+use crate::grammar::{CharClass, Expr};
+
+/// Largest length / item count enforced exactly.
+pub const MAX_COUNTED: u64 = 1024;
+
+/// `[^"\\\x00-\x1F]`: characters written as themselves in a JSON string.
+fn plain_char() -> Expr {
+    Expr::Class(CharClass::new(
+        true,
+        vec![(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)],
+    ))
+}
+
+/// `\\ (["\\/bfnrt] | u hex{4})`: one escape sequence.
+fn escape() -> Expr {
+    let hex = Expr::Class(CharClass::new(
+        false,
+        vec![(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)],
+    ));
+    Expr::Seq(vec![
+        lit("\\"),
+        Expr::Alt(vec![
+            Expr::Class(CharClass::new(
+                false,
+                "\"\\/bfnrt".chars().map(|c| (c as u32, c as u32)).collect(),
+            )),
+            Expr::Seq(vec![
+                lit("u"),
+                Expr::Repeat {
+                    body: Box::new(hex),
+                    min: 4,
+                    max: Some(4),
+                },
+            ]),
+        ]),
+    ])
+}
+
+/// One character of a JSON string, in any of its written forms.
+fn json_char() -> Expr {
+    Expr::Alt(vec![plain_char(), escape()])
+}
+
+/// The regex of each supported `format`, over the decoded string.
+fn format_regex(format: &str) -> Option<&'static str> {
+    const DATE: &str = r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
+    const TIME: &str = r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
+    Some(match format {
+        "date" => DATE,
+        "time" => TIME,
+        "date-time" => concat!(
+            r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]",
+            r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+        ),
+        "duration" => concat!(
+            r"P(([0-9]+W)|(([0-9]+Y([0-9]+M)?([0-9]+D)?|[0-9]+M([0-9]+D)?|[0-9]+D)",
+            r"(T([0-9]+H([0-9]+M)?([0-9]+(\.[0-9]+)?S)?|[0-9]+M([0-9]+(\.[0-9]+)?S)?|[0-9]+(\.[0-9]+)?S))?)",
+            r"|(T([0-9]+H([0-9]+M)?([0-9]+(\.[0-9]+)?S)?|[0-9]+M([0-9]+(\.[0-9]+)?S)?|[0-9]+(\.[0-9]+)?S)))"
+        ),
+        "email" => concat!(
+            r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*",
+            r"@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+        ),
+        "hostname" => {
+            r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?"
+        }
+        "ipv4" => {
+            r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}"
+        }
+        "ipv6" => concat!(
+            r"(([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,7}:|",
+            r"([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}|([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}|",
+            r"([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}|([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}|",
+            r"([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}|[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}|",
+            r":((:[0-9A-Fa-f]{1,4}){1,7}|:)|",
+            r"(([0-9A-Fa-f]{1,4}:){6}|::([0-9A-Fa-f]{1,4}:){0,5}|([0-9A-Fa-f]{1,4}:){1,5}:)",
+            r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3})"
+        ),
+        "uuid" => r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
+        "uri" => r"[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*",
+        "uri-reference" => {
+            r"([A-Za-z][A-Za-z0-9+.-]*:)?([A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*"
+        }
+        _ => return None,
+    })
+}
+
+impl Lowerer<'_> {
+    /// Any JSON string (a shared rule).
+    pub(super) fn plain_string(&mut self) -> Result<Expr, SchemaError> {
+        self.shared_rule("json_string", |_, _| {
+            Ok(Expr::Seq(vec![
+                lit("\""),
+                Expr::Repeat {
+                    body: Box::new(json_char()),
+                    min: 0,
+                    max: None,
+                },
+                lit("\""),
+            ]))
+        })
+    }
+
+    /// A string under the conjunction's string keywords.
+    pub(super) fn string_expr(&mut self, c: &Conj) -> Result<Expr, SchemaError> {
+        let s = &c.string;
+        let mut constrained: Option<(Expr, String)> = None;
+        for (pattern, path) in &s.patterns {
+            if constrained.is_some() {
+                self.warn(path, "only the first pattern of a string is enforced");
+                continue;
+            }
+            let mode = RegexMode {
+                anchoring: Anchoring::Search,
+                json_string: true,
+            };
+            let body = lower_regex(pattern, mode, self.limits).map_err(|e| {
+                SchemaError::invalid(
+                    path,
+                    format!("pattern: at offset {}: {}", e.offset, e.message),
+                )
+            })?;
+            constrained = Some((body, path.clone()));
+        }
+        for (format, path) in &s.formats {
+            match format_regex(format) {
+                Some(_) if constrained.is_some() => {
+                    self.warn(path, "format is not enforced together with a pattern")
+                }
+                Some(re) => {
+                    let mode = RegexMode {
+                        anchoring: Anchoring::Full,
+                        json_string: true,
+                    };
+                    let body = lower_regex(re, mode, self.limits)
+                        .map_err(|e| SchemaError::invalid(path, e.message))?;
+                    constrained = Some((body, path.clone()));
+                }
+                None => self.warn(path, format!("format {format:?} is not enforced")),
+            }
+        }
+        if let Some((body, path)) = constrained {
+            if s.min_length.is_some() || s.max_length.is_some() {
+                self.warn(
+                    &path,
+                    "minLength / maxLength are not enforced together with a pattern or format",
+                );
+            }
+            return Ok(Expr::Seq(vec![lit("\""), body, lit("\"")]));
+        }
+        let (min, max) = (s.min_length.unwrap_or(0), s.max_length);
+        if min == 0 && max.is_none() {
+            return self.plain_string();
+        }
+        let (min, max) = self.counted(min, max, &c.path, "string length");
+        Ok(Expr::Seq(vec![
+            lit("\""),
+            Expr::Repeat {
+                body: Box::new(json_char()),
+                min,
+                max,
+            },
+            lit("\""),
+        ]))
+    }
+
+    /// Clamps a count range to [`MAX_COUNTED`], warning about what is no longer enforced.
+    pub(super) fn counted(
+        &mut self,
+        min: u64,
+        max: Option<u64>,
+        path: &str,
+        what: &str,
+    ) -> (u32, Option<u32>) {
+        let mut clamp = |n: u64, which: &str| -> Option<u32> {
+            if n > MAX_COUNTED {
+                self.warn(
+                    path,
+                    format!("{what}: {which} {n} is above {MAX_COUNTED} and not enforced"),
+                );
+                None
+            } else {
+                Some(n as u32)
+            }
+        };
+        let lo = clamp(min, "lower bound").unwrap_or(0);
+        let hi = max.and_then(|m| clamp(m.max(min), "upper bound"));
+        (lo, hi)
+    }
+
+    /// A JSON string (key) that is none of `names`. Names are excluded in their plain spelling; a
+    /// name written with escapes is not recognised as that name.
+    pub(super) fn key_except(&mut self, names: &[String]) -> Result<Expr, SchemaError> {
+        if names.is_empty() {
+            return self.plain_string();
+        }
+        let mut trie = Trie::default();
+        for n in names {
+            trie.insert(n);
+        }
+        Ok(Expr::Seq(vec![lit("\""), trie.avoiding(), lit("\"")]))
+    }
+}
+
+/// Names as a character trie.
+#[derive(Default)]
+struct Trie {
+    end: bool,
+    children: BTreeMap<char, Trie>,
+}
+
+impl Trie {
+    fn insert(&mut self, name: &str) {
+        let mut node = self;
+        for c in name.chars() {
+            node = node.children.entry(c).or_default();
+        }
+        node.end = true;
+    }
+
+    /// String contents that do not spell out a name of this sub-trie from here on.
+    fn avoiding(&self) -> Expr {
+        let rest = || Expr::Repeat {
+            body: Box::new(json_char()),
+            min: 0,
+            max: None,
+        };
+        let mut items = Vec::new();
+        if !self.end {
+            items.push(Expr::Empty);
+        }
+        let mut other: Vec<(u32, u32)> = vec![(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)];
+        for (&c, child) in &self.children {
+            if c as u32 >= 0x20 && c != '"' && c != '\\' {
+                items.push(Expr::Seq(vec![lit(&c.to_string()), child.avoiding()]));
+                other.push((c as u32, c as u32));
+            }
+        }
+        items.push(Expr::Seq(vec![
+            Expr::Class(CharClass::new(true, other)),
+            rest(),
+        ]));
+        items.push(Expr::Seq(vec![escape(), rest()]));
+        alt(items)
+    }
+}
