@@ -73,6 +73,35 @@ pub fn regex_grammar(pattern: &str, limits: &Limits) -> Result<Grammar, RegexErr
     b.build("root").map_err(fail)
 }
 
+/// Whether `text` matches `pattern` with JSON Schema (search) semantics, decided by building the
+/// pattern's automaton.
+pub fn is_match(pattern: &str, text: &str, limits: &Limits) -> Result<bool, RegexError> {
+    let mode = RegexMode {
+        anchoring: Anchoring::Search,
+        json_string: false,
+    };
+    let expr = lower_regex(pattern, mode, limits)?;
+    let fsm = crate::grammar::fsm::Dfa::from_expr(&expr, "pattern", limits.max_nfa_states_per_rule)
+        .map_err(|e| RegexError {
+            pattern: pattern.to_string(),
+            offset: 0,
+            message: e.to_string(),
+        })?;
+    let mut state = 0usize;
+    for b in text.bytes() {
+        let next = fsm.states[state]
+            .bytes
+            .iter()
+            .find(|&&(lo, hi, _)| lo <= b && b <= hi)
+            .map(|e| e.2 as usize);
+        match next {
+            Some(t) => state = t,
+            None => return Ok(false),
+        }
+    }
+    Ok(fsm.states[state].accept)
+}
+
 /// Lowers `pattern` to a reference-free expression.
 pub fn lower_regex(pattern: &str, mode: RegexMode, limits: &Limits) -> Result<Expr, RegexError> {
     let err = |offset: usize, message: String| RegexError {
@@ -85,8 +114,15 @@ pub fn lower_regex(pattern: &str, mode: RegexMode, limits: &Limits) -> Result<Ex
         .nest_limit(nest)
         .build()
         .parse(pattern)
-        .map_err(|e| err(e.span().start.offset, e.kind().to_string()))?;
+        .map_err(|e| {
+            let offset = e.span().start.offset;
+            if pattern[offset..].starts_with("\\k<") {
+                return err(offset, "backreferences are not supported".into());
+            }
+            err(offset, e.kind().to_string())
+        })?;
     check_assertions(&ast, true, true).map_err(|(o, m)| err(o, m))?;
+    check_repetitions(&ast, limits.max_repeat).map_err(|(o, m)| err(o, m))?;
     rewrite_ecma(&mut ast);
     let hir = hir::translate::TranslatorBuilder::new()
         .unicode(true)
@@ -151,6 +187,38 @@ fn check_assertion(x: &Assertion, at_start: bool, at_end: bool) -> Result<(), (u
             offset,
             "word boundaries (`\\b`, `\\B`, `\\<`, `\\>`) cannot be expressed in a grammar".into(),
         )),
+    }
+}
+
+/// ECMA-262 refuses a quantifier on a quantifier (`a**`); bounds above the limit are refused where
+/// they are written.
+fn check_repetitions(a: &Ast, max: u32) -> Result<(), (usize, String)> {
+    match a {
+        Ast::Repetition(r) => {
+            if matches!(*r.ast, Ast::Repetition(_)) {
+                return Err((
+                    r.op.span.start.offset,
+                    "nothing to repeat: a quantifier cannot follow another quantifier".into(),
+                ));
+            }
+            if let ast::RepetitionKind::Range(range) = &r.op.kind {
+                let bound = match *range {
+                    ast::RepetitionRange::Exactly(n) | ast::RepetitionRange::AtLeast(n) => n,
+                    ast::RepetitionRange::Bounded(lo, hi) => lo.max(hi),
+                };
+                if bound > max {
+                    return Err((
+                        r.op.span.start.offset,
+                        format!("repetition bound {bound} exceeds the limit {max}"),
+                    ));
+                }
+            }
+            check_repetitions(&r.ast, max)
+        }
+        Ast::Group(g) => check_repetitions(&g.ast, max),
+        Ast::Alternation(alt) => alt.asts.iter().try_for_each(|x| check_repetitions(x, max)),
+        Ast::Concat(c) => c.asts.iter().try_for_each(|x| check_repetitions(x, max)),
+        _ => Ok(()),
     }
 }
 
@@ -495,6 +563,21 @@ mod tests {
         assert_eq!(e.offset, 1, "{e}");
         full(r"^(a|b)$").expect("anchored group");
         full(r"^a$|^b").expect("anchored branches");
+        let limits = Limits::default();
+        assert_eq!(is_match("^[a-e]$", "a", &limits), Ok(true));
+        assert_eq!(is_match("^[a-e]$", "ab", &limits), Ok(false));
+        assert_eq!(is_match(r"\d", "x1y", &limits), Ok(true));
+        assert_eq!(
+            is_match(r"\d", "x١y", &limits),
+            Ok(false),
+            "ECMA \\d is ASCII"
+        );
         assert!(full(r"(^a)+").is_err());
+        assert_eq!(full(r"a**").unwrap_err().offset, 2);
+        assert_eq!(full(r"ab{10001}").unwrap_err().offset, 2);
+        assert!(full(r"(?<n>a)\k<n>")
+            .unwrap_err()
+            .message
+            .contains("backreferences"));
     }
 }

@@ -10,6 +10,7 @@
 //! → a byte FSM with rule-reference edges; [`print`] `Grammar` → EBNF that parses back to the same
 //! `Grammar`.
 
+pub mod algebra;
 pub mod builder;
 pub mod ebnf;
 pub mod error;

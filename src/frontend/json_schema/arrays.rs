@@ -2,7 +2,7 @@
 //! `minItems` / `maxItems` bounding the total. Prefix items are nested optionals so that an array
 //! may stop after any of them once `minItems` is met; counts above the enforced maximum are reported.
 
-use super::lower::{alt, opt, Lowerer};
+use super::lower::{alt, never, opt, Lowerer};
 use super::merge::Conj;
 use super::schema::Schema;
 use super::SchemaError;
@@ -24,12 +24,14 @@ impl Lowerer<'_> {
             }
             None => Some(self.any_value()?),
         };
-        let (min, max) = self.counted(
+        let Some((min, max)) = self.counted(
             a.min_items.unwrap_or(0),
             a.max_items,
             &c.path,
             "array length",
-        );
+        ) else {
+            return Ok(never());
+        };
         let sep = self.item_sep(depth);
         let items = Items {
             prefix: &prefix,

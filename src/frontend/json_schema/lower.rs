@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::merge::{Alternative, Conj};
 use super::schema::{Parser, Schema, Types};
 use super::{JsonSchemaOptions, SchemaError, SchemaWarning};
+use crate::frontend::regex::is_match;
 use crate::grammar::{CharClass, Expr, GrammarBuilder};
 use crate::util::{Limits, RuleId};
 
@@ -27,6 +28,7 @@ pub struct Lowerer<'a> {
     refs: HashMap<(String, usize), RuleId>,
     parsed: HashMap<String, Schema>,
     shared: HashMap<&'static str, RuleId>,
+    memo: HashMap<(String, usize), RuleId>,
 }
 
 /// An expression that matches nothing.
@@ -74,10 +76,11 @@ impl<'a> Lowerer<'a> {
             builder,
             options,
             limits,
-            parser: Parser::default(),
+            parser: Parser::new(limits),
             refs: HashMap::new(),
             parsed: HashMap::new(),
             shared: HashMap::new(),
+            memo: HashMap::new(),
         }
     }
 
@@ -110,18 +113,35 @@ impl<'a> Lowerer<'a> {
         self.parser.parse(v, path)
     }
 
-    /// The expression for the JSON values `s` allows.
+    /// The expression for the JSON values `s` allows. A schema object is lowered once into its
+    /// own rule, shared by every place with the same schema (distributing `anyOf` / `if` would
+    /// otherwise lower the same children again for each alternative).
     pub fn schema_expr(&mut self, s: &Schema, depth: usize) -> Result<Expr, SchemaError> {
+        if let Schema::Spec(spec) = s {
+            let level = if self.options.indent.is_some() {
+                depth
+            } else {
+                0
+            };
+            let key = (format!("{spec:?}"), level);
+            if let Some(&id) = self.memo.get(&key) {
+                return Ok(Expr::Ref(id));
+            }
+            let name = self.builder.fresh_name("schema");
+            let id = self.builder.declare(&name)?;
+            self.memo.insert(key, id);
+            let body = self.lower_alternatives(s, depth)?;
+            self.builder.define(id, body, None)?;
+            return Ok(Expr::Ref(id));
+        }
+        self.lower_alternatives(s, depth)
+    }
+
+    fn lower_alternatives(&mut self, s: &Schema, depth: usize) -> Result<Expr, SchemaError> {
         let mut items = Vec::new();
         for a in self.alternatives(s, depth)? {
             items.push(match a {
-                Alternative::Ref(r) => {
-                    let path = match s {
-                        Schema::Spec(spec) => spec.path.clone(),
-                        Schema::Bool(_) => String::new(),
-                    };
-                    Expr::Ref(self.ref_rule(&r, &path, depth)?)
-                }
+                Alternative::Ref(r, at) => Expr::Ref(self.ref_rule(&r, &at, depth)?),
                 Alternative::Conj(c) => self.conj_expr(&c, depth)?,
             });
         }
@@ -203,23 +223,37 @@ impl<'a> Lowerer<'a> {
         if let Some(values) = &c.values {
             let mut items = Vec::new();
             for v in values {
-                if !c.types.and(Types::of(v)).is_empty() {
+                if self.value_allowed(c, v) {
                     items.push(self.value_expr(v, depth));
                 }
             }
             return Ok(alt(items));
         }
         let mut items = Vec::new();
-        if c.types.contains(Types::NULL) {
+        let excluded = |v: &Value| c.not_values.contains(v);
+        if c.types.contains(Types::NULL) && !excluded(&Value::Null) {
             items.push(lit("null"));
         }
         if c.types.contains(Types::BOOLEAN) {
-            items.push(Expr::Alt(vec![lit("true"), lit("false")]));
+            for b in [true, false] {
+                if !excluded(&Value::Bool(b)) {
+                    items.push(lit(&b.to_string()));
+                }
+            }
+        }
+        if c.not_values
+            .iter()
+            .any(|v| v.is_number() || v.is_array() || v.is_object())
+        {
+            self.warn(
+                &c.path,
+                "`not` excluding numbers, arrays or objects is not enforced",
+            );
         }
         if c.types.contains(Types::NUMBER) {
-            items.push(self.number_expr(c, false));
+            items.push(self.number_expr(c, false)?);
         } else if c.types.contains(Types::INTEGER) {
-            items.push(self.number_expr(c, true));
+            items.push(self.number_expr(c, true)?);
         }
         if c.types.contains(Types::STRING) {
             items.push(self.string_expr(c)?);
@@ -231,6 +265,60 @@ impl<'a> Lowerer<'a> {
             items.push(self.object_expr(c, depth)?);
         }
         Ok(alt(items))
+    }
+
+    /// Whether an `enum` / `const` value also satisfies the conjunction's other keywords (type,
+    /// `not`, lengths, patterns, bounds, `multipleOf`, item counts, required keys).
+    fn value_allowed(&self, c: &Conj, v: &Value) -> bool {
+        if c.types.and(Types::of(v)).is_empty() || c.not_values.contains(v) {
+            return false;
+        }
+        match v {
+            Value::String(text) => {
+                let n = text.chars().count() as u64;
+                let st = &c.string;
+                st.min_length.is_none_or(|m| n >= m)
+                    && st.max_length.is_none_or(|m| n <= m)
+                    && st
+                        .patterns
+                        .iter()
+                        .all(|(p, _)| is_match(p, text, self.limits).unwrap_or(true))
+            }
+            Value::Number(num) => {
+                let x = num.as_f64().unwrap_or(f64::NAN);
+                let nb = &c.number;
+                let integral = x.fract() == 0.0;
+                (integral
+                    || !c.types.and(Types::NUMBER).is_empty() && c.types.contains(Types::NUMBER))
+                    && nb.lower.is_none_or(|b| {
+                        if b.exclusive {
+                            x > b.value
+                        } else {
+                            x >= b.value
+                        }
+                    })
+                    && nb.upper.is_none_or(|b| {
+                        if b.exclusive {
+                            x < b.value
+                        } else {
+                            x <= b.value
+                        }
+                    })
+                    && nb.multiple_of.as_ref().is_none_or(|(m, _)| {
+                        let q = x / m;
+                        (q - q.round()).abs() < 1e-9
+                    })
+            }
+            Value::Array(items) => {
+                let n = items.len() as u64;
+                c.array.min_items.is_none_or(|m| n >= m) && c.array.max_items.is_none_or(|m| n <= m)
+            }
+            Value::Object(map) => {
+                c.object.required.iter().all(|r| map.contains_key(r))
+                    && !c.object.forbidden.iter().any(|f| map.contains_key(f))
+            }
+            Value::Null | Value::Bool(_) => true,
+        }
     }
 
     /// Exactly one JSON value, laid out like generated values.

@@ -25,6 +25,8 @@ pub struct Conj {
     pub types: Types,
     /// `enum` / `const`, if any.
     pub values: Option<Vec<Value>>,
+    /// Values excluded by `not`.
+    pub not_values: Vec<Value>,
     /// String keywords.
     pub string: StringSpec,
     /// Number keywords.
@@ -38,8 +40,9 @@ pub struct Conj {
 /// One branch of a schema's disjunction.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Alternative {
-    /// A bare `$ref`: the referenced schema, as its own rule.
-    Ref(String),
+    /// A `$ref` kept as a reference (the referenced schema becomes its own rule): the target and
+    /// the path of the `$ref` keyword.
+    Ref(String, String),
     /// Plain keywords.
     Conj(Box<Conj>),
 }
@@ -57,6 +60,7 @@ impl Conj {
             path: path.to_string(),
             types: Types::ALL,
             values: None,
+            not_values: Vec::new(),
             string: StringSpec::default(),
             number: NumberSpec::default(),
             array: ArraySpec::default(),
@@ -70,6 +74,7 @@ impl Conj {
             path: spec.path.clone(),
             types: spec.types.unwrap_or(Types::ALL).minus(spec.not_types),
             values: spec.values.clone(),
+            not_values: spec.not_values.clone(),
             string: spec.string.clone(),
             number: spec.number.clone(),
             array: spec.array.clone(),
@@ -107,6 +112,7 @@ impl Conj {
             path: self.path.clone(),
             types: self.types.and(other.types),
             values,
+            not_values: [self.not_values.clone(), other.not_values.clone()].concat(),
             string,
             number,
             array: merge_arrays(&self.array, &other.array),
@@ -127,7 +133,7 @@ fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 /// The schema requiring both `a` and `b`.
-fn both(a: &Schema, b: &Schema) -> Schema {
+pub(super) fn both(a: &Schema, b: &Schema) -> Schema {
     match (a, b) {
         (Schema::Bool(true), x) | (x, Schema::Bool(true)) => x.clone(),
         (Schema::Bool(false), _) | (_, Schema::Bool(false)) => Schema::Bool(false),
@@ -166,7 +172,32 @@ fn merge_arrays(a: &ArraySpec, b: &ArraySpec) -> ArraySpec {
 
 fn merge_objects(a: &ObjectSpec, b: &ObjectSpec) -> ObjectSpec {
     let mut properties = a.properties.clone();
-    for (name, s) in &b.properties {
+    let mut forbidden: Vec<String> = [a.forbidden.clone(), b.forbidden.clone()].concat();
+    // Each side's `additionalProperties` governs the keys it does not list itself.
+    let mut b_props = b.properties.clone();
+    let mut a_extra = Vec::new();
+    for (name, s) in &mut b_props {
+        if a.properties.iter().any(|(n, _)| n == name) || !a.pattern_properties.is_empty() {
+            continue;
+        }
+        match a.additional.as_deref() {
+            Some(Schema::Bool(false)) => forbidden.push(name.clone()),
+            Some(extra) => *s = both(s, extra),
+            None => {}
+        }
+    }
+    for (name, s) in &mut properties {
+        if b.properties.iter().any(|(n, _)| n == name) || !b.pattern_properties.is_empty() {
+            continue;
+        }
+        match b.additional.as_deref() {
+            Some(Schema::Bool(false)) => a_extra.push(name.clone()),
+            Some(extra) => *s = both(s, extra),
+            None => {}
+        }
+    }
+    forbidden.extend(a_extra);
+    for (name, s) in &b_props {
         match properties.iter_mut().find(|(n, _)| n == name) {
             Some((_, existing)) => *existing = both(existing, s),
             None => properties.push((name.clone(), s.clone())),
@@ -186,6 +217,7 @@ fn merge_objects(a: &ObjectSpec, b: &ObjectSpec) -> ObjectSpec {
         property_names: both_opt(&a.property_names, &b.property_names),
         min_properties: max_opt(a.min_properties, b.min_properties),
         max_properties: min_opt(a.max_properties, b.max_properties),
+        forbidden,
     }
 }
 
@@ -209,7 +241,13 @@ impl Lowerer<'_> {
         }
         let mut alts = vec![Alternative::Conj(Box::new(Conj::of(spec)))];
         if let Some(r) = &spec.reference {
-            alts = self.product(alts, vec![Alternative::Ref(r.clone())], &spec.path, depth)?;
+            let at = format!("{}/$ref", spec.path);
+            alts = self.product(
+                alts,
+                vec![Alternative::Ref(r.clone(), at)],
+                &spec.path,
+                depth,
+            )?;
         }
         for member in &spec.all_of {
             let inner = self.alternatives(member, depth + 1)?;
@@ -220,7 +258,7 @@ impl Lowerer<'_> {
             for b in branches {
                 union.extend(self.alternatives(b, depth + 1)?);
             }
-            if *one_of {
+            if *one_of && !exclusive_required(&mut union) {
                 self.check_one_of(&union, &spec.path);
             }
             alts = self.product(alts, union, &spec.path, depth)?;
@@ -244,8 +282,8 @@ impl Lowerer<'_> {
     fn inline(&mut self, a: Alternative, depth: usize) -> Result<Vec<Conj>, SchemaError> {
         match a {
             Alternative::Conj(c) => Ok(vec![*c]),
-            Alternative::Ref(r) => {
-                let target = self.resolve(&r, "")?;
+            Alternative::Ref(r, at) => {
+                let target = self.resolve(&r, &at)?;
                 self.conjunctions(&target, depth + 1)
             }
         }
@@ -267,7 +305,9 @@ impl Lowerer<'_> {
                     (Alternative::Conj(c), x) | (x, Alternative::Conj(c)) if c.is_any() => {
                         out.push(x.clone())
                     }
-                    (Alternative::Ref(a), Alternative::Ref(b)) if a == b => out.push(l.clone()),
+                    (Alternative::Ref(a, _), Alternative::Ref(b, _)) if a == b => {
+                        out.push(l.clone())
+                    }
                     _ => {
                         let ls = self.inline(l.clone(), depth + 1)?;
                         let rs = self.inline(r.clone(), depth + 1)?;
@@ -299,7 +339,7 @@ impl Lowerer<'_> {
         for b in branches {
             match b {
                 Alternative::Conj(c) => conjs.push((**c).clone()),
-                Alternative::Ref(r) => match self.resolve(r, path) {
+                Alternative::Ref(r, at) => match self.resolve(r, at) {
                     Ok(Schema::Spec(spec)) => conjs.push(Conj::of(&spec)),
                     _ => conjs.push(Conj::any(path)),
                 },
@@ -345,4 +385,42 @@ impl Lowerer<'_> {
                 _ => false,
             })
     }
+}
+
+/// `oneOf` branches that differ only in `required` (the usual "exactly one of these keys" idiom) are
+/// made exclusive exactly: each branch forbids the key that alone would satisfy another branch.
+/// Returns whether the branches qualified.
+fn exclusive_required(branches: &mut [Alternative]) -> bool {
+    let mut sets = Vec::with_capacity(branches.len());
+    for b in branches.iter() {
+        let Alternative::Conj(c) = b else {
+            return false;
+        };
+        let mut bare = Conj::any(&c.path);
+        bare.types = c.types;
+        bare.object.required.clone_from(&c.object.required);
+        if **c != bare || !(c.types == Types::ALL || c.types == Types::OBJECT) {
+            return false;
+        }
+        sets.push(c.object.required.clone());
+    }
+    let mut extra: Vec<Vec<String>> = vec![Vec::new(); sets.len()];
+    for (i, mine) in sets.iter().enumerate() {
+        for (j, other) in sets.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let missing: Vec<&String> = other.iter().filter(|k| !mine.contains(k)).collect();
+            match missing.as_slice() {
+                [one] => extra[i].push((*one).clone()),
+                _ => return false,
+            }
+        }
+    }
+    for (b, forbid) in branches.iter_mut().zip(extra) {
+        if let Alternative::Conj(c) = b {
+            c.object.forbidden.extend(forbid);
+        }
+    }
+    true
 }

@@ -1,12 +1,16 @@
-//! Numbers: integer ranges exactly (decimal-digit decomposition of `[lo, hi]`), decimal numbers
-//! between integer-valued bounds exactly (the integer part's range plus conditions on the fraction at
-//! the boundary values), `multipleOf` for integers exactly when unbounded (a remainder automaton over
-//! the digits). Non-integer bounds on `number` are widened to integers, and numbers with bounds are
-//! written without an exponent; both are reported as warnings where they change anything.
+//! Numbers, exactly: integer ranges by decimal-digit decomposition of `[lo, hi]`; decimal numbers
+//! between any decimal bounds by the range of the integer part plus, at the boundary integer parts,
+//! digit-by-digit comparisons of the fraction with the bound's fraction; `multipleOf` as an automaton
+//! (at most k significant fraction digits for 10^-k; a remainder automaton over the digits for
+//! integers up to 1000) intersected with the bounds through the regular algebra. Bounded numbers and
+//! multiples are written without an exponent. Other `multipleOf` values are reported.
 
 use super::lower::{alt, lit, never, opt, Lowerer};
 use super::merge::Conj;
 use super::schema::Bound;
+use super::SchemaError;
+use crate::grammar::algebra::{dfa_to_rules, product_dfa, to_dfa, Op};
+use crate::grammar::fsm::{DState, Dfa};
 use crate::grammar::{CharClass, Expr};
 
 /// Bounds beyond this magnitude are treated as absent.
@@ -120,46 +124,118 @@ pub fn integer_range(lo: Option<i128>, hi: Option<i128>) -> Expr {
     alt(parts)
 }
 
-/// An integer-valued bound on a magnitude.
-#[derive(Clone, Copy)]
-struct MagBound {
-    value: u128,
+/// A decimal bound on a magnitude: integer part, fraction digits (no trailing zeros), exclusivity.
+#[derive(Clone, Debug, PartialEq)]
+struct Dec {
+    int: u128,
+    frac: Vec<u8>,
     exclusive: bool,
 }
 
-/// Decimal magnitudes `I(.F)?` between integer-valued bounds (exact; no exponent).
-fn decimal_magnitude(lower: Option<MagBound>, upper: Option<MagBound>) -> Expr {
-    let frac_any = || {
-        opt(Expr::Seq(vec![
-            lit("."),
-            Expr::Repeat {
-                body: Box::new(digits(0, 9)),
-                min: 1,
-                max: None,
-            },
-        ]))
-    };
-    let frac_zero = || {
-        opt(Expr::Seq(vec![
-            lit("."),
-            Expr::Repeat {
-                body: Box::new(lit("0")),
-                min: 1,
-                max: None,
-            },
-        ]))
-    };
-    let frac_pos = || {
-        let d = || Expr::Repeat {
+fn any_digit_run() -> Expr {
+    Expr::Repeat {
+        body: Box::new(digits(0, 9)),
+        min: 0,
+        max: None,
+    }
+}
+
+fn digit_lits(ds: &[u8]) -> Expr {
+    Expr::Seq(ds.iter().map(|&d| digits(d, d)).collect())
+}
+
+/// Optional fraction `("." [0-9]+)?`.
+fn frac_any() -> Expr {
+    opt(Expr::Seq(vec![
+        lit("."),
+        Expr::Repeat {
             body: Box::new(digits(0, 9)),
-            min: 0,
+            min: 1,
             max: None,
-        };
-        Expr::Seq(vec![lit("."), d(), digits(1, 9), d()])
-    };
-    let any_lo = lower.map_or(0, |l| l.value + u128::from(l.exclusive));
-    let any_hi = upper.map(|u| u.value.checked_sub(1));
+        },
+    ]))
+}
+
+/// The optional fraction part `("." digits)?` whose value compares with `f` as asked.
+fn frac_cmp(f: &[u8], greater: bool, or_equal: bool) -> Expr {
     let mut parts = Vec::new();
+    // Differ first at position i.
+    for (i, &d) in f.iter().enumerate() {
+        let range = if greater {
+            (d < 9).then(|| (d + 1, 9))
+        } else {
+            (d > 0).then(|| (0, d - 1))
+        };
+        if let Some((lo, hi)) = range {
+            parts.push(Expr::Seq(vec![
+                lit("."),
+                digit_lits(&f[..i]),
+                digits(lo, hi),
+                any_digit_run(),
+            ]));
+        }
+    }
+    if greater {
+        // F extends f: equal when only zeros follow, greater otherwise.
+        let tail = if or_equal {
+            any_digit_run()
+        } else {
+            Expr::Seq(vec![any_digit_run(), digits(1, 9), any_digit_run()])
+        };
+        if f.is_empty() {
+            parts.push(if or_equal {
+                frac_any()
+            } else {
+                Expr::Seq(vec![lit("."), tail])
+            });
+        } else {
+            parts.push(Expr::Seq(vec![lit("."), digit_lits(f), tail]));
+        }
+    } else {
+        // No fraction, or a proper prefix of f (smaller, since f ends in a nonzero digit).
+        parts.push(Expr::Empty);
+        for i in 1..f.len() {
+            parts.push(Expr::Seq(vec![lit("."), digit_lits(&f[..i])]));
+        }
+        if or_equal {
+            let zeros = Expr::Repeat {
+                body: Box::new(lit("0")),
+                min: 0,
+                max: None,
+            };
+            let equal = if f.is_empty() {
+                opt(Expr::Seq(vec![
+                    lit("."),
+                    Expr::Repeat {
+                        body: Box::new(lit("0")),
+                        min: 1,
+                        max: None,
+                    },
+                ]))
+            } else {
+                Expr::Seq(vec![lit("."), digit_lits(f), zeros])
+            };
+            parts.push(equal);
+        } else if f.is_empty() {
+            return never();
+        }
+    }
+    alt(parts)
+}
+
+/// Intersects two reference-free expressions (given by the lowerer, which owns the rules).
+type Intersect<'a> = dyn FnMut(Expr, Expr) -> Result<Expr, SchemaError> + 'a;
+
+/// Decimal magnitudes `I(.F)?` between decimal bounds. When both bounds share their integer part,
+/// the fraction must satisfy both comparisons, which `both` intersects.
+fn decimal_magnitude(
+    lower: Option<&Dec>,
+    upper: Option<&Dec>,
+    both: &mut Intersect,
+) -> Result<Expr, SchemaError> {
+    let mut parts = Vec::new();
+    let any_lo = lower.map_or(0, |l| l.int + 1);
+    let any_hi = upper.map(|u| u.int.checked_sub(1));
     match any_hi {
         Some(None) => {}
         Some(Some(h)) => parts.push(Expr::Seq(vec![
@@ -168,87 +244,201 @@ fn decimal_magnitude(lower: Option<MagBound>, upper: Option<MagBound>) -> Expr {
         ])),
         None => parts.push(Expr::Seq(vec![magnitude_range(any_lo, None), frac_any()])),
     }
-    if let Some(u) = upper.filter(|u| !u.exclusive) {
-        let ok = lower.is_none_or(|l| u.value > l.value || (u.value == l.value && !l.exclusive));
-        if ok {
-            parts.push(Expr::Seq(vec![
-                magnitude_range(u.value, Some(u.value)),
-                frac_zero(),
-            ]));
+    match (lower, upper) {
+        (Some(l), Some(u)) if l.int == u.int => {
+            let frac = both(
+                frac_cmp(&l.frac, true, !l.exclusive),
+                frac_cmp(&u.frac, false, !u.exclusive),
+            )?;
+            parts.push(Expr::Seq(vec![magnitude_range(l.int, Some(l.int)), frac]));
+        }
+        (Some(l), Some(u)) if l.int > u.int => {}
+        _ => {
+            if let Some(l) = lower {
+                let frac = frac_cmp(&l.frac, true, !l.exclusive);
+                parts.push(Expr::Seq(vec![magnitude_range(l.int, Some(l.int)), frac]));
+            }
+            if let Some(u) = upper {
+                let frac = frac_cmp(&u.frac, false, !u.exclusive);
+                parts.push(Expr::Seq(vec![magnitude_range(u.int, Some(u.int)), frac]));
+            }
         }
     }
-    if let Some(l) = lower.filter(|l| l.exclusive) {
-        if upper.is_none_or(|u| l.value < u.value) {
-            parts.push(Expr::Seq(vec![
-                magnitude_range(l.value, Some(l.value)),
-                frac_pos(),
-            ]));
-        }
-    }
-    alt(parts)
+    Ok(alt(parts))
 }
 
-/// Rounds a bound outward to an integer. Returns the integer and whether rounding changed it.
-fn integral(b: Bound, lower: bool) -> Option<(i128, bool, bool)> {
+/// The decimal expansion of a finite bound's magnitude.
+fn to_dec(b: Bound) -> Option<(bool, Dec)> {
     if !b.value.is_finite() || b.value.abs() > HUGE {
         return None;
     }
-    let r = if lower {
-        b.value.floor()
-    } else {
-        b.value.ceil()
+    let text = format!("{}", b.value.abs());
+    let (int, frac) = text.split_once('.').unwrap_or((&text, ""));
+    let mut frac: Vec<u8> = frac.bytes().map(|c| c - b'0').collect();
+    while frac.last() == Some(&0) {
+        frac.pop();
+    }
+    Some((
+        b.value < 0.0,
+        Dec {
+            int: int.parse().ok()?,
+            frac,
+            exclusive: b.exclusive,
+        },
+    ))
+}
+
+/// Decimal numbers `x` with `lower <= x <= upper`, exactly.
+fn bounded_decimal(
+    lower: Option<Bound>,
+    upper: Option<Bound>,
+    both: &mut Intersect,
+) -> Result<Expr, SchemaError> {
+    let lo = lower.and_then(to_dec);
+    let hi = upper.and_then(to_dec);
+    let zero_excl = Dec {
+        int: 0,
+        frac: Vec::new(),
+        exclusive: true,
     };
-    let changed = r != b.value;
-    Some((r as i128, b.exclusive && !changed, changed))
+    let is_zero = |d: &Dec| d.int == 0 && d.frac.is_empty();
+    let mut parts = Vec::new();
+    // x >= 0, written without a sign: needs upper >= 0 (or upper == 0 inclusive).
+    let pos_possible = match &hi {
+        Some((neg, d)) => !(*neg || is_zero(d) && d.exclusive),
+        None => true,
+    };
+    if pos_possible {
+        let l = match &lo {
+            Some((false, d)) if !is_zero(d) || d.exclusive => Some(d),
+            _ => None,
+        };
+        let u = hi.as_ref().map(|(_, d)| d);
+        parts.push(decimal_magnitude(l, u, both)?);
+    }
+    // x < 0, written "-" magnitude with magnitude > 0.
+    let neg_possible = match &lo {
+        Some((neg, d)) => *neg && !is_zero(d),
+        None => true,
+    };
+    if neg_possible {
+        let u = lo.as_ref().map(|(_, d)| d);
+        let l = match &hi {
+            Some((true, d)) if !is_zero(d) => d,
+            _ => &zero_excl,
+        };
+        parts.push(Expr::Seq(vec![
+            lit("-"),
+            decimal_magnitude(Some(l), u, both)?,
+        ]));
+    }
+    Ok(alt(parts))
+}
+
+/// Integers divisible by `k`, as an automaton; with `fraction_zeros`, also written with a `.0...`
+/// fraction (numbers with integral values).
+fn multiple_dfa(k: u32, fraction_zeros: bool) -> Dfa {
+    // States: 0 start, 1 after "-", 2 after a lone "0", 3 after ".", 4 in zeros, 5.. remainders.
+    let rem = |r: u32| 5 + r;
+    let mut states = vec![DState::default(); 5 + k as usize];
+    states[0].bytes = vec![(b'-', b'-', 1), (b'0', b'0', 2)];
+    states[1].bytes.push((b'0', b'0', 2));
+    for d in 1..=9u8 {
+        states[0]
+            .bytes
+            .push((b'0' + d, b'0' + d, rem(u32::from(d) % k)));
+        states[1]
+            .bytes
+            .push((b'0' + d, b'0' + d, rem(u32::from(d) % k)));
+    }
+    states[2].accept = true;
+    if fraction_zeros {
+        states[2].bytes.push((b'.', b'.', 3));
+        states[3].bytes.push((b'0', b'0', 4));
+        states[4].bytes.push((b'0', b'0', 4));
+        states[4].accept = true;
+    }
+    for r in 0..k {
+        let s = &mut states[rem(r) as usize];
+        s.accept = r == 0;
+        if r == 0 && fraction_zeros {
+            s.bytes.push((b'.', b'.', 3));
+        }
+        for d in 0..=9u32 {
+            let b = b'0' + d as u8;
+            s.bytes.push((b, b, rem((10 * r + d) % k)));
+        }
+        s.bytes.sort_unstable();
+    }
+    states[0].bytes.sort_unstable();
+    Dfa { states }
+}
+
+/// `-`? followed by any magnitude: every JSON number's integer part, `-0` included.
+fn signed_magnitude() -> Expr {
+    Expr::Seq(vec![opt(lit("-")), magnitude_range(0, None)])
+}
+
+/// Numbers with at most `k` significant fraction digits (multiples of 10^-k), no exponent.
+fn fraction_limited(k: u32) -> Expr {
+    let zeros = Expr::Repeat {
+        body: Box::new(lit("0")),
+        min: 0,
+        max: None,
+    };
+    let frac = opt(Expr::Seq(vec![
+        lit("."),
+        Expr::Repeat {
+            body: Box::new(digits(0, 9)),
+            min: 1,
+            max: Some(k),
+        },
+        zeros,
+    ]));
+    Expr::Seq(vec![signed_magnitude(), frac])
+}
+
+/// `k` when `m` is 10^-k (k in 1..=12).
+fn decimal_step(m: f64) -> Option<u32> {
+    (1..=12u32).find(|&k| (m * 10f64.powi(k as i32) - 1.0).abs() < 1e-9)
 }
 
 impl Lowerer<'_> {
     /// Any JSON number (a shared rule).
-    pub(super) fn plain_number(&mut self) -> Result<Expr, super::SchemaError> {
+    pub(super) fn plain_number(&mut self) -> Result<Expr, SchemaError> {
         self.shared_rule("json_number", |_, _| {
-            let int = integer_range(None, None);
-            let frac = opt(Expr::Seq(vec![
-                lit("."),
-                Expr::Repeat {
-                    body: Box::new(digits(0, 9)),
-                    min: 1,
-                    max: None,
-                },
-            ]));
-            let exp = opt(Expr::Seq(vec![
+            let sign = |c: [u8; 2]| {
                 Expr::Class(CharClass::new(
                     false,
-                    vec![
-                        (u32::from(b'E'), u32::from(b'E')),
-                        (u32::from(b'e'), u32::from(b'e')),
-                    ],
-                )),
-                opt(Expr::Class(CharClass::new(
-                    false,
-                    vec![
-                        (u32::from(b'+'), u32::from(b'+')),
-                        (u32::from(b'-'), u32::from(b'-')),
-                    ],
-                ))),
+                    c.iter().map(|&b| (u32::from(b), u32::from(b))).collect(),
+                ))
+            };
+            let exp = opt(Expr::Seq(vec![
+                sign([b'E', b'e']),
+                opt(sign([b'+', b'-'])),
                 Expr::Repeat {
                     body: Box::new(digits(0, 9)),
                     min: 1,
                     max: None,
                 },
             ]));
-            Ok(Expr::Seq(vec![int, frac, exp]))
+            Ok(Expr::Seq(vec![signed_magnitude(), frac_any(), exp]))
         })
     }
 
     /// A number (or integer, with `integer_only`) under the conjunction's number keywords.
-    pub(super) fn number_expr(&mut self, c: &Conj, integer_only: bool) -> Expr {
+    pub(super) fn number_expr(
+        &mut self,
+        c: &Conj,
+        integer_only: bool,
+    ) -> Result<Expr, SchemaError> {
         let n = &c.number;
-        if integer_only {
+        let bounded = n.lower.is_some() || n.upper.is_some();
+        let base = if integer_only {
             let lo = n.lower.and_then(|b| {
-                let v = b.value;
-                (v.is_finite() && v.abs() <= HUGE).then(|| {
-                    let c = v.ceil() as i128;
-                    if b.exclusive && v.ceil() == v {
+                (b.value.is_finite() && b.value.abs() <= HUGE).then(|| {
+                    let c = b.value.ceil() as i128;
+                    if b.exclusive && b.value.ceil() == b.value {
                         c + 1
                     } else {
                         c
@@ -256,116 +446,52 @@ impl Lowerer<'_> {
                 })
             });
             let hi = n.upper.and_then(|b| {
-                let v = b.value;
-                (v.is_finite() && v.abs() <= HUGE).then(|| {
-                    let f = v.floor() as i128;
-                    if b.exclusive && v.floor() == v {
+                (b.value.is_finite() && b.value.abs() <= HUGE).then(|| {
+                    let f = b.value.floor() as i128;
+                    if b.exclusive && b.value.floor() == b.value {
                         f - 1
                     } else {
                         f
                     }
                 })
             });
-            if let Some((k, path)) = &n.multiple_of {
-                if k.fract() == 0.0 && *k >= 1.0 && *k <= 1000.0 && lo.is_none() && hi.is_none() {
-                    return self.multiple_of(*k as u32);
-                }
-                if !(k.fract() == 0.0 && *k == 1.0) {
-                    self.warn(
-                        path,
-                        "multipleOf is only enforced for integers without bounds (k <= 1000)",
-                    );
-                }
-            }
-            return integer_range(lo, hi);
-        }
-        if let Some((_, path)) = &n.multiple_of {
-            self.warn(path, "multipleOf is not enforced on numbers");
-        }
-        if n.lower.is_none() && n.upper.is_none() {
-            return self.plain_number().unwrap_or_else(|_| never());
-        }
-        let lower = n.lower.and_then(|b| integral(b, true));
-        let upper = n.upper.and_then(|b| integral(b, false));
-        if lower.is_some_and(|l| l.2) || upper.is_some_and(|u| u.2) {
-            self.warn(&c.path, "a non-integer minimum / maximum on a number is enforced as the nearest integer outside it");
-        }
-        bounded_decimal(lower.map(|l| (l.0, l.1)), upper.map(|u| (u.0, u.1)))
-    }
-
-    /// Integers divisible by `k` (a remainder automaton, one rule per remainder).
-    fn multiple_of(&mut self, k: u32) -> Expr {
-        let mut ids = Vec::with_capacity(k as usize);
-        for r in 0..k {
-            let name = self.builder.fresh_name(&format!("multiple_of_{k}_rem_{r}"));
-            match self.builder.declare(&name) {
-                Ok(id) => ids.push(id),
-                Err(_) => return never(),
-            }
-        }
-        for r in 0..k {
-            let mut items: Vec<Expr> = (0..10u32)
-                .map(|d| {
-                    Expr::Seq(vec![
-                        digits(d as u8, d as u8),
-                        Expr::Ref(ids[((10 * r + d) % k) as usize]),
-                    ])
-                })
-                .collect();
-            if r == 0 {
-                items.push(Expr::Empty);
-            }
-            if self
-                .builder
-                .define(ids[r as usize], Expr::Alt(items), None)
-                .is_err()
-            {
-                return never();
-            }
-        }
-        let nonzero = Expr::Alt(
-            (1..10u32)
-                .map(|d| {
-                    Expr::Seq(vec![
-                        digits(d as u8, d as u8),
-                        Expr::Ref(ids[(d % k) as usize]),
-                    ])
-                })
-                .collect(),
-        );
-        Expr::Alt(vec![lit("0"), Expr::Seq(vec![opt(lit("-")), nonzero])])
-    }
-}
-
-/// Decimal numbers `x` with `lower <= x <= upper` (integer bounds, `true` = exclusive).
-fn bounded_decimal(lower: Option<(i128, bool)>, upper: Option<(i128, bool)>) -> Expr {
-    let mag = |v: i128, exclusive: bool| MagBound {
-        value: v.unsigned_abs(),
-        exclusive,
-    };
-    let mut parts = Vec::new();
-    // x >= 0, written without a sign.
-    let pos_possible = upper.is_none_or(|(h, ex)| h > 0 || (h == 0 && !ex));
-    if pos_possible {
-        let lo = match lower {
-            Some((l, ex)) if l > 0 || (l == 0 && ex) => Some(mag(l, ex)),
-            _ => None,
+            integer_range(lo, hi)
+        } else if bounded {
+            let path = c.path.clone();
+            let mut both =
+                |a: Expr, b: Expr| self.intersect_all(vec![(a, path.clone()), (b, path.clone())]);
+            bounded_decimal(n.lower, n.upper, &mut both)?
+        } else {
+            self.plain_number()?
         };
-        let hi = upper.map(|(h, ex)| mag(h, ex));
-        parts.push(decimal_magnitude(lo, hi));
-    }
-    // x < 0, written "-" magnitude with magnitude > 0.
-    let neg_possible = lower.is_none_or(|(l, _)| l < 0);
-    if neg_possible {
-        let hi = lower.map(|(l, ex)| mag(l, ex));
-        let lo = match upper {
-            Some((h, ex)) if h < 0 => mag(h, ex),
-            _ => MagBound {
-                value: 0,
-                exclusive: true,
-            },
+        let Some((m, path)) = &n.multiple_of else {
+            return Ok(base);
         };
-        parts.push(Expr::Seq(vec![lit("-"), decimal_magnitude(Some(lo), hi)]));
+        let step: Dfa = if m.fract() == 0.0 && (1.0..=1000.0).contains(m) {
+            if *m == 1.0 && integer_only {
+                return Ok(base);
+            }
+            multiple_dfa(*m as u32, !integer_only)
+        } else if let (false, Some(k)) = (integer_only, decimal_step(*m)) {
+            to_dfa(&fraction_limited(k), self.limits)?
+        } else {
+            self.warn(
+                path,
+                "multipleOf is only enforced for 10^-k and for integers up to 1000",
+            );
+            return Ok(base);
+        };
+        if !bounded && integer_only {
+            return Ok(dfa_to_rules(&step, self.builder, "multiple")?);
+        }
+        let base_dfa = match &base {
+            Expr::Ref(_) => to_dfa(
+                &Expr::Seq(vec![signed_magnitude(), frac_any()]),
+                self.limits,
+            )?,
+            other => to_dfa(other, self.limits)?,
+        };
+        let both = product_dfa(&base_dfa, &step, Op::Intersect, self.limits)?;
+        Ok(dfa_to_rules(&both, self.builder, "multiple")?)
     }
-    alt(parts)
 }

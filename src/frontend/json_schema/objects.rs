@@ -4,34 +4,52 @@
 //!
 //! For properties `p0..pn`, rule `first_i` derives a non-empty member list starting at `pi` and
 //! `rest_i` the members after an already written one (each led by a separator):
-//! `first_i ::= pi rest_{i+1} | first_{i+1}` (second branch only if `pi` is optional),
-//! `rest_i ::= sep pi rest_{i+1} | rest_{i+1}` (likewise), `rest_n ::= (sep extra)*`. That is
-//! linear in the number of properties and never writes a separator without a member.
+//! `first_i ::= pi rest_{i+1} | extra rest_i | first_{i+1}` (last branch only if `pi` is optional),
+//! `rest_i ::= sep pi rest_{i+1} | sep extra rest_i | rest_{i+1}` (likewise),
+//! `rest_n ::= (sep extra)*`: extra members may stand between listed ones, as JSON Schema allows.
+//! That is linear in the number of properties and never writes a separator without a member.
 
-use super::lower::{alt, lit, Lowerer};
-use super::merge::{Alternative, Conj};
+use super::lower::{alt, lit, never, Lowerer};
+use super::merge::{both, Alternative, Conj};
 use super::schema::{Schema, Types};
+use super::strings::content_except;
 use super::{PropertyOrder, SchemaError};
-use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
+use crate::frontend::regex::{is_match, lower_regex, Anchoring, RegexMode};
 use crate::grammar::Expr;
+
+/// Most required members tracked exactly when members may come in any order (2^k rules).
+const EXACT_ANY_ORDER: usize = 8;
 
 impl Lowerer<'_> {
     /// An object under the conjunction's object keywords.
     pub(super) fn object_expr(&mut self, c: &Conj, depth: usize) -> Result<Expr, SchemaError> {
         let o = &c.object;
+        if o.required.iter().any(|r| o.forbidden.contains(r)) {
+            return Ok(never());
+        }
         let mut props: Vec<(String, Schema, bool)> = o
             .properties
             .iter()
+            .filter(|(n, _)| !o.forbidden.contains(n))
             .map(|(n, s)| (n.clone(), s.clone(), o.required.contains(n)))
             .collect();
         for r in &o.required {
             if !props.iter().any(|p| &p.0 == r) {
-                let s = o
-                    .additional
-                    .as_deref()
-                    .cloned()
-                    .unwrap_or(Schema::Bool(true));
+                let s = self.unlisted_schema(c, r)?;
                 props.push((r.clone(), s, true));
+            }
+        }
+        for (name, schema, _) in props.iter_mut() {
+            for (pattern, path, extra) in &o.pattern_properties {
+                let hit = is_match(pattern, name, self.limits).map_err(|e| {
+                    SchemaError::invalid(
+                        path,
+                        format!("pattern: at offset {}: {}", e.offset, e.message),
+                    )
+                })?;
+                if hit {
+                    *schema = both(schema, extra);
+                }
             }
         }
         let key_sep = self.key_sep();
@@ -56,9 +74,13 @@ impl Lowerer<'_> {
         }
         let sep = self.item_sep(depth);
         if self.options.property_order == PropertyOrder::Flexible {
-            return self.flexible_object(&o.required, &props, members, extra, depth);
+            return self.flexible_object(c, members, extra, depth);
         }
-        let rest_n = match &extra {
+        let extra = match extra {
+            Some(e) => Some(Expr::Ref(self.builder.add_rule("object_extra", e)?)),
+            None => None,
+        };
+        let tail = match &extra {
             Some(e) => Expr::Repeat {
                 body: Box::new(Expr::Seq(vec![sep.clone(), e.clone()])),
                 min: 0,
@@ -66,24 +88,30 @@ impl Lowerer<'_> {
             },
             None => Expr::Empty,
         };
-        let mut rest = rest_n.clone();
-        let mut first: Option<Expr> = extra.map(|e| Expr::Seq(vec![e, rest_n]));
+        let mut rest_next = Expr::Ref(self.builder.add_rule("object_rest", tail)?);
+        let mut first: Option<Expr> = extra.clone().map(|e| Expr::Seq(vec![e, rest_next.clone()]));
         for (member, required) in members.into_iter().rev() {
-            let rest_rule = Expr::Ref(self.builder.add_rule("object_rest", rest)?);
-            let written = Expr::Seq(vec![member.clone(), rest_rule.clone()]);
-            let with_sep = Expr::Seq(vec![sep.clone(), member, rest_rule.clone()]);
-            first = Some(match (first, required) {
-                (Some(f), false) => Expr::Ref(
-                    self.builder
-                        .add_rule("object_first", alt(vec![written, f]))?,
-                ),
-                _ => written,
-            });
-            rest = if required {
-                with_sep
-            } else {
-                alt(vec![with_sep, rest_rule])
-            };
+            let name = self.builder.fresh_name("object_rest");
+            let rest_i = self.builder.declare(&name)?;
+            let mut rest_alts = vec![Expr::Seq(vec![
+                sep.clone(),
+                member.clone(),
+                rest_next.clone(),
+            ])];
+            let mut first_alts = vec![Expr::Seq(vec![member, rest_next.clone()])];
+            if let Some(e) = &extra {
+                rest_alts.push(Expr::Seq(vec![sep.clone(), e.clone(), Expr::Ref(rest_i)]));
+                first_alts.push(Expr::Seq(vec![e.clone(), Expr::Ref(rest_i)]));
+            }
+            if !required {
+                rest_alts.push(rest_next.clone());
+                first_alts.extend(first);
+            }
+            self.builder.define(rest_i, alt(rest_alts), None)?;
+            first = Some(Expr::Ref(
+                self.builder.add_rule("object_first", alt(first_alts))?,
+            ));
+            rest_next = Expr::Ref(rest_i);
         }
         let mut forms = Vec::new();
         if let Some(f) = first {
@@ -99,95 +127,112 @@ impl Lowerer<'_> {
         Ok(alt(forms))
     }
 
-    /// Members in flexible order: `O* R1 O* R2 ... Rk O*` with a separator between members, where the
-    /// `Ri` are the required members (in `required` order, or alternatively in `properties` order)
-    /// and `O` is any optional or extra member.
+    /// Members in any order. With at most [`EXACT_ANY_ORDER`] required members the grammar tracks
+    /// which of them have been written (one rule per subset, `T_m ::= sep O T_m | sep Ri T_{m+i} |
+    /// "" if m is complete`), so each required member appears exactly once; optional and extra
+    /// members (`O`) may appear anywhere. With more required members, they are not enforced.
     fn flexible_object(
         &mut self,
-        required_names: &[String],
-        props: &[(String, Schema, bool)],
+        c: &Conj,
         members: Vec<(Expr, bool)>,
         extra: Option<Expr>,
         depth: usize,
     ) -> Result<Expr, SchemaError> {
         let sep = self.item_sep(depth);
-        let optional: Vec<Expr> = members
+        let mut named = Vec::with_capacity(members.len());
+        for (member, req) in members {
+            named.push((Expr::Ref(self.builder.add_rule("property", member)?), req));
+        }
+        let members = named;
+        let mut required: Vec<Expr> = members
+            .iter()
+            .filter(|m| m.1)
+            .map(|m| m.0.clone())
+            .collect();
+        let mut optional: Vec<Expr> = members
             .iter()
             .filter(|m| !m.1)
             .map(|m| m.0.clone())
-            .chain(extra)
             .collect();
-        let required: Vec<(usize, Expr)> = members
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.1)
-            .map(|(i, m)| (i, m.0.clone()))
-            .collect();
-        let any_optional = match optional.is_empty() {
+        optional.extend(extra);
+        if required.len() > EXACT_ANY_ORDER {
+            self.warn(&c.path, format!(
+                "with members in any order, required properties are only enforced for up to {EXACT_ANY_ORDER} of them"
+            ));
+            optional.append(&mut required);
+        }
+        let other = match optional.is_empty() {
             true => None,
             false => Some(Expr::Ref(
                 self.builder.add_rule("object_member", alt(optional))?,
             )),
         };
-        // Zero or more optional members, each followed by a separator / each led by one.
-        let before = |o: &Option<Expr>| match o {
-            Some(m) => Expr::Repeat {
-                body: Box::new(Expr::Seq(vec![m.clone(), sep.clone()])),
-                min: 0,
-                max: None,
-            },
-            None => Expr::Empty,
-        };
-        let after = |o: &Option<Expr>| match o {
-            Some(m) => Expr::Repeat {
-                body: Box::new(Expr::Seq(vec![sep.clone(), m.clone()])),
-                min: 0,
-                max: None,
-            },
-            None => Expr::Empty,
-        };
-        let listed_order: Vec<Expr> = required.iter().map(|r| r.1.clone()).collect();
-        let by_required_list: Vec<Expr> = required_names
-            .iter()
-            .filter_map(|name| props.iter().position(|p| &p.0 == name))
-            .filter_map(|i| required.iter().find(|r| r.0 == i).map(|r| r.1.clone()))
-            .collect();
-        let mut orders = vec![by_required_list];
-        if orders[0] != listed_order {
-            orders.push(listed_order);
+        let k = required.len();
+        let full = (1usize << k) - 1;
+        let mut rules = Vec::with_capacity(full + 1);
+        for _ in 0..=full {
+            let name = self.builder.fresh_name("object_members");
+            rules.push(self.builder.declare(&name)?);
         }
-        let mut forms = Vec::new();
-        for order in orders {
-            if order.is_empty() {
-                if let Some(m) = &any_optional {
-                    let body = Expr::Seq(vec![m.clone(), after(&any_optional)]);
-                    forms.push(Expr::Seq(vec![
-                        self.open('{', depth),
-                        body,
-                        self.close('}', depth),
+        for m in 0..=full {
+            let mut items = Vec::new();
+            if let Some(o) = &other {
+                items.push(Expr::Seq(vec![sep.clone(), o.clone(), Expr::Ref(rules[m])]));
+            }
+            for (i, r) in required.iter().enumerate() {
+                if m & (1 << i) == 0 {
+                    items.push(Expr::Seq(vec![
+                        sep.clone(),
+                        r.clone(),
+                        Expr::Ref(rules[m | (1 << i)]),
                     ]));
                 }
-                continue;
             }
-            let mut body = vec![before(&any_optional)];
-            for (i, r) in order.into_iter().enumerate() {
-                if i > 0 {
-                    body.push(sep.clone());
-                    body.push(before(&any_optional));
-                }
-                body.push(r);
+            if m == full {
+                items.push(Expr::Empty);
             }
-            body.push(after(&any_optional));
+            self.builder.define(rules[m], alt(items), None)?;
+        }
+        let mut first = Vec::new();
+        if let Some(o) = &other {
+            first.push(Expr::Seq(vec![o.clone(), Expr::Ref(rules[0])]));
+        }
+        for (i, r) in required.iter().enumerate() {
+            first.push(Expr::Seq(vec![r.clone(), Expr::Ref(rules[1 << i])]));
+        }
+        let mut forms = Vec::new();
+        if !first.is_empty() {
             forms.push(Expr::Seq(vec![
                 self.open('{', depth),
-                Expr::Seq(body),
+                alt(first),
                 self.close('}', depth),
             ]));
         }
-        if required.is_empty() {
+        if k == 0 {
             forms.push(self.empty('{', '}'));
         }
         Ok(alt(forms))
+    }
+
+    /// The schema of a required key that `properties` does not list: that of the first
+    /// `patternProperties` pattern it matches, else `additionalProperties`, else anything.
+    fn unlisted_schema(&mut self, c: &Conj, name: &str) -> Result<Schema, SchemaError> {
+        for (pattern, path, schema) in &c.object.pattern_properties {
+            let hit = is_match(pattern, name, self.limits).map_err(|e| {
+                SchemaError::invalid(
+                    path,
+                    format!("pattern: at offset {}: {}", e.offset, e.message),
+                )
+            })?;
+            if hit {
+                return Ok(schema.clone());
+            }
+        }
+        Ok(c.object
+            .additional
+            .as_deref()
+            .cloned()
+            .unwrap_or(Schema::Bool(true)))
     }
 
     /// One extra member (key, separator, value), or `None` when the object is closed.
@@ -200,6 +245,12 @@ impl Lowerer<'_> {
         let o = &c.object;
         let key_sep = self.key_sep();
         let mut extras = Vec::new();
+        let names: Vec<String> = props
+            .iter()
+            .map(|p| p.0.clone())
+            .chain(o.forbidden.iter().cloned())
+            .collect();
+        let mut pattern_keys = Vec::new();
         for (pattern, path, schema) in &o.pattern_properties {
             let mode = RegexMode {
                 anchoring: Anchoring::Search,
@@ -211,6 +262,16 @@ impl Lowerer<'_> {
                     format!("pattern: at offset {}: {}", e.offset, e.message),
                 )
             })?;
+            pattern_keys.push(key.clone());
+            // Listed and forbidden names are not extras, even when the pattern matches them.
+            let key = if names.is_empty() {
+                key
+            } else {
+                self.intersect_all(vec![
+                    (key, path.clone()),
+                    (content_except(&names), path.clone()),
+                ])?
+            };
             let value = self.schema_expr(schema, depth + 1)?;
             extras.push(Expr::Seq(vec![
                 lit("\""),
@@ -233,13 +294,6 @@ impl Lowerer<'_> {
             None => Some(self.any_value()?),
         };
         if let Some(value) = open_value {
-            if !o.pattern_properties.is_empty() {
-                self.warn(
-                    &c.path,
-                    "additionalProperties may also take keys that match patternProperties",
-                );
-            }
-            let names: Vec<String> = props.iter().map(|p| p.0.clone()).collect();
             let key = match o.property_names.as_deref() {
                 Some(names_schema) => {
                     if !names.is_empty() {
@@ -250,7 +304,12 @@ impl Lowerer<'_> {
                     }
                     self.key_from(names_schema, depth)?
                 }
-                None => self.key_except(&names)?,
+                None if pattern_keys.is_empty() => self.key_except(&names)?,
+                None => {
+                    // Keys matching a pattern take the pattern's schema, not this one.
+                    let content = self.minus(content_except(&names), alt(pattern_keys), &c.path)?;
+                    Expr::Seq(vec![lit("\""), content, lit("\"")])
+                }
             };
             extras.push(Expr::Seq(vec![key, key_sep, value]));
         }
@@ -263,8 +322,8 @@ impl Lowerer<'_> {
         for a in self.alternatives(s, depth + 1)? {
             let conjs = match a {
                 Alternative::Conj(c) => vec![*c],
-                Alternative::Ref(r) => {
-                    let target = self.resolve(&r, "")?;
+                Alternative::Ref(r, at) => {
+                    let target = self.resolve(&r, &at)?;
                     self.conjunctions(&target, depth + 1)?
                 }
             };

@@ -5,6 +5,8 @@
 use serde_json::{Map, Value};
 
 use super::{SchemaError, SchemaWarning};
+use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
+use crate::util::Limits;
 
 /// A set of JSON types. `NUMBER` includes integers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -154,6 +156,8 @@ pub struct ObjectSpec {
     pub min_properties: Option<u64>,
     /// `maxProperties`.
     pub max_properties: Option<u64>,
+    /// Keys that must not appear (from `not: {required}` and `dependencies`).
+    pub forbidden: Vec<String>,
 }
 
 /// One schema object's keywords.
@@ -167,6 +171,8 @@ pub struct Spec {
     pub not_types: Types,
     /// `enum` ∩ `const`, if given.
     pub values: Option<Vec<Value>>,
+    /// Values excluded by `not: {enum}` / `not: {const}`.
+    pub not_values: Vec<Value>,
     /// String keywords.
     pub string: StringSpec,
     /// Number keywords.
@@ -184,10 +190,10 @@ pub struct Spec {
 }
 
 /// Parses schemas, collecting warnings.
-#[derive(Default)]
 pub struct Parser {
     /// Keywords not enforced.
     pub warnings: Vec<SchemaWarning>,
+    limits: Limits,
 }
 
 fn child(path: &str, key: &str) -> String {
@@ -228,6 +234,30 @@ fn object<'v>(v: &'v Value, path: &str) -> Result<&'v Map<String, Value>, Schema
 }
 
 impl Parser {
+    /// A parser checking patterns against `limits`.
+    pub fn new(limits: &Limits) -> Self {
+        Parser {
+            warnings: Vec::new(),
+            limits: limits.clone(),
+        }
+    }
+
+    /// Checks that a pattern can be turned into a grammar.
+    fn pattern(&self, pattern: &str, path: &str) -> Result<(), SchemaError> {
+        let mode = RegexMode {
+            anchoring: Anchoring::Search,
+            json_string: true,
+        };
+        lower_regex(pattern, mode, &self.limits)
+            .map(|_| ())
+            .map_err(|e| {
+                SchemaError::invalid(
+                    path,
+                    format!("pattern: at offset {}: {}", e.offset, e.message),
+                )
+            })
+    }
+
     fn warn(&mut self, path: String, message: impl Into<String>) {
         self.warnings.push(SchemaWarning {
             path,
@@ -281,7 +311,11 @@ impl Parser {
                 "not" => self.not(v, &at, &mut spec)?,
                 "minLength" => spec.string.min_length = Some(non_negative(v, &at)?),
                 "maxLength" => spec.string.max_length = Some(non_negative(v, &at)?),
-                "pattern" => spec.string.patterns.push((string(v, &at)?.to_string(), at)),
+                "pattern" => {
+                    let p = string(v, &at)?;
+                    self.pattern(p, &at)?;
+                    spec.string.patterns.push((p.to_string(), at));
+                }
                 "format" => spec.string.formats.push((string(v, &at)?.to_string(), at)),
                 "minimum" => {
                     spec.number.lower = tighter_lower(
@@ -350,6 +384,7 @@ impl Parser {
                 "patternProperties" => {
                     for (pattern, s) in object(v, &at)? {
                         let p_at = child(&at, pattern);
+                        self.pattern(pattern, &p_at)?;
                         let p = self.parse(s, &p_at)?;
                         spec.object
                             .pattern_properties
@@ -359,13 +394,30 @@ impl Parser {
                 "propertyNames" => spec.object.property_names = Some(Box::new(self.parse(v, &at)?)),
                 "minProperties" => spec.object.min_properties = Some(non_negative(v, &at)?),
                 "maxProperties" => spec.object.max_properties = Some(non_negative(v, &at)?),
-                "uniqueItems" if v.as_bool() == Some(true) => {
-                    self.warn(at, "uniqueItems is not enforced: items may repeat")
+                "uniqueItems" => match v {
+                    Value::Bool(true) => {
+                        self.warn(at, "uniqueItems is not enforced: items may repeat")
+                    }
+                    Value::Bool(false) => {}
+                    other => {
+                        return Err(SchemaError::invalid(
+                            &at,
+                            format!("expected a boolean, found {other}"),
+                        ))
+                    }
+                },
+                "dependencies" | "dependentRequired" | "dependentSchemas" => {
+                    self.dependencies(key, v, &at, &mut spec)?
                 }
-                "contains" | "minContains" | "maxContains" | "dependencies"
-                | "dependentRequired" | "dependentSchemas" | "if" | "then" | "else" => {
-                    self.warn(at, format!("`{key}` is not enforced"))
+                "if" => self.conditional(map, v, &at, &mut spec)?,
+                "then" | "else" => {
+                    self.parse(v, &at)?;
                 }
+                "contains" => {
+                    self.parse(v, &at)?;
+                    self.warn(at, "`contains` is not enforced");
+                }
+                "minContains" | "maxContains" => self.warn(at, format!("`{key}` is not enforced")),
                 "unevaluatedProperties" | "unevaluatedItems" if v != &Value::Bool(true) => {
                     self.warn(at, format!("`{key}` is not enforced"))
                 }
@@ -403,22 +455,245 @@ impl Parser {
         ))
     }
 
+    /// `not`: exact for `{"type"}`, `{"required"}`, `{"enum"}` / `{"const"}` and `{"anyOf": [{"required"}, ...]}`
+    /// (the forms real schemas use); anything else is a warning.
     fn not(&mut self, v: &Value, path: &str, spec: &mut Spec) -> Result<(), SchemaError> {
-        if let Some(map) = v.as_object() {
-            if map.len() == 1 {
-                if let Some(t) = map.get("type") {
-                    spec.not_types =
-                        Types(spec.not_types.0 | self.types(t, &child(path, "type"))?.0);
-                    return Ok(());
+        match self.parse(v, path)? {
+            Schema::Bool(false) => return Ok(()),
+            Schema::Bool(true) => {
+                spec.not_types = Types::ALL;
+                return Ok(());
+            }
+            Schema::Spec(_) => {}
+        }
+        let Some(map) = v.as_object().filter(|m| m.len() == 1) else {
+            self.warn(
+                path.to_string(),
+                "`not` is only enforced for type, required, enum and const",
+            );
+            return Ok(());
+        };
+        let (key, inner) = map
+            .iter()
+            .next()
+            .map(|(k, v)| (k.as_str(), v))
+            .unwrap_or(("", v));
+        let at = child(path, key);
+        match key {
+            "type" => spec.not_types = Types(spec.not_types.0 | self.types(inner, &at)?.0),
+            "enum" => spec.not_values.extend(array(inner, &at)?.iter().cloned()),
+            "const" => spec.not_values.push(inner.clone()),
+            "required" => {
+                let names = self.names(inner, &at)?;
+                // Not all of them: at least one is missing.
+                let branches = names
+                    .into_iter()
+                    .map(|n| forbidding(path, vec![n]))
+                    .collect::<Vec<_>>();
+                if !branches.is_empty() {
+                    spec.any_of.push((branches, false));
                 }
             }
+            "anyOf" if array(inner, &at)?.iter().all(only_required) => {
+                for (i, b) in array(inner, &at)?.iter().enumerate() {
+                    let names = self.names(
+                        &b["required"],
+                        &child(&child(&at, &i.to_string()), "required"),
+                    )?;
+                    if let [one] = names.as_slice() {
+                        spec.object.forbidden.push(one.clone());
+                    } else {
+                        let branches = names
+                            .into_iter()
+                            .map(|n| forbidding(path, vec![n]))
+                            .collect();
+                        spec.any_of.push((branches, false));
+                    }
+                }
+            }
+            _ => self.warn(
+                path.to_string(),
+                "`not` is only enforced for type, required, enum and const",
+            ),
         }
-        self.warn(
-            path.to_string(),
-            "`not` is only enforced for `{\"type\": ...}`; ignored here",
-        );
         Ok(())
     }
+
+    /// `if` / `then` / `else` as `anyOf: [allOf: [if, then], allOf: [not if, else]]`, exact when
+    /// `if` can be negated (see [`negate`]).
+    fn conditional(
+        &mut self,
+        map: &Map<String, Value>,
+        cond: &Value,
+        path: &str,
+        spec: &mut Spec,
+    ) -> Result<(), SchemaError> {
+        let parsed_cond = self.parse(cond, path)?;
+        let Some(negated) = negate(cond, path) else {
+            self.warn(path.to_string(), "`if` / `then` / `else` are only enforced when `if` tests types, required keys or const / enum properties");
+            return Ok(());
+        };
+        let parent = path.rsplit_once('/').map_or("", |p| p.0).to_string();
+        let branch = |me: &mut Self, key: &str| -> Result<Schema, SchemaError> {
+            match map.get(key) {
+                Some(v) => me.parse(v, &child(&parent, key)),
+                None => Ok(Schema::Bool(true)),
+            }
+        };
+        let (then, otherwise) = (branch(self, "then")?, branch(self, "else")?);
+        let cond = parsed_cond;
+        let all = |a: Schema, b: Schema| {
+            Schema::Spec(Box::new(Spec {
+                path: path.to_string(),
+                all_of: vec![a, b],
+                ..Spec::default()
+            }))
+        };
+        spec.any_of
+            .push((vec![all(cond, then), all(negated, otherwise)], false));
+        Ok(())
+    }
+
+    fn names(&mut self, v: &Value, path: &str) -> Result<Vec<String>, SchemaError> {
+        array(v, path)?
+            .iter()
+            .enumerate()
+            .map(|(i, n)| string(n, &child(path, &i.to_string())).map(str::to_string))
+            .collect()
+    }
+
+    /// `dependencies` / `dependentRequired` / `dependentSchemas`: for each key, either the key is
+    /// absent, or it is present together with its required names / its schema. Exact.
+    fn dependencies(
+        &mut self,
+        key: &str,
+        v: &Value,
+        path: &str,
+        spec: &mut Spec,
+    ) -> Result<(), SchemaError> {
+        for (name, dep) in object(v, path)? {
+            let at = child(path, name);
+            if key == "dependentRequired" && !dep.is_array() {
+                return Err(SchemaError::invalid(
+                    &at,
+                    format!("expected an array of names, found {dep}"),
+                ));
+            }
+            let mut present = Spec {
+                path: at.clone(),
+                ..Spec::default()
+            };
+            present.object.required.push(name.clone());
+            match dep {
+                Value::Array(_) => {
+                    for n in self.names(dep, &at)? {
+                        if !present.object.required.contains(&n) {
+                            present.object.required.push(n);
+                        }
+                    }
+                }
+                _ => present.all_of.push(self.parse(dep, &at)?),
+            }
+            let absent = forbidding(&at, vec![name.clone()]);
+            spec.any_of
+                .push((vec![absent, Schema::Spec(Box::new(present))], false));
+        }
+        Ok(())
+    }
+}
+
+/// A schema whose only keyword forbids `names` in objects.
+fn forbidding(path: &str, names: Vec<String>) -> Schema {
+    let mut s = Spec {
+        path: path.to_string(),
+        ..Spec::default()
+    };
+    s.object.forbidden = names;
+    Schema::Spec(Box::new(s))
+}
+
+/// Keywords that never constrain anything.
+const ANNOTATIONS: &[&str] = &["title", "description", "$comment", "examples", "default"];
+
+/// The negation of a schema, for the forms `if` uses in practice: booleans, `type`, `required`, and
+/// `properties` whose schemas are `const` / `enum`. `None` for anything else.
+pub fn negate(v: &Value, path: &str) -> Option<Schema> {
+    let map = match v {
+        Value::Bool(b) => return Some(Schema::Bool(!b)),
+        Value::Object(m) => m,
+        _ => return None,
+    };
+    let mut branches = Vec::new();
+    for (key, inner) in map {
+        match key.as_str() {
+            k if ANNOTATIONS.contains(&k) => {}
+            "type" => {
+                let mut s = Spec {
+                    path: path.to_string(),
+                    ..Spec::default()
+                };
+                let names = match inner {
+                    Value::String(n) => vec![n.as_str()],
+                    Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+                    _ => return None,
+                };
+                for n in names {
+                    s.not_types = Types(s.not_types.0 | Types::from_name(n)?.0);
+                }
+                branches.push(Schema::Spec(Box::new(s)));
+            }
+            "required" => {
+                for n in inner.as_array()? {
+                    branches.push(forbidding(path, vec![n.as_str()?.to_string()]));
+                }
+            }
+            "properties" => {
+                for (name, p) in inner.as_object()? {
+                    let pm = p.as_object()?;
+                    let mut values = None;
+                    for (k, x) in pm {
+                        match k.as_str() {
+                            "const" => values = Some(vec![x.clone()]),
+                            "enum" => values = Some(x.as_array()?.clone()),
+                            "type" => {}
+                            k if ANNOTATIONS.contains(&k) => {}
+                            _ => return None,
+                        }
+                    }
+                    let excluded = Spec {
+                        path: path.to_string(),
+                        not_values: values?,
+                        ..Spec::default()
+                    };
+                    let mut present = Spec {
+                        path: path.to_string(),
+                        ..Spec::default()
+                    };
+                    present.object.required.push(name.clone());
+                    present
+                        .object
+                        .properties
+                        .push((name.clone(), Schema::Spec(Box::new(excluded))));
+                    branches.push(Schema::Spec(Box::new(present)));
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(match branches.len() {
+        0 => Schema::Bool(false),
+        1 => branches.pop()?,
+        _ => Schema::Spec(Box::new(Spec {
+            path: path.to_string(),
+            any_of: vec![(branches, false)],
+            ..Spec::default()
+        })),
+    })
+}
+
+fn only_required(v: &Value) -> bool {
+    v.as_object()
+        .is_some_and(|m| m.len() == 1 && m.get("required").is_some_and(Value::is_array))
 }
 
 /// The stricter of two lower bounds.

@@ -2,17 +2,20 @@
 //! being one character), `pattern` (ECMA-262, via the regex front end in JSON-string mode), `format`
 //! (each supported format is a regex over the decoded text), and keys that avoid a set of names.
 //!
-//! What a grammar cannot intersect is reported: with a `pattern` or `format`, length bounds are not
-//! enforced; of several patterns or formats only the first is; bounds above [`MAX_COUNTED`] are not
-//! enforced (the automaton would be too large before repetition compression).
+//! Several keywords on one string (patterns, formats, length bounds, values excluded by `not`) are
+//! intersected exactly through the regular algebra; only a combination whose automaton would exceed
+//! [`MAX_PRODUCT_STATES`] falls back to the first keyword, with a warning. Length bounds above
+//! [`MAX_COUNTED`] are not enforced (the automaton would be too large before repetition compression).
 
 use std::collections::BTreeMap;
 
-use super::lower::{alt, lit, Lowerer};
+use super::lower::{alt, lit, never, Lowerer};
 use super::merge::Conj;
 use super::SchemaError;
 use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
+use crate::grammar::algebra::{dfa_to_rules, product, product_dfa, to_dfa, Op};
 use crate::grammar::{CharClass, Expr};
+use crate::util::Limits;
 
 /// Largest length / item count enforced exactly.
 pub const MAX_COUNTED: u64 = 1024;
@@ -57,13 +60,19 @@ fn json_char() -> Expr {
 
 /// The regex of each supported `format`, over the decoded string.
 fn format_regex(format: &str) -> Option<&'static str> {
-    const DATE: &str = r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
+    const DATE: &str = concat!(
+        r"([0-9]{4}-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|[0-9]{4}-(0[469]|11)-(0[1-9]|[12][0-9]|30)",
+        r"|[0-9]{4}-02-(0[1-9]|1[0-9]|2[0-8])",
+        r"|([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)"
+    );
     const TIME: &str = r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])";
     Some(match format {
         "date" => DATE,
         "time" => TIME,
         "date-time" => concat!(
-            r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]",
+            r"([0-9]{4}-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|[0-9]{4}-(0[469]|11)-(0[1-9]|[12][0-9]|30)",
+            r"|[0-9]{4}-02-(0[1-9]|1[0-9]|2[0-8])",
+            r"|([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)-02-29)[Tt]",
             r"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
         ),
         "duration" => concat!(
@@ -115,15 +124,12 @@ impl Lowerer<'_> {
         })
     }
 
-    /// A string under the conjunction's string keywords.
+    /// A string under the conjunction's string keywords: each keyword is a language of string
+    /// contents (JSON-escaped), and several are intersected exactly.
     pub(super) fn string_expr(&mut self, c: &Conj) -> Result<Expr, SchemaError> {
         let s = &c.string;
-        let mut constrained: Option<(Expr, String)> = None;
+        let mut parts: Vec<(Expr, String)> = Vec::new();
         for (pattern, path) in &s.patterns {
-            if constrained.is_some() {
-                self.warn(path, "only the first pattern of a string is enforced");
-                continue;
-            }
             let mode = RegexMode {
                 anchoring: Anchoring::Search,
                 json_string: true,
@@ -134,13 +140,10 @@ impl Lowerer<'_> {
                     format!("pattern: at offset {}: {}", e.offset, e.message),
                 )
             })?;
-            constrained = Some((body, path.clone()));
+            parts.push((body, path.clone()));
         }
         for (format, path) in &s.formats {
             match format_regex(format) {
-                Some(_) if constrained.is_some() => {
-                    self.warn(path, "format is not enforced together with a pattern")
-                }
                 Some(re) => {
                     let mode = RegexMode {
                         anchoring: Anchoring::Full,
@@ -148,48 +151,116 @@ impl Lowerer<'_> {
                     };
                     let body = lower_regex(re, mode, self.limits)
                         .map_err(|e| SchemaError::invalid(path, e.message))?;
-                    constrained = Some((body, path.clone()));
+                    parts.push((body, path.clone()));
                 }
                 None => self.warn(path, format!("format {format:?} is not enforced")),
             }
         }
-        if let Some((body, path)) = constrained {
-            if s.min_length.is_some() || s.max_length.is_some() {
-                self.warn(
-                    &path,
-                    "minLength / maxLength are not enforced together with a pattern or format",
-                );
-            }
-            return Ok(Expr::Seq(vec![lit("\""), body, lit("\"")]));
-        }
-        let (min, max) = (s.min_length.unwrap_or(0), s.max_length);
-        if min == 0 && max.is_none() {
-            return self.plain_string();
-        }
-        let (min, max) = self.counted(min, max, &c.path, "string length");
-        Ok(Expr::Seq(vec![
-            lit("\""),
-            Expr::Repeat {
+        if s.min_length.is_some() || s.max_length.is_some() {
+            let Some((min, max)) = self.counted(
+                s.min_length.unwrap_or(0),
+                s.max_length,
+                &c.path,
+                "string length",
+            ) else {
+                return Ok(never());
+            };
+            let body = Expr::Repeat {
                 body: Box::new(json_char()),
                 min,
                 max,
-            },
-            lit("\""),
-        ]))
+            };
+            parts.push((body, c.path.clone()));
+        }
+        let excluded: Vec<String> = c
+            .not_values
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        if !excluded.is_empty() {
+            parts.push((content_except(&excluded), c.path.clone()));
+        }
+        let content = match parts.len() {
+            0 => return self.plain_string(),
+            1 => parts.pop().map(|p| p.0).unwrap_or(Expr::Empty),
+            _ => self.intersect_all(parts)?,
+        };
+        Ok(Expr::Seq(vec![lit("\""), content, lit("\"")]))
     }
 
-    /// Clamps a count range to [`MAX_COUNTED`], warning about what is no longer enforced.
+    /// The intersection of reference-free string-content languages, as rules. If the product
+    /// automaton would exceed [`MAX_PRODUCT_STATES`], only the first language is enforced.
+    pub(super) fn intersect_all(
+        &mut self,
+        parts: Vec<(Expr, String)>,
+    ) -> Result<Expr, SchemaError> {
+        let small = Limits {
+            max_nfa_states_per_rule: MAX_PRODUCT_STATES,
+            ..self.limits.clone()
+        };
+        let mut iter = parts.iter();
+        let Some((first, _)) = iter.next() else {
+            return Ok(Expr::Empty);
+        };
+        let mut acc = match to_dfa(first, &small) {
+            Ok(d) => d,
+            Err(_) => return Ok(first.clone()),
+        };
+        for (e, path) in iter {
+            match to_dfa(e, &small).and_then(|d| product_dfa(&acc, &d, Op::Intersect, &small)) {
+                Ok(d) => acc = d,
+                Err(_) => {
+                    self.warn(path, format!(
+                        "not enforced together with the other string keywords (their combination needs more than {MAX_PRODUCT_STATES} states)"
+                    ));
+                    return Ok(first.clone());
+                }
+            }
+        }
+        Ok(dfa_to_rules(&acc, self.builder, "string")?)
+    }
+
+    /// The string contents of `a` that are not in `b` (reference-free languages), as rules; if the
+    /// automaton would be too large, `a` alone with a warning.
+    pub(super) fn minus(&mut self, a: Expr, b: Expr, path: &str) -> Result<Expr, SchemaError> {
+        let small = Limits {
+            max_nfa_states_per_rule: MAX_PRODUCT_STATES,
+            ..self.limits.clone()
+        };
+        match product(&a, &b, Op::Minus, &small) {
+            Ok(d) => Ok(dfa_to_rules(&d, self.builder, "key")?),
+            Err(_) => {
+                self.warn(
+                    path,
+                    "additionalProperties may also take keys that match patternProperties",
+                );
+                Ok(a)
+            }
+        }
+    }
+
+    /// Clamps a count range to [`MAX_COUNTED`], warning about what is no longer enforced; `None`
+    /// when the range is empty (`min > max`), which no value satisfies.
     pub(super) fn counted(
         &mut self,
         min: u64,
         max: Option<u64>,
         path: &str,
         what: &str,
-    ) -> (u32, Option<u32>) {
+    ) -> Option<(u32, Option<u32>)> {
+        if max.is_some_and(|m| m < min) {
+            return None;
+        }
+        let (lo_kw, hi_kw) = if what == "array length" {
+            ("minItems", "maxItems")
+        } else {
+            ("minLength", "maxLength")
+        };
         let mut clamp = |n: u64, which: &str| -> Option<u32> {
             if n > MAX_COUNTED {
+                let keyword = if which == "lower bound" { lo_kw } else { hi_kw };
                 self.warn(
-                    path,
+                    &format!("{path}/{keyword}"),
                     format!("{what}: {which} {n} is above {MAX_COUNTED} and not enforced"),
                 );
                 None
@@ -198,23 +269,31 @@ impl Lowerer<'_> {
             }
         };
         let lo = clamp(min, "lower bound").unwrap_or(0);
-        let hi = max.and_then(|m| clamp(m.max(min), "upper bound"));
-        (lo, hi)
+        let hi = max.and_then(|m| clamp(m, "upper bound"));
+        Some((lo, hi))
     }
 
-    /// A JSON string (key) that is none of `names`. Names are excluded in their plain spelling; a
-    /// name written with escapes is not recognised as that name.
+    /// A JSON string (key) that is none of `names`.
     pub(super) fn key_except(&mut self, names: &[String]) -> Result<Expr, SchemaError> {
         if names.is_empty() {
             return self.plain_string();
         }
-        let mut trie = Trie::default();
-        for n in names {
-            trie.insert(n);
-        }
-        Ok(Expr::Seq(vec![lit("\""), trie.avoiding(), lit("\"")]))
+        Ok(Expr::Seq(vec![lit("\""), content_except(names), lit("\"")]))
     }
 }
+
+/// String contents that are none of `names` (reference-free). Names are excluded in their plain
+/// spelling; a name written with escapes is not recognised as that name.
+pub(super) fn content_except(names: &[String]) -> Expr {
+    let mut trie = Trie::default();
+    for n in names {
+        trie.insert(n);
+    }
+    trie.avoiding()
+}
+
+/// Largest product automaton built to intersect string keywords.
+const MAX_PRODUCT_STATES: usize = 4096;
 
 /// Names as a character trie.
 #[derive(Default)]

@@ -1,0 +1,275 @@
+//! Regular algebra on reference-free expressions: intersection and difference, which the grammar
+//! IR cannot state directly. Both sides become byte DFAs ([`Dfa::from_expr`]); their product is
+//! explored from the start pair; the result goes back into the IR as right-linear rules, one per
+//! product state, whose edges are character classes (complete UTF-8 paths between character
+//! boundaries decoded back into code point ranges).
+//!
+//! Used by the JSON Schema front end for `pattern` ∩ length bounds, several patterns or formats at
+//! once, extra keys minus `patternProperties` keys, and number bounds ∩ `multipleOf`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::fsm::{DState, Dfa};
+use super::{CharClass, Expr, GrammarBuilder, GrammarError};
+use crate::util::Limits;
+
+/// Which product to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Strings in both.
+    Intersect,
+    /// Strings in the left one but not the right one.
+    Minus,
+}
+
+/// The byte DFA of a reference-free expression.
+pub fn to_dfa(e: &Expr, limits: &Limits) -> Result<Dfa, GrammarError> {
+    Dfa::from_expr(e, "intersection", limits.max_nfa_states_per_rule)
+}
+
+/// The product automaton of `a op b`, trimmed to states that can still accept.
+pub fn product(a: &Expr, b: &Expr, op: Op, limits: &Limits) -> Result<Dfa, GrammarError> {
+    product_dfa(&to_dfa(a, limits)?, &to_dfa(b, limits)?, op, limits)
+}
+
+/// [`product`] of two automata.
+pub fn product_dfa(da: &Dfa, db: &Dfa, op: Op, limits: &Limits) -> Result<Dfa, GrammarError> {
+    const SINK: u32 = u32::MAX;
+    let step = |d: &Dfa, s: u32, byte: u8| -> u32 {
+        if s == SINK {
+            return SINK;
+        }
+        d.states[s as usize]
+            .bytes
+            .iter()
+            .find(|&&(lo, hi, _)| lo <= byte && byte <= hi)
+            .map_or(SINK, |e| e.2)
+    };
+    let accepts = |d: &Dfa, s: u32| s != SINK && d.states[s as usize].accept;
+    let mut index: HashMap<(u32, u32), u32> = HashMap::new();
+    let mut pairs = vec![(0u32, 0u32)];
+    index.insert((0, 0), 0);
+    let mut states: Vec<DState> = Vec::new();
+    let mut i = 0;
+    while i < pairs.len() {
+        let (sa, sb) = pairs[i];
+        i += 1;
+        let mut cuts: Vec<u16> = vec![0, 256];
+        for s in [(sa, da), (sb, db)] {
+            if s.0 != SINK {
+                for &(lo, hi, _) in &s.1.states[s.0 as usize].bytes {
+                    cuts.push(u16::from(lo));
+                    cuts.push(u16::from(hi) + 1);
+                }
+            }
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut bytes = Vec::new();
+        for w in cuts.windows(2) {
+            let byte = w[0] as u8;
+            let (ta, tb) = (step(da, sa, byte), step(db, sb, byte));
+            let live = match op {
+                Op::Intersect => ta != SINK && tb != SINK,
+                Op::Minus => ta != SINK,
+            };
+            if !live {
+                continue;
+            }
+            let next = match index.get(&(ta, tb)) {
+                Some(&n) => n,
+                None => {
+                    if pairs.len() >= limits.max_nfa_states_per_rule {
+                        return Err(GrammarError::RuleTooLarge {
+                            rule: "intersection".into(),
+                            limit: limits.max_nfa_states_per_rule,
+                        });
+                    }
+                    let n = pairs.len() as u32;
+                    index.insert((ta, tb), n);
+                    pairs.push((ta, tb));
+                    n
+                }
+            };
+            bytes.push((byte, (w[1] - 1) as u8, next));
+        }
+        let accept = match op {
+            Op::Intersect => accepts(da, sa) && accepts(db, sb),
+            Op::Minus => accepts(da, sa) && !accepts(db, sb),
+        };
+        states.push(DState {
+            accept,
+            bytes,
+            refs: Vec::new(),
+        });
+    }
+    Ok(Dfa { states }.trim(&[]).unwrap_or(Dfa {
+        states: vec![DState::default()],
+    }))
+}
+
+/// Adds right-linear rules (named from `base`) matching exactly the strings of `dfa`, which must
+/// consume whole UTF-8 characters; returns a reference to the start rule.
+pub fn dfa_to_rules(
+    dfa: &Dfa,
+    builder: &mut GrammarBuilder,
+    base: &str,
+) -> Result<Expr, GrammarError> {
+    let mut ids: BTreeMap<u32, crate::util::RuleId> = BTreeMap::new();
+    let mut todo = vec![0u32];
+    let name = builder.fresh_name(base);
+    ids.insert(0, builder.declare(&name)?);
+    while let Some(s) = todo.pop() {
+        let mut by_target: BTreeMap<u32, Vec<(u32, u32)>> = BTreeMap::new();
+        chars_from(dfa, s, &mut by_target);
+        let mut alts = Vec::new();
+        for (t, ranges) in by_target {
+            let id = match ids.get(&t) {
+                Some(&id) => id,
+                None => {
+                    let n = builder.fresh_name(base);
+                    let id = builder.declare(&n)?;
+                    ids.insert(t, id);
+                    todo.push(t);
+                    id
+                }
+            };
+            alts.push(Expr::Seq(vec![
+                Expr::Class(CharClass::new(false, ranges)),
+                Expr::Ref(id),
+            ]));
+        }
+        if dfa.states[s as usize].accept {
+            alts.push(Expr::Empty);
+        }
+        let body = match alts.len() {
+            0 => Expr::Class(CharClass::new(false, Vec::new())),
+            1 => alts.pop().unwrap_or(Expr::Empty),
+            _ => Expr::Alt(alts),
+        };
+        builder.define(ids[&s], body, None)?;
+    }
+    Ok(Expr::Ref(ids[&0]))
+}
+
+/// The code points readable from boundary state `s`, grouped by the state after them.
+fn chars_from(dfa: &Dfa, s: u32, out: &mut BTreeMap<u32, Vec<(u32, u32)>>) {
+    for &(lo, hi, t) in &dfa.states[s as usize].bytes {
+        for (first, last, len) in [
+            (0x00, 0x7F, 1),
+            (0xC2, 0xDF, 2),
+            (0xE0, 0xEF, 3),
+            (0xF0, 0xF4, 4),
+        ] {
+            let (a, b) = (lo.max(first), hi.min(last));
+            if a > b {
+                continue;
+            }
+            let bits = |lead: u8| {
+                if len == 1 {
+                    u32::from(lead)
+                } else {
+                    u32::from(lead) & (0x7F >> len)
+                }
+            };
+            continue_char(dfa, t, bits(a), bits(b), len - 1, out);
+        }
+    }
+}
+
+/// Follows `more` continuation bytes from state `s`; `lo..=hi` are the consecutive code point
+/// prefixes read so far. A full continuation range (`80-BF`) keeps them one contiguous range, so
+/// "any character" edges cost one step, not one per byte value.
+fn continue_char(
+    dfa: &Dfa,
+    s: u32,
+    lo: u32,
+    hi: u32,
+    more: u32,
+    out: &mut BTreeMap<u32, Vec<(u32, u32)>>,
+) {
+    if more == 0 {
+        out.entry(s).or_default().push((lo, hi));
+        return;
+    }
+    for &(a, b, t) in &dfa.states[s as usize].bytes {
+        let (a, b) = (u32::from(a.max(0x80)), u32::from(b.min(0xBF)));
+        if a > b {
+            continue;
+        }
+        if a == 0x80 && b == 0xBF {
+            continue_char(dfa, t, lo << 6, (hi << 6) | 0x3F, more - 1, out);
+        } else {
+            for p in lo..=hi {
+                continue_char(
+                    dfa,
+                    t,
+                    (p << 6) | (a & 0x3F),
+                    (p << 6) | (b & 0x3F),
+                    more - 1,
+                    out,
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::ebnf;
+
+    fn body(src: &str) -> Expr {
+        let g = ebnf::parse(src, "root", &Limits::default()).expect("parses");
+        g.rule(g.root()).body.clone()
+    }
+
+    fn accepts(dfa: &Dfa, text: &str) -> bool {
+        let mut s = 0usize;
+        for b in text.bytes() {
+            match dfa.states[s]
+                .bytes
+                .iter()
+                .find(|&&(lo, hi, _)| lo <= b && b <= hi)
+            {
+                Some(e) => s = e.2 as usize,
+                None => return false,
+            }
+        }
+        dfa.states[s].accept
+    }
+
+    #[test]
+    fn intersection_and_difference() {
+        let limits = Limits::default();
+        let words = body("root ::= [a-zé]+");
+        let short = body("root ::= [^]{2,3}");
+        let both = product(&words, &short, Op::Intersect, &limits).expect("product");
+        assert!(accepts(&both, "ab") && accepts(&both, "éé") && accepts(&both, "abc"));
+        assert!(!accepts(&both, "a") && !accepts(&both, "abcd") && !accepts(&both, "a1"));
+        let not_ab =
+            product(&words, &body("root ::= \"ab\" | \"b\""), Op::Minus, &limits).expect("minus");
+        assert!(
+            accepts(&not_ab, "a")
+                && accepts(&not_ab, "abc")
+                && !accepts(&not_ab, "ab")
+                && !accepts(&not_ab, "b")
+        );
+    }
+
+    #[test]
+    fn rules_round_trip_through_characters() {
+        let limits = Limits::default();
+        let e = body("root ::= [a-zé😀]{1,2} \"!\"");
+        let dfa = Dfa::from_expr(&e, "t", 10_000).expect("dfa");
+        let mut b = GrammarBuilder::new(&limits);
+        let start = dfa_to_rules(&dfa, &mut b, "re").expect("rules");
+        let root = b.declare("root").expect("root");
+        b.define(root, start, None).expect("define");
+        let g = b.build("root").expect("grammar");
+        let compiled = crate::engine::build_automaton(&g, &limits).expect("automaton");
+        assert!(compiled.fsm.num_states() > 0);
+        let text = crate::grammar::print::print_grammar(&g);
+        assert!(text.contains("😀") && text.contains('é'), "{text}");
+    }
+}
