@@ -209,3 +209,110 @@ fn trace_rejects_bad_arguments_cleanly() {
     assert_clean_error(&out, "root rule `root` is not defined");
     let _ = std::fs::remove_file(empty);
 }
+
+#[test]
+fn check_reports_each_input_and_a_summary() {
+    let Some(_) = common::shared_dir("check_reports_each_input_and_a_summary") else {
+        return;
+    };
+    let tok = "../shared/tokenizers/smollm2-135m.tokenizer.json";
+    let schema = temp_file(
+        "count.schema.json",
+        br#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]}"#,
+    );
+    let inputs = temp_file("count.jsonl", b"{\"n\": 1}\n{\"n\": -1}\n\n{\"m\": 1}\n");
+    let (s, i) = (
+        schema.to_str().unwrap_or_default(),
+        inputs.to_str().unwrap_or_default(),
+    );
+    let out = structgen(&[
+        "check",
+        "--tokenizer",
+        tok,
+        "--json-schema",
+        s,
+        "--inputs",
+        i,
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "not every input passes: {}",
+        text(&out.stderr)
+    );
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        4,
+        "three inputs (blank line skipped) and the summary"
+    );
+    let accepted: Vec<&Value> = lines[..3].iter().map(|l| &l["accepted"]).collect();
+    assert_eq!(
+        accepted,
+        [&Value::Bool(true), &Value::Bool(false), &Value::Bool(false)]
+    );
+    assert_eq!(lines[1]["failed_at_token"].as_u64().is_some(), true);
+    assert_eq!(lines[3]["summary"]["completed"], 1);
+    assert_eq!(lines[3]["summary"]["inputs"], 3);
+    let strings = structgen(&[
+        "check",
+        "--tokenizer",
+        tok,
+        "--json-schema",
+        s,
+        "--inputs",
+        i,
+    ]);
+    assert_clean_error(
+        &strings,
+        "expected a JSON string, found an object (use --json",
+    );
+    let _ = (std::fs::remove_file(&schema), std::fs::remove_file(&inputs));
+}
+
+#[test]
+fn regex_and_schema_sources() {
+    let out = structgen(&["grammar", "--regex", r"[a-z]+@[a-z]+\.com"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("root ::= [a-z]+ \"@\" [a-z]+ \".com\""),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_clean_error(
+        &structgen(&["grammar", "--regex", "a(?=b)"]),
+        "at offset 1: look-around",
+    );
+    let bad = temp_file(
+        "bad.schema.json",
+        b"{\"type\": \"object\",\n  \"properties\": [}",
+    );
+    let p = bad.to_str().unwrap_or_default().to_string();
+    assert_clean_error(
+        &structgen(&["grammar", "--json-schema", &p]),
+        &format!("{p}:2:"),
+    );
+    let schema = temp_file(
+        "warn.schema.json",
+        br#"{"type": "array", "uniqueItems": true}"#,
+    );
+    let w = schema.to_str().unwrap_or_default().to_string();
+    let out = structgen(&["grammar", "--json-schema", &w]);
+    assert!(out.status.success());
+    assert!(
+        text(&out.stderr).contains("/uniqueItems: uniqueItems is not enforced"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_clean_error(
+        &structgen(&["grammar", "--json-schema", &w, "--strict-schema"]),
+        "--strict-schema",
+    );
+    let misuse = structgen(&["grammar", "--ebnf", "grammars/json.ebnf", "--no-strict"]);
+    assert_clean_error(&misuse, "need --json-schema");
+    let _ = (std::fs::remove_file(bad), std::fs::remove_file(schema));
+}

@@ -28,6 +28,7 @@ struct Tally {
     invalid: usize,
     invalid_rejected: usize,
     compile_ms: Vec<f64>,
+    total_ms: Vec<(f64, String)>,
     failures: Vec<String>,
     unexplained: Vec<String>,
     explained: Vec<String>,
@@ -42,6 +43,7 @@ impl Tally {
         self.invalid += o.invalid;
         self.invalid_rejected += o.invalid_rejected;
         self.compile_ms.extend(o.compile_ms);
+        self.total_ms.extend(o.total_ms);
         self.failures.extend(o.failures);
         self.unexplained.extend(o.unexplained);
         self.explained.extend(o.explained);
@@ -89,6 +91,7 @@ fn run_line(line: &str, loaded: &LoadedVocab, t: &mut Tally) {
             .unwrap_or_else(|e| panic!("{id}: engine self-check failed: {e}"));
         outcome.accepted && outcome.completed
     };
+    let checking = std::time::Instant::now();
     for v in row["valid"].as_array().into_iter().flatten() {
         t.valid += 1;
         if passes(v) {
@@ -135,7 +138,15 @@ fn jsonschemabench_soundness_and_completeness() {
     let Some(shared) = shared_dir("jsonschemabench_soundness_and_completeness") else {
         return;
     };
-    let loaded = common::smollm2().expect("SmolLM2 tokenizer");
+    // CI uses SmolLM2; STRUCTGEN_BENCH_TOKENIZER=llama3 reruns it with the 128K vocabulary.
+    let llama = std::env::var("STRUCTGEN_BENCH_TOKENIZER").is_ok_and(|v| v == "llama3");
+    let loaded = if llama {
+        common::llama3()
+    } else {
+        common::smollm2()
+    }
+    .expect("shared tokenizer");
+    println!("tokenizer: {} ids", loaded.vocab.size());
     let mut files: Vec<_> = std::fs::read_dir(shared.join("jsonschema"))
         .expect("jsonschema dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -205,6 +216,10 @@ fn jsonschemabench_soundness_and_completeness() {
         p(0.5),
         p(0.99)
     );
+    total.total_ms.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (ms, id) in total.total_ms.iter().take(5) {
+        println!("slowest: {ms:.0} ms {id}");
+    }
     for f in total.failures.iter().chain(&total.unexplained) {
         println!("  {f}");
     }

@@ -95,6 +95,7 @@ impl Conj {
             max_length: min_opt(a.max_length, b.max_length),
             patterns: [a.patterns.clone(), b.patterns.clone()].concat(),
             formats: [a.formats.clone(), b.formats.clone()].concat(),
+            not_patterns: [a.not_patterns.clone(), b.not_patterns.clone()].concat(),
         };
         let (a, b) = (&self.number, &other.number);
         let number = NumberSpec {

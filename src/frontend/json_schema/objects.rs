@@ -74,7 +74,8 @@ impl Lowerer<'_> {
         }
         let sep = self.item_sep(depth);
         if self.options.property_order == PropertyOrder::Flexible {
-            return self.flexible_object(c, members, extra, depth);
+            let names = props.iter().map(|p| p.0.clone()).collect();
+            return self.flexible_object(c, names, members, extra, depth);
         }
         let extra = match extra {
             Some(e) => Some(Expr::Ref(self.builder.add_rule("object_extra", e)?)),
@@ -134,6 +135,7 @@ impl Lowerer<'_> {
     fn flexible_object(
         &mut self,
         c: &Conj,
+        names: Vec<String>,
         members: Vec<(Expr, bool)>,
         extra: Option<Expr>,
         depth: usize,
@@ -144,10 +146,11 @@ impl Lowerer<'_> {
             named.push((Expr::Ref(self.builder.add_rule("property", member)?), req));
         }
         let members = named;
-        let mut required: Vec<Expr> = members
+        let required: Vec<(String, Expr)> = members
             .iter()
-            .filter(|m| m.1)
-            .map(|m| m.0.clone())
+            .zip(names)
+            .filter(|(m, _)| m.1)
+            .map(|(m, n)| (n, m.0.clone()))
             .collect();
         let mut optional: Vec<Expr> = members
             .iter()
@@ -155,18 +158,15 @@ impl Lowerer<'_> {
             .map(|m| m.0.clone())
             .collect();
         optional.extend(extra);
-        if required.len() > EXACT_ANY_ORDER {
-            self.warn(&c.path, format!(
-                "with members in any order, required properties are only enforced for up to {EXACT_ANY_ORDER} of them"
-            ));
-            optional.append(&mut required);
-        }
         let other = match optional.is_empty() {
             true => None,
             false => Some(Expr::Ref(
                 self.builder.add_rule("object_member", alt(optional))?,
             )),
         };
+        if required.len() > EXACT_ANY_ORDER {
+            return self.ordered_required(c, required, other, depth);
+        }
         let k = required.len();
         let full = (1usize << k) - 1;
         let mut rules = Vec::with_capacity(full + 1);
@@ -179,7 +179,7 @@ impl Lowerer<'_> {
             if let Some(o) = &other {
                 items.push(Expr::Seq(vec![sep.clone(), o.clone(), Expr::Ref(rules[m])]));
             }
-            for (i, r) in required.iter().enumerate() {
+            for (i, (_, r)) in required.iter().enumerate() {
                 if m & (1 << i) == 0 {
                     items.push(Expr::Seq(vec![
                         sep.clone(),
@@ -197,7 +197,7 @@ impl Lowerer<'_> {
         if let Some(o) = &other {
             first.push(Expr::Seq(vec![o.clone(), Expr::Ref(rules[0])]));
         }
-        for (i, r) in required.iter().enumerate() {
+        for (i, (_, r)) in required.iter().enumerate() {
             first.push(Expr::Seq(vec![r.clone(), Expr::Ref(rules[1 << i])]));
         }
         let mut forms = Vec::new();
@@ -210,6 +210,65 @@ impl Lowerer<'_> {
         }
         if k == 0 {
             forms.push(self.empty('{', '}'));
+        }
+        Ok(alt(forms))
+    }
+
+    /// Flexible order with many required members: they appear once each in the order of the
+    /// `required` list or of `properties` (two alternatives), other members anywhere between them.
+    fn ordered_required(
+        &mut self,
+        c: &Conj,
+        required: Vec<(String, Expr)>,
+        other: Option<Expr>,
+        depth: usize,
+    ) -> Result<Expr, SchemaError> {
+        self.warn(&c.path, format!(
+            "with members in any order and more than {EXACT_ANY_ORDER} required properties, those must follow the order of `required` or of `properties`"
+        ));
+        let sep = self.item_sep(depth);
+        let run = |o: &Option<Expr>, lead: bool| match o {
+            Some(m) => {
+                let item = if lead {
+                    Expr::Seq(vec![sep.clone(), m.clone()])
+                } else {
+                    Expr::Seq(vec![m.clone(), sep.clone()])
+                };
+                Expr::Repeat {
+                    body: Box::new(item),
+                    min: 0,
+                    max: None,
+                }
+            }
+            None => Expr::Empty,
+        };
+        let by_list: Vec<Expr> = c
+            .object
+            .required
+            .iter()
+            .filter_map(|n| required.iter().find(|r| &r.0 == n).map(|r| r.1.clone()))
+            .collect();
+        let by_properties: Vec<Expr> = required.iter().map(|r| r.1.clone()).collect();
+        let mut orders = vec![by_list];
+        if orders[0] != by_properties {
+            orders.push(by_properties);
+        }
+        let mut forms = Vec::new();
+        for order in orders {
+            let mut body = vec![run(&other, false)];
+            for (i, r) in order.into_iter().enumerate() {
+                if i > 0 {
+                    body.push(sep.clone());
+                    body.push(run(&other, false));
+                }
+                body.push(r);
+            }
+            body.push(run(&other, true));
+            forms.push(Expr::Seq(vec![
+                self.open('{', depth),
+                Expr::Seq(body),
+                self.close('}', depth),
+            ]));
         }
         Ok(alt(forms))
     }

@@ -113,6 +113,8 @@ pub struct StringSpec {
     pub patterns: Vec<(String, String)>,
     /// `format`s with their paths.
     pub formats: Vec<(String, String)>,
+    /// Patterns the string must not match (from `not: {"pattern"}`), with their paths.
+    pub not_patterns: Vec<(String, String)>,
 }
 
 /// Number keywords.
@@ -455,65 +457,15 @@ impl Parser {
         ))
     }
 
-    /// `not`: exact for `{"type"}`, `{"required"}`, `{"enum"}` / `{"const"}` and `{"anyOf": [{"required"}, ...]}`
-    /// (the forms real schemas use); anything else is a warning.
+    /// `not`: exact whenever [`negate`] can negate the schema (the forms real schemas use), a
+    /// warning otherwise.
     fn not(&mut self, v: &Value, path: &str, spec: &mut Spec) -> Result<(), SchemaError> {
-        match self.parse(v, path)? {
-            Schema::Bool(false) => return Ok(()),
-            Schema::Bool(true) => {
-                spec.not_types = Types::ALL;
-                return Ok(());
-            }
-            Schema::Spec(_) => {}
-        }
-        let Some(map) = v.as_object().filter(|m| m.len() == 1) else {
-            self.warn(
+        self.parse(v, path)?;
+        match negate(v, path) {
+            Some(negated) => spec.all_of.push(negated),
+            None => self.warn(
                 path.to_string(),
-                "`not` is only enforced for type, required, enum and const",
-            );
-            return Ok(());
-        };
-        let (key, inner) = map
-            .iter()
-            .next()
-            .map(|(k, v)| (k.as_str(), v))
-            .unwrap_or(("", v));
-        let at = child(path, key);
-        match key {
-            "type" => spec.not_types = Types(spec.not_types.0 | self.types(inner, &at)?.0),
-            "enum" => spec.not_values.extend(array(inner, &at)?.iter().cloned()),
-            "const" => spec.not_values.push(inner.clone()),
-            "required" => {
-                let names = self.names(inner, &at)?;
-                // Not all of them: at least one is missing.
-                let branches = names
-                    .into_iter()
-                    .map(|n| forbidding(path, vec![n]))
-                    .collect::<Vec<_>>();
-                if !branches.is_empty() {
-                    spec.any_of.push((branches, false));
-                }
-            }
-            "anyOf" if array(inner, &at)?.iter().all(only_required) => {
-                for (i, b) in array(inner, &at)?.iter().enumerate() {
-                    let names = self.names(
-                        &b["required"],
-                        &child(&child(&at, &i.to_string()), "required"),
-                    )?;
-                    if let [one] = names.as_slice() {
-                        spec.object.forbidden.push(one.clone());
-                    } else {
-                        let branches = names
-                            .into_iter()
-                            .map(|n| forbidding(path, vec![n]))
-                            .collect();
-                        spec.any_of.push((branches, false));
-                    }
-                }
-            }
-            _ => self.warn(
-                path.to_string(),
-                "`not` is only enforced for type, required, enum and const",
+                "`not` is only enforced for type, required, enum, const, pattern, properties and their anyOf / allOf",
             ),
         }
         Ok(())
@@ -615,32 +567,49 @@ fn forbidding(path: &str, names: Vec<String>) -> Schema {
 /// Keywords that never constrain anything.
 const ANNOTATIONS: &[&str] = &["title", "description", "$comment", "examples", "default"];
 
-/// The negation of a schema, for the forms `if` uses in practice: booleans, `type`, `required`, and
-/// `properties` whose schemas are `const` / `enum`. `None` for anything else.
+/// The negation of a schema, for the forms `not` and `if` use in practice: booleans, `type`,
+/// `enum` / `const`, `pattern`, `required`, `properties` (each negated recursively) and `anyOf` /
+/// `allOf` of those (De Morgan). Annotations are ignored. `None` for anything else.
 pub fn negate(v: &Value, path: &str) -> Option<Schema> {
     let map = match v {
         Value::Bool(b) => return Some(Schema::Bool(!b)),
         Value::Object(m) => m,
         _ => return None,
     };
+    let spec_with = |f: &dyn Fn(&mut Spec)| {
+        let mut s = Spec {
+            path: path.to_string(),
+            ..Spec::default()
+        };
+        f(&mut s);
+        Schema::Spec(Box::new(s))
+    };
     let mut branches = Vec::new();
     for (key, inner) in map {
         match key.as_str() {
             k if ANNOTATIONS.contains(&k) => {}
             "type" => {
-                let mut s = Spec {
-                    path: path.to_string(),
-                    ..Spec::default()
-                };
                 let names = match inner {
                     Value::String(n) => vec![n.as_str()],
                     Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
                     _ => return None,
                 };
+                let mut t = Types(0);
                 for n in names {
-                    s.not_types = Types(s.not_types.0 | Types::from_name(n)?.0);
+                    t = Types(t.0 | Types::from_name(n)?.0);
                 }
-                branches.push(Schema::Spec(Box::new(s)));
+                branches.push(spec_with(&|s| s.not_types = t));
+            }
+            "enum" => {
+                let values = inner.as_array()?.clone();
+                branches.push(spec_with(&|s| s.not_values.clone_from(&values)));
+            }
+            "const" => branches.push(spec_with(&|s| s.not_values = vec![inner.clone()])),
+            "pattern" => {
+                let p = inner.as_str()?.to_string();
+                branches.push(spec_with(&|s| {
+                    s.string.not_patterns = vec![(p.clone(), child(path, "pattern"))]
+                }));
             }
             "required" => {
                 for n in inner.as_array()? {
@@ -649,37 +618,34 @@ pub fn negate(v: &Value, path: &str) -> Option<Schema> {
             }
             "properties" => {
                 for (name, p) in inner.as_object()? {
-                    let pm = p.as_object()?;
-                    let mut values = None;
-                    for (k, x) in pm {
-                        match k.as_str() {
-                            "const" => values = Some(vec![x.clone()]),
-                            "enum" => values = Some(x.as_array()?.clone()),
-                            "type" => {}
-                            k if ANNOTATIONS.contains(&k) => {}
-                            _ => return None,
-                        }
+                    match negate(p, &child(&child(path, "properties"), name))? {
+                        Schema::Bool(false) => {}
+                        negated => branches.push(spec_with(&|s| {
+                            s.object.required = vec![name.clone()];
+                            s.object.properties = vec![(name.clone(), negated.clone())];
+                        })),
                     }
-                    let excluded = Spec {
-                        path: path.to_string(),
-                        not_values: values?,
-                        ..Spec::default()
-                    };
-                    let mut present = Spec {
-                        path: path.to_string(),
-                        ..Spec::default()
-                    };
-                    present.object.required.push(name.clone());
-                    present
-                        .object
-                        .properties
-                        .push((name.clone(), Schema::Spec(Box::new(excluded))));
-                    branches.push(Schema::Spec(Box::new(present)));
+                }
+            }
+            "anyOf" => {
+                let parts: Option<Vec<Schema>> = inner
+                    .as_array()?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| negate(x, &child(&child(path, "anyOf"), &i.to_string())))
+                    .collect();
+                let parts = parts?;
+                branches.push(spec_with(&|s| s.all_of.clone_from(&parts)));
+            }
+            "allOf" => {
+                for (i, x) in inner.as_array()?.iter().enumerate() {
+                    branches.push(negate(x, &child(&child(path, "allOf"), &i.to_string()))?);
                 }
             }
             _ => return None,
         }
     }
+    // not (A and B and ...) = not A or not B or ...
     Some(match branches.len() {
         0 => Schema::Bool(false),
         1 => branches.pop()?,
@@ -689,11 +655,6 @@ pub fn negate(v: &Value, path: &str) -> Option<Schema> {
             ..Spec::default()
         })),
     })
-}
-
-fn only_required(v: &Value) -> bool {
-    v.as_object()
-        .is_some_and(|m| m.len() == 1 && m.get("required").is_some_and(Value::is_array))
 }
 
 /// The stricter of two lower bounds.

@@ -58,6 +58,15 @@ fn json_char() -> Expr {
     Expr::Alt(vec![plain_char(), escape()])
 }
 
+/// Any string content.
+fn any_content() -> Expr {
+    Expr::Repeat {
+        body: Box::new(json_char()),
+        min: 0,
+        max: None,
+    }
+}
+
 /// The regex of each supported `format`, over the decoded string.
 fn format_regex(format: &str) -> Option<&'static str> {
     const DATE: &str = concat!(
@@ -180,10 +189,27 @@ impl Lowerer<'_> {
         if !excluded.is_empty() {
             parts.push((content_except(&excluded), c.path.clone()));
         }
+        let mut negated = Vec::new();
+        for (pattern, path) in &s.not_patterns {
+            let mode = RegexMode {
+                anchoring: Anchoring::Search,
+                json_string: true,
+            };
+            let body = lower_regex(pattern, mode, self.limits).map_err(|e| {
+                SchemaError::invalid(
+                    path,
+                    format!("pattern: at offset {}: {}", e.offset, e.message),
+                )
+            })?;
+            negated.push((body, path.clone()));
+        }
+        if !negated.is_empty() && parts.is_empty() {
+            parts.push((any_content(), c.path.clone()));
+        }
         let content = match parts.len() {
             0 => return self.plain_string(),
-            1 => parts.pop().map(|p| p.0).unwrap_or(Expr::Empty),
-            _ => self.intersect_all(parts)?,
+            1 if negated.is_empty() => parts.pop().map(|p| p.0).unwrap_or(Expr::Empty),
+            _ => self.combine(parts, negated)?,
         };
         Ok(Expr::Seq(vec![lit("\""), content, lit("\"")]))
     }
@@ -193,6 +219,16 @@ impl Lowerer<'_> {
     pub(super) fn intersect_all(
         &mut self,
         parts: Vec<(Expr, String)>,
+    ) -> Result<Expr, SchemaError> {
+        self.combine(parts, Vec::new())
+    }
+
+    /// The strings in every language of `parts` and in none of `negated` (reference-free), as
+    /// rules; past [`MAX_PRODUCT_STATES`] the first language alone, with a warning.
+    fn combine(
+        &mut self,
+        parts: Vec<(Expr, String)>,
+        negated: Vec<(Expr, String)>,
     ) -> Result<Expr, SchemaError> {
         let small = Limits {
             max_nfa_states_per_rule: MAX_PRODUCT_STATES,
@@ -206,8 +242,11 @@ impl Lowerer<'_> {
             Ok(d) => d,
             Err(_) => return Ok(first.clone()),
         };
-        for (e, path) in iter {
-            match to_dfa(e, &small).and_then(|d| product_dfa(&acc, &d, Op::Intersect, &small)) {
+        let ops = iter
+            .map(|p| (p, Op::Intersect))
+            .chain(negated.iter().map(|p| (p, Op::Minus)));
+        for ((e, path), op) in ops {
+            match to_dfa(e, &small).and_then(|d| product_dfa(&acc, &d, op, &small)) {
                 Ok(d) => acc = d,
                 Err(_) => {
                     self.warn(path, format!(
