@@ -255,7 +255,7 @@ fn check_reports_each_input_and_a_summary() {
         accepted,
         [&Value::Bool(true), &Value::Bool(false), &Value::Bool(false)]
     );
-    assert_eq!(lines[1]["failed_at_token"].as_u64().is_some(), true);
+    assert!(lines[1]["failed_at_token"].as_u64().is_some());
     assert_eq!(lines[3]["summary"]["completed"], 1);
     assert_eq!(lines[3]["summary"]["inputs"], 3);
     let strings = structgen(&[

@@ -119,6 +119,12 @@ fn run_line(line: &str, loaded: &LoadedVocab, t: &mut Tally) {
             ));
         }
     }
+    let (all, checks) = (
+        start.elapsed().as_secs_f64(),
+        checking.elapsed().as_secs_f64(),
+    );
+    t.total_ms
+        .push((all * 1e3, format!("{id} (checking {:.0} ms)", checks * 1e3)));
 }
 
 fn truncate(v: &Value) -> String {

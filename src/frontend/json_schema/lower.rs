@@ -252,8 +252,13 @@ impl<'a> Lowerer<'a> {
         }
         if c.types.contains(Types::NUMBER) {
             items.push(self.number_expr(c, false)?);
-        } else if c.types.contains(Types::INTEGER) {
-            items.push(self.number_expr(c, true)?);
+        } else {
+            if c.types.contains(Types::INTEGER) {
+                items.push(self.number_expr(c, true)?);
+            }
+            if c.types.contains(Types::FRACTION) {
+                items.push(self.fraction_expr(c)?);
+            }
         }
         if c.types.contains(Types::STRING) {
             items.push(self.string_expr(c)?);

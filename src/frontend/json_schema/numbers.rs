@@ -426,6 +426,38 @@ impl Lowerer<'_> {
         })
     }
 
+    /// Numbers whose value is not an integer (a nonzero fraction digit, no exponent), under the
+    /// conjunction's number keywords.
+    pub(super) fn fraction_expr(&mut self, c: &Conj) -> Result<Expr, SchemaError> {
+        let any = || Expr::Repeat {
+            body: Box::new(digits(0, 9)),
+            min: 0,
+            max: None,
+        };
+        let fractional = Expr::Seq(vec![
+            signed_magnitude(),
+            lit("."),
+            any(),
+            digits(1, 9),
+            any(),
+        ]);
+        let n = &c.number;
+        if n.lower.is_none() && n.upper.is_none() && n.multiple_of.is_none() {
+            return Ok(fractional);
+        }
+        let path = c.path.clone();
+        match self.number_expr(c, false)? {
+            Expr::Ref(id) => {
+                self.warn(
+                    &path,
+                    "integer values are not excluded from these bounded numbers",
+                );
+                Ok(Expr::Ref(id))
+            }
+            base => self.intersect_all(vec![(base, path.clone()), (fractional, path)]),
+        }
+    }
+
     /// A number (or integer, with `integer_only`) under the conjunction's number keywords.
     pub(super) fn number_expr(
         &mut self,

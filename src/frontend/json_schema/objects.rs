@@ -61,6 +61,12 @@ impl Lowerer<'_> {
         }
         let extra = self.extra_member(c, &props, depth)?;
         let required = props.iter().filter(|p| p.2).count();
+        let counted = o.min_properties.is_some() || o.max_properties.is_some();
+        if counted && props.is_empty() {
+            if let Some(e) = &extra {
+                return self.counted_map(c, e.clone(), depth);
+            }
+        }
         if o.min_properties.is_some_and(|m| m as usize > required) {
             self.warn(
                 &c.path,
@@ -209,6 +215,41 @@ impl Lowerer<'_> {
             ]));
         }
         if k == 0 {
+            forms.push(self.empty('{', '}'));
+        }
+        Ok(alt(forms))
+    }
+
+    /// An object of extra members only (a map), with `minProperties` / `maxProperties` counted
+    /// exactly.
+    fn counted_map(&mut self, c: &Conj, member: Expr, depth: usize) -> Result<Expr, SchemaError> {
+        let o = &c.object;
+        let Some((min, max)) = self.counted(
+            o.min_properties.unwrap_or(0),
+            o.max_properties,
+            &c.path,
+            "object size",
+        ) else {
+            return Ok(never());
+        };
+        let sep = self.item_sep(depth);
+        let mut forms = Vec::new();
+        if max != Some(0) {
+            let body = Expr::Seq(vec![
+                member.clone(),
+                Expr::Repeat {
+                    body: Box::new(Expr::Seq(vec![sep, member])),
+                    min: min.saturating_sub(1),
+                    max: max.map(|m| m - 1),
+                },
+            ]);
+            forms.push(Expr::Seq(vec![
+                self.open('{', depth),
+                body,
+                self.close('}', depth),
+            ]));
+        }
+        if min == 0 {
             forms.push(self.empty('{', '}'));
         }
         Ok(alt(forms))

@@ -27,6 +27,8 @@ impl Types {
     pub const ARRAY: Types = Types(32);
     /// Objects.
     pub const OBJECT: Types = Types(64);
+    /// Numbers whose value is not an integer (what `number` minus `integer` leaves).
+    pub const FRACTION: Types = Types(128);
     /// Every type.
     pub const ALL: Types = Types(127);
 
@@ -35,19 +37,30 @@ impl Types {
         self.0 & other.0 == other.0 && other.0 != 0
     }
 
-    /// Types in both.
+    /// Types in both. NUMBER covers INTEGER and FRACTION.
     pub fn and(self, other: Types) -> Types {
-        // NUMBER ∩ INTEGER = INTEGER.
         let mut t = self.0 & other.0;
-        if (self.0 & 8 != 0 && other.0 & 4 != 0) || (other.0 & 8 != 0 && self.0 & 4 != 0) {
-            t |= 4;
+        for (sub, whole) in [(4u8, 8u8), (128, 8)] {
+            if (self.0 & whole != 0 && other.0 & sub != 0)
+                || (other.0 & whole != 0 && self.0 & sub != 0)
+            {
+                t |= sub;
+            }
         }
         Types(t)
     }
 
-    /// Types in `self` but not in `other`.
+    /// Types in `self` but not in `other`. Removing INTEGER from NUMBER leaves FRACTION; removing
+    /// NUMBER removes all numbers.
     pub fn minus(self, other: Types) -> Types {
-        Types(self.0 & !other.0)
+        let mut t = self.0;
+        if other.0 & 8 != 0 {
+            t &= !(4 | 8 | 128);
+        }
+        if other.0 & 4 != 0 && t & 8 != 0 {
+            t = (t & !8) | 128;
+        }
+        Types(t & !(other.0 & !8))
     }
 
     /// Whether no type is left.
@@ -76,7 +89,7 @@ impl Types {
             Value::Bool(_) => Types::BOOLEAN,
             Value::Number(n) if n.is_i64() || n.is_u64() => Types(4 | 8),
             Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => Types(4 | 8),
-            Value::Number(_) => Types::NUMBER,
+            Value::Number(_) => Types(8 | 128),
             Value::String(_) => Types::STRING,
             Value::Array(_) => Types::ARRAY,
             Value::Object(_) => Types::OBJECT,
@@ -307,7 +320,10 @@ impl Parser {
                     if list.is_empty() {
                         return Err(SchemaError::invalid(&at, "must list at least one schema"));
                     }
-                    spec.any_of.push((list, key == "oneOf"));
+                    match exclusive_branches(key, v, &list, &at) {
+                        Some(exclusive) => spec.any_of.push((exclusive, false)),
+                        None => spec.any_of.push((list, key == "oneOf")),
+                    }
                 }
                 "allOf" => spec.all_of = self.list(v, &at)?,
                 "not" => self.not(v, &at, &mut spec)?,
@@ -552,6 +568,46 @@ impl Parser {
         }
         Ok(())
     }
+}
+
+/// `oneOf: [A, B, C]` as `anyOf: [A and not B and not C, ...]`, exact when every branch can be
+/// negated ([`negate`]); `None` otherwise (and for `anyOf`).
+fn exclusive_branches(
+    key: &str,
+    raw: &Value,
+    parsed: &[Schema],
+    path: &str,
+) -> Option<Vec<Schema>> {
+    if key != "oneOf" || parsed.len() < 2 {
+        return None;
+    }
+    let items = raw.as_array()?;
+    let negated: Vec<Schema> = items
+        .iter()
+        .enumerate()
+        .map(|(i, b)| negate(b, &child(path, &i.to_string())))
+        .collect::<Option<_>>()?;
+    Some(
+        parsed
+            .iter()
+            .enumerate()
+            .map(|(i, branch)| {
+                let mut all_of = vec![branch.clone()];
+                all_of.extend(
+                    negated
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| *j != i)
+                        .map(|(_, n)| n.clone()),
+                );
+                Schema::Spec(Box::new(Spec {
+                    path: child(path, &i.to_string()),
+                    all_of,
+                    ..Spec::default()
+                }))
+            })
+            .collect(),
+    )
 }
 
 /// A schema whose only keyword forbids `names` in objects.

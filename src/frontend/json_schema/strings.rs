@@ -290,10 +290,10 @@ impl Lowerer<'_> {
         if max.is_some_and(|m| m < min) {
             return None;
         }
-        let (lo_kw, hi_kw) = if what == "array length" {
-            ("minItems", "maxItems")
-        } else {
-            ("minLength", "maxLength")
+        let (lo_kw, hi_kw) = match what {
+            "array length" => ("minItems", "maxItems"),
+            "object size" => ("minProperties", "maxProperties"),
+            _ => ("minLength", "maxLength"),
         };
         let mut clamp = |n: u64, which: &str| -> Option<u32> {
             if n > MAX_COUNTED {
