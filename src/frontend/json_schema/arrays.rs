@@ -2,7 +2,7 @@
 //! `minItems` / `maxItems` bounding the total. Prefix items are nested optionals so that an array
 //! may stop after any of them once `minItems` is met; counts above the enforced maximum are reported.
 
-use super::lower::{alt, never, opt, Lowerer};
+use super::lower::{never, opt, Lowerer};
 use super::merge::Conj;
 use super::schema::Schema;
 use super::SchemaError;
@@ -40,18 +40,7 @@ impl Lowerer<'_> {
             min: min as usize,
             max: max.map(|m| m as usize),
         };
-        let mut forms = Vec::new();
-        if let Some(elements) = items.from(0) {
-            forms.push(Expr::Seq(vec![
-                self.open('[', depth),
-                elements,
-                self.close(']', depth),
-            ]));
-        }
-        if min == 0 {
-            forms.push(self.empty('[', ']'));
-        }
-        Ok(alt(forms))
+        Ok(self.container(('[', ']'), items.from(0), min == 0, depth))
     }
 }
 

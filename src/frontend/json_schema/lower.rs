@@ -451,6 +451,29 @@ impl<'a> Lowerer<'a> {
         lit(&self.separators().1)
     }
 
+    /// A container: `body` between brackets (when there is a non-empty form) or, when allowed, the
+    /// empty container.
+    pub(super) fn container(
+        &mut self,
+        brackets: (char, char),
+        body: Option<Expr>,
+        may_be_empty: bool,
+        depth: usize,
+    ) -> Expr {
+        let mut forms = Vec::new();
+        if let Some(b) = body {
+            forms.push(Expr::Seq(vec![
+                self.open(brackets.0, depth),
+                b,
+                self.close(brackets.1, depth),
+            ]));
+        }
+        if may_be_empty {
+            forms.push(self.empty(brackets.0, brackets.1));
+        }
+        alt(forms)
+    }
+
     /// An empty container.
     pub(super) fn empty(&mut self, open: char, close: char) -> Expr {
         let ws = self.ws();

@@ -12,9 +12,9 @@
 use super::lower::{alt, lit, never, Lowerer};
 use super::merge::{both, Alternative, Conj};
 use super::schema::{Schema, Types};
-use super::strings::content_except;
+use super::strings::{content_except, schema_pattern};
 use super::{PropertyOrder, SchemaError};
-use crate::frontend::regex::{is_match, lower_regex, Anchoring, RegexMode};
+use crate::frontend::regex::is_match;
 use crate::grammar::Expr;
 
 /// Most required members tracked exactly when members may come in any order (2^k rules).
@@ -120,24 +120,13 @@ impl Lowerer<'_> {
             ));
             rest_next = Expr::Ref(rest_i);
         }
-        let mut forms = Vec::new();
-        if let Some(f) = first {
-            forms.push(Expr::Seq(vec![
-                self.open('{', depth),
-                f,
-                self.close('}', depth),
-            ]));
-        }
-        if required == 0 {
-            forms.push(self.empty('{', '}'));
-        }
-        Ok(alt(forms))
+        Ok(self.container(('{', '}'), first, required == 0, depth))
     }
 
     /// Members in any order. With at most [`EXACT_ANY_ORDER`] required members the grammar tracks
     /// which of them have been written (one rule per subset, `T_m ::= sep O T_m | sep Ri T_{m+i} |
     /// "" if m is complete`), so each required member appears exactly once; optional and extra
-    /// members (`O`) may appear anywhere. With more required members, they are not enforced.
+    /// members (`O`) may appear anywhere. With more required members, see [`Self::ordered_required`].
     fn flexible_object(
         &mut self,
         c: &Conj,
@@ -206,18 +195,8 @@ impl Lowerer<'_> {
         for (i, (_, r)) in required.iter().enumerate() {
             first.push(Expr::Seq(vec![r.clone(), Expr::Ref(rules[1 << i])]));
         }
-        let mut forms = Vec::new();
-        if !first.is_empty() {
-            forms.push(Expr::Seq(vec![
-                self.open('{', depth),
-                alt(first),
-                self.close('}', depth),
-            ]));
-        }
-        if k == 0 {
-            forms.push(self.empty('{', '}'));
-        }
-        Ok(alt(forms))
+        let body = (!first.is_empty()).then(|| alt(first));
+        Ok(self.container(('{', '}'), body, k == 0, depth))
     }
 
     /// An object of extra members only (a map), with `minProperties` / `maxProperties` counted
@@ -233,26 +212,17 @@ impl Lowerer<'_> {
             return Ok(never());
         };
         let sep = self.item_sep(depth);
-        let mut forms = Vec::new();
-        if max != Some(0) {
-            let body = Expr::Seq(vec![
+        let body = (max != Some(0)).then(|| {
+            Expr::Seq(vec![
                 member.clone(),
                 Expr::Repeat {
                     body: Box::new(Expr::Seq(vec![sep, member])),
                     min: min.saturating_sub(1),
                     max: max.map(|m| m - 1),
                 },
-            ]);
-            forms.push(Expr::Seq(vec![
-                self.open('{', depth),
-                body,
-                self.close('}', depth),
-            ]));
-        }
-        if min == 0 {
-            forms.push(self.empty('{', '}'));
-        }
-        Ok(alt(forms))
+            ])
+        });
+        Ok(self.container(('{', '}'), body, min == 0, depth))
     }
 
     /// Flexible order with many required members: they appear once each in the order of the
@@ -352,16 +322,7 @@ impl Lowerer<'_> {
             .collect();
         let mut pattern_keys = Vec::new();
         for (pattern, path, schema) in &o.pattern_properties {
-            let mode = RegexMode {
-                anchoring: Anchoring::Search,
-                json_string: true,
-            };
-            let key = lower_regex(pattern, mode, self.limits).map_err(|e| {
-                SchemaError::invalid(
-                    path,
-                    format!("pattern: at offset {}: {}", e.offset, e.message),
-                )
-            })?;
+            let key = schema_pattern(pattern, path, self.limits)?;
             pattern_keys.push(key.clone());
             // Listed and forbidden names are not extras, even when the pattern matches them.
             let key = if names.is_empty() {

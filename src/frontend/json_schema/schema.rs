@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value};
 
+use super::strings::schema_pattern;
 use super::{SchemaError, SchemaWarning};
-use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
 use crate::util::Limits;
 
 /// A set of JSON types. `NUMBER` includes integers.
@@ -259,18 +259,7 @@ impl Parser {
 
     /// Checks that a pattern can be turned into a grammar.
     fn pattern(&self, pattern: &str, path: &str) -> Result<(), SchemaError> {
-        let mode = RegexMode {
-            anchoring: Anchoring::Search,
-            json_string: true,
-        };
-        lower_regex(pattern, mode, &self.limits)
-            .map(|_| ())
-            .map_err(|e| {
-                SchemaError::invalid(
-                    path,
-                    format!("pattern: at offset {}: {}", e.offset, e.message),
-                )
-            })
+        schema_pattern(pattern, path, &self.limits).map(|_| ())
     }
 
     fn warn(&mut self, path: String, message: impl Into<String>) {

@@ -139,16 +139,7 @@ impl Lowerer<'_> {
         let s = &c.string;
         let mut parts: Vec<(Expr, String)> = Vec::new();
         for (pattern, path) in &s.patterns {
-            let mode = RegexMode {
-                anchoring: Anchoring::Search,
-                json_string: true,
-            };
-            let body = lower_regex(pattern, mode, self.limits).map_err(|e| {
-                SchemaError::invalid(
-                    path,
-                    format!("pattern: at offset {}: {}", e.offset, e.message),
-                )
-            })?;
+            let body = schema_pattern(pattern, path, self.limits)?;
             parts.push((body, path.clone()));
         }
         for (format, path) in &s.formats {
@@ -191,16 +182,7 @@ impl Lowerer<'_> {
         }
         let mut negated = Vec::new();
         for (pattern, path) in &s.not_patterns {
-            let mode = RegexMode {
-                anchoring: Anchoring::Search,
-                json_string: true,
-            };
-            let body = lower_regex(pattern, mode, self.limits).map_err(|e| {
-                SchemaError::invalid(
-                    path,
-                    format!("pattern: at offset {}: {}", e.offset, e.message),
-                )
-            })?;
+            let body = schema_pattern(pattern, path, self.limits)?;
             negated.push((body, path.clone()));
         }
         if !negated.is_empty() && parts.is_empty() {
@@ -319,6 +301,25 @@ impl Lowerer<'_> {
         }
         Ok(Expr::Seq(vec![lit("\""), content_except(names), lit("\"")]))
     }
+}
+
+/// A schema `pattern` (ECMA-262, search semantics) over JSON-escaped string contents; errors name
+/// the pattern's path and the offset in it.
+pub(super) fn schema_pattern(
+    pattern: &str,
+    path: &str,
+    limits: &Limits,
+) -> Result<Expr, SchemaError> {
+    let mode = RegexMode {
+        anchoring: Anchoring::Search,
+        json_string: true,
+    };
+    lower_regex(pattern, mode, limits).map_err(|e| {
+        SchemaError::invalid(
+            path,
+            format!("pattern: at offset {}: {}", e.offset, e.message),
+        )
+    })
 }
 
 /// String contents that are none of `names` (reference-free). Names are excluded in their plain
