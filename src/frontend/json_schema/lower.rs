@@ -274,7 +274,7 @@ impl<'a> Lowerer<'a> {
 
     /// Whether an `enum` / `const` value also satisfies the conjunction's other keywords (type,
     /// `not`, lengths, patterns, bounds, `multipleOf`, item counts, required keys).
-    fn value_allowed(&self, c: &Conj, v: &Value) -> bool {
+    pub(super) fn value_allowed(&self, c: &Conj, v: &Value) -> bool {
         if c.types.and(Types::of(v)).is_empty() || c.not_values.contains(v) {
             return false;
         }

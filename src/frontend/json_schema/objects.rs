@@ -11,6 +11,7 @@
 
 use super::lower::{alt, lit, never, Lowerer};
 use super::merge::{both, Alternative, Conj};
+use super::schema::ObjectSpec;
 use super::schema::{Schema, Types};
 use super::strings::{content_except, schema_pattern};
 use super::{PropertyOrder, SchemaError};
@@ -23,6 +24,22 @@ const EXACT_ANY_ORDER: usize = 8;
 impl Lowerer<'_> {
     /// An object under the conjunction's object keywords.
     pub(super) fn object_expr(&mut self, c: &Conj, depth: usize) -> Result<Expr, SchemaError> {
+        let o = &c.object;
+        let mut forbidden = o.forbidden.clone();
+        if let Some(names) = o.property_names.as_deref() {
+            for (name, _) in &o.properties {
+                if !self.name_allowed(names, name, depth)? {
+                    forbidden.push(name.clone());
+                }
+            }
+        }
+        let c = &Conj {
+            object: ObjectSpec {
+                forbidden,
+                ..o.clone()
+            },
+            ..c.clone()
+        };
         let o = &c.object;
         if o.required.iter().any(|r| o.forbidden.contains(r)) {
             return Ok(never());
@@ -375,6 +392,30 @@ impl Lowerer<'_> {
             extras.push(Expr::Seq(vec![key, key_sep, value]));
         }
         Ok((!extras.is_empty()).then(|| alt(extras)))
+    }
+
+    /// Whether `propertyNames` admits `name` (checked against each of its alternatives' string
+    /// keywords, as an `enum` value would be).
+    fn name_allowed(
+        &mut self,
+        names: &Schema,
+        name: &str,
+        depth: usize,
+    ) -> Result<bool, SchemaError> {
+        let value = serde_json::Value::String(name.to_string());
+        for a in self.alternatives(names, depth + 1)? {
+            let conjs = match a {
+                Alternative::Conj(c) => vec![*c],
+                Alternative::Ref(r, at) => {
+                    let target = self.resolve(&r, &at)?;
+                    self.conjunctions(&target, depth + 1)?
+                }
+            };
+            if conjs.iter().any(|c| self.value_allowed(c, &value)) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Keys allowed by a `propertyNames` schema (its string part).
