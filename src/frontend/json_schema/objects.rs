@@ -57,16 +57,8 @@ impl Lowerer<'_> {
             }
         }
         for (name, schema, _) in props.iter_mut() {
-            for (pattern, path, extra) in &o.pattern_properties {
-                let hit = is_match(pattern, name, self.limits).map_err(|e| {
-                    SchemaError::invalid(
-                        path,
-                        format!("pattern: at offset {}: {}", e.offset, e.message),
-                    )
-                })?;
-                if hit {
-                    *schema = both(schema, extra);
-                }
+            for extra in self.matching_patterns(c, name)? {
+                *schema = both(schema, &extra);
             }
         }
         let key_sep = self.key_sep();
@@ -301,9 +293,23 @@ impl Lowerer<'_> {
         Ok(alt(forms))
     }
 
-    /// The schema of a required key that `properties` does not list: that of the first
-    /// `patternProperties` pattern it matches, else `additionalProperties`, else anything.
+    /// The schema of a required key that `properties` does not list: anything when a
+    /// `patternProperties` pattern matches it (the matching patterns' schemas are then applied as for
+    /// listed keys), else `additionalProperties`, else anything.
     fn unlisted_schema(&mut self, c: &Conj, name: &str) -> Result<Schema, SchemaError> {
+        if !self.matching_patterns(c, name)?.is_empty() {
+            return Ok(Schema::Bool(true));
+        }
+        Ok(c.object
+            .additional
+            .as_deref()
+            .cloned()
+            .unwrap_or(Schema::Bool(true)))
+    }
+
+    /// The schemas of the `patternProperties` whose pattern matches `name`.
+    fn matching_patterns(&self, c: &Conj, name: &str) -> Result<Vec<Schema>, SchemaError> {
+        let mut out = Vec::new();
         for (pattern, path, schema) in &c.object.pattern_properties {
             let hit = is_match(pattern, name, self.limits).map_err(|e| {
                 SchemaError::invalid(
@@ -312,14 +318,10 @@ impl Lowerer<'_> {
                 )
             })?;
             if hit {
-                return Ok(schema.clone());
+                out.push(schema.clone());
             }
         }
-        Ok(c.object
-            .additional
-            .as_deref()
-            .cloned()
-            .unwrap_or(Schema::Bool(true)))
+        Ok(out)
     }
 
     /// One extra member (key, separator, value), or `None` when the object is closed.
