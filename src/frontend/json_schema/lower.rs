@@ -293,8 +293,12 @@ impl<'a> Lowerer<'a> {
                 let x = num.as_f64().unwrap_or(f64::NAN);
                 let nb = &c.number;
                 let integral = x.fract() == 0.0;
-                (integral
-                    || !c.types.and(Types::NUMBER).is_empty() && c.types.contains(Types::NUMBER))
+                let kind = if integral {
+                    Types::INTEGER
+                } else {
+                    Types::FRACTION
+                };
+                !c.types.and(kind).is_empty()
                     && nb.lower.is_none_or(|b| {
                         if b.exclusive {
                             x > b.value

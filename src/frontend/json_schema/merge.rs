@@ -107,7 +107,7 @@ impl Conj {
                 Some(u) => tighter_upper(a.upper, u),
                 None => a.upper,
             },
-            multiple_of: a.multiple_of.clone().or_else(|| b.multiple_of.clone()),
+            multiple_of: merge_multiples(&a.multiple_of, &b.multiple_of),
         };
         Conj {
             path: self.path.clone(),
@@ -119,6 +119,29 @@ impl Conj {
             array: merge_arrays(&self.array, &other.array),
             object: merge_objects(&self.object, &other.object),
         }
+    }
+}
+
+/// Both `multipleOf`: the coarser one when one divides the other, the least common multiple of two
+/// integers; otherwise the first (the rare remaining case is not exact).
+fn merge_multiples(a: &Option<(f64, String)>, b: &Option<(f64, String)>) -> Option<(f64, String)> {
+    let divides = |x: f64, y: f64| {
+        let q = y / x;
+        (q - q.round()).abs() < 1e-9
+    };
+    match (a, b) {
+        (Some((x, p)), Some((y, _))) if divides(*y, *x) => Some((*x, p.clone())),
+        (Some((x, _)), Some((y, q))) if divides(*x, *y) => Some((*y, q.clone())),
+        (Some((x, p)), Some((y, _))) if x.fract() == 0.0 && y.fract() == 0.0 => {
+            let (mut m, mut n) = (*x as u64, *y as u64);
+            let product = m.saturating_mul(n);
+            while n != 0 {
+                (m, n) = (n, m % n);
+            }
+            Some(((product / m.max(1)) as f64, p.clone()))
+        }
+        (Some(x), _) => Some(x.clone()),
+        (None, y) => y.clone(),
     }
 }
 
@@ -421,6 +444,8 @@ fn exclusive_required(branches: &mut [Alternative]) -> bool {
     for (b, forbid) in branches.iter_mut().zip(extra) {
         if let Alternative::Conj(c) = b {
             c.object.forbidden.extend(forbid);
+            // A non-object satisfies every `required` branch, so no branch alone.
+            c.types = c.types.and(Types::OBJECT);
         }
     }
     true

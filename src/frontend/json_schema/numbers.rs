@@ -332,6 +332,12 @@ fn bounded_decimal(
             decimal_magnitude(Some(l), u, both)?,
         ]));
     }
+    // Negative zero is zero: allowed when 0 is.
+    let zero_ok = lower.is_none_or(|b| b.value < 0.0 || (b.value == 0.0 && !b.exclusive))
+        && upper.is_none_or(|b| b.value > 0.0 || (b.value == 0.0 && !b.exclusive));
+    if zero_ok {
+        parts.push(Expr::Seq(vec![lit("-0"), frac_cmp(&[], false, true)]));
+    }
     Ok(alt(parts))
 }
 
@@ -398,6 +404,13 @@ fn fraction_limited(k: u32) -> Expr {
     Expr::Seq(vec![signed_magnitude(), frac])
 }
 
+/// Whether an expression refers to a rule (the regular algebra needs reference-free input).
+fn has_ref(e: &Expr) -> bool {
+    let mut found = false;
+    e.for_each_ref(&mut |_| found = true);
+    found
+}
+
 /// `k` when `m` is 10^-k (k in 1..=12).
 fn decimal_step(m: f64) -> Option<u32> {
     (1..=12u32).find(|&k| (m * 10f64.powi(k as i32) - 1.0).abs() < 1e-9)
@@ -447,12 +460,12 @@ impl Lowerer<'_> {
         }
         let path = c.path.clone();
         match self.number_expr(c, false)? {
-            Expr::Ref(id) => {
+            base if has_ref(&base) => {
                 self.warn(
                     &path,
                     "integer values are not excluded from these bounded numbers",
                 );
-                Ok(Expr::Ref(id))
+                Ok(base)
             }
             base => self.intersect_all(vec![(base, path.clone()), (fractional, path)]),
         }
@@ -521,6 +534,13 @@ impl Lowerer<'_> {
                 &Expr::Seq(vec![signed_magnitude(), frac_any()]),
                 self.limits,
             )?,
+            other if has_ref(other) => {
+                self.warn(
+                    path,
+                    "multipleOf is not enforced together with bounds within one integer",
+                );
+                return Ok(base);
+            }
             other => to_dfa(other, self.limits)?,
         };
         let both = product_dfa(&base_dfa, &step, Op::Intersect, self.limits)?;

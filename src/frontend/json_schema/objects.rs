@@ -27,9 +27,10 @@ impl Lowerer<'_> {
         let o = &c.object;
         let mut forbidden = o.forbidden.clone();
         if let Some(names) = o.property_names.as_deref() {
-            for (name, _) in &o.properties {
-                if !self.name_allowed(names, name, depth)? {
-                    forbidden.push(name.clone());
+            let keys = o.properties.iter().map(|p| &p.0).chain(&o.required);
+            for name in keys.cloned().collect::<Vec<_>>() {
+                if !self.name_allowed(names, &name, depth)? {
+                    forbidden.push(name);
                 }
             }
         }
@@ -433,8 +434,17 @@ impl Lowerer<'_> {
             };
             for mut c in conjs {
                 c.types = c.types.and(Types::STRING);
-                if !c.types.is_empty() {
-                    keys.push(self.string_expr(&c)?);
+                if c.types.is_empty() {
+                    continue;
+                }
+                match c.values.clone() {
+                    Some(values) => keys.extend(
+                        values
+                            .iter()
+                            .filter(|v| self.value_allowed(&c, v))
+                            .map(|v| lit(&v.to_string())),
+                    ),
+                    None => keys.push(self.string_expr(&c)?),
                 }
             }
         }

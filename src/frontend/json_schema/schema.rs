@@ -653,12 +653,18 @@ pub fn negate(v: &Value, path: &str) -> Option<Schema> {
             "pattern" => {
                 let p = inner.as_str()?.to_string();
                 branches.push(spec_with(&|s| {
-                    s.string.not_patterns = vec![(p.clone(), child(path, "pattern"))]
+                    s.types = Some(Types::STRING);
+                    s.string.not_patterns = vec![(p.clone(), child(path, "pattern"))];
                 }));
             }
             "required" => {
+                // Only an object can fail `required`.
                 for n in inner.as_array()? {
-                    branches.push(forbidding(path, vec![n.as_str()?.to_string()]));
+                    let name = n.as_str()?.to_string();
+                    branches.push(spec_with(&|s| {
+                        s.types = Some(Types::OBJECT);
+                        s.object.forbidden = vec![name.clone()];
+                    }));
                 }
             }
             "properties" => {
@@ -666,6 +672,7 @@ pub fn negate(v: &Value, path: &str) -> Option<Schema> {
                     match negate(p, &child(&child(path, "properties"), name))? {
                         Schema::Bool(false) => {}
                         negated => branches.push(spec_with(&|s| {
+                            s.types = Some(Types::OBJECT);
                             s.object.required = vec![name.clone()];
                             s.object.properties = vec![(name.clone(), negated.clone())];
                         })),
