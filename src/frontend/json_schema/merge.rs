@@ -194,33 +194,31 @@ fn merge_arrays(a: &ArraySpec, b: &ArraySpec) -> ArraySpec {
     }
 }
 
-fn merge_objects(a: &ObjectSpec, b: &ObjectSpec) -> ObjectSpec {
-    let mut properties = a.properties.clone();
-    let mut forbidden: Vec<String> = [a.forbidden.clone(), b.forbidden.clone()].concat();
-    // Each side's `additionalProperties` governs the keys it does not list itself.
-    let mut b_props = b.properties.clone();
-    let mut a_extra = Vec::new();
-    for (name, s) in &mut b_props {
-        if a.properties.iter().any(|(n, _)| n == name) || !a.pattern_properties.is_empty() {
+/// Applies `own`'s `additionalProperties` to the `other` member's properties that `own` does not
+/// list: a closed `own` forbids them, a schema constrains them (skipped when `own` has
+/// `patternProperties`, which may admit them).
+fn govern_unlisted(own: &ObjectSpec, other: &mut [(String, Schema)], forbidden: &mut Vec<String>) {
+    if !own.pattern_properties.is_empty() {
+        return;
+    }
+    for (name, s) in other.iter_mut() {
+        if own.properties.iter().any(|(n, _)| n == name) {
             continue;
         }
-        match a.additional.as_deref() {
+        match own.additional.as_deref() {
             Some(Schema::Bool(false)) => forbidden.push(name.clone()),
             Some(extra) => *s = both(s, extra),
             None => {}
         }
     }
-    for (name, s) in &mut properties {
-        if b.properties.iter().any(|(n, _)| n == name) || !b.pattern_properties.is_empty() {
-            continue;
-        }
-        match b.additional.as_deref() {
-            Some(Schema::Bool(false)) => a_extra.push(name.clone()),
-            Some(extra) => *s = both(s, extra),
-            None => {}
-        }
-    }
-    forbidden.extend(a_extra);
+}
+
+fn merge_objects(a: &ObjectSpec, b: &ObjectSpec) -> ObjectSpec {
+    let mut properties = a.properties.clone();
+    let mut forbidden: Vec<String> = [a.forbidden.clone(), b.forbidden.clone()].concat();
+    let mut b_props = b.properties.clone();
+    govern_unlisted(a, &mut b_props, &mut forbidden);
+    govern_unlisted(b, &mut properties, &mut forbidden);
     for (name, s) in &b_props {
         match properties.iter_mut().find(|(n, _)| n == name) {
             Some((_, existing)) => *existing = both(existing, s),
