@@ -275,6 +275,59 @@ fn check_reports_each_input_and_a_summary() {
 }
 
 #[test]
+fn check_rejects_repeated_unique_items_with_their_pointer() {
+    let Some(_) = common::shared_dir("check_rejects_repeated_unique_items_with_their_pointer")
+    else {
+        return;
+    };
+    let tok = "../shared/tokenizers/smollm2-135m.tokenizer.json";
+    let schema = temp_file(
+        "unique.schema.json",
+        br#"{"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}}}"#,
+    );
+    let inputs = temp_file(
+        "unique.jsonl",
+        b"{\"tags\": [\"a\", \"b\"]}\n{\"tags\": [\"a\", \"b\", \"a\"]}\n",
+    );
+    let (s, i) = (
+        schema.to_str().unwrap_or_default(),
+        inputs.to_str().unwrap_or_default(),
+    );
+    let out = structgen(&[
+        "check",
+        "--tokenizer",
+        tok,
+        "--json-schema",
+        s,
+        "--inputs",
+        i,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(lines[0]["accepted"], true);
+    assert_eq!(lines[0]["violation"], Value::Null);
+    assert_eq!(lines[1]["accepted"], false);
+    assert_eq!(
+        lines[1]["failed_at_token"],
+        Value::Null,
+        "the grammar took it"
+    );
+    assert!(
+        lines[1]["violation"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("/tags/2:")),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(lines[2]["summary"]["completed"], 1);
+    let _ = (std::fs::remove_file(&schema), std::fs::remove_file(&inputs));
+}
+
+#[test]
 fn regex_and_schema_sources() {
     let out = structgen(&["grammar", "--regex", r"[a-z]+@[a-z]+\.com"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -4,8 +4,9 @@
 //! others) and compiled for the SmolLM2 vocabulary; every valid and
 //! invalid instance is checked in its compact serialization, token by token with a mask at every
 //! step. Asserts: >= 97% of schemas compile; 100% of valid instances of compiled schemas are
-//! accepted; >= 97.5% of invalid ones are rejected (the issue's goal is 99%), and each invalid one
-//! accepted comes from a schema with a reported warning. Prints the per-category table.
+//! accepted; >= 99% of invalid ones are rejected (by the grammar, or by the `uniqueItems` check on the
+//! complete value), and each invalid one accepted comes from a schema with a reported warning.
+//! Prints the per-category table, with the grammar's own rejection rate beside it.
 
 mod common;
 
@@ -27,6 +28,7 @@ struct Tally {
     valid_ok: usize,
     invalid: usize,
     invalid_rejected: usize,
+    invalid_rejected_by_grammar: usize,
     compile_ms: Vec<f64>,
     total_ms: Vec<(f64, String)>,
     failures: Vec<String>,
@@ -42,6 +44,7 @@ impl Tally {
         self.valid_ok += o.valid_ok;
         self.invalid += o.invalid;
         self.invalid_rejected += o.invalid_rejected;
+        self.invalid_rejected_by_grammar += o.invalid_rejected_by_grammar;
         self.compile_ms.extend(o.compile_ms);
         self.total_ms.extend(o.total_ms);
         self.failures.extend(o.failures);
@@ -85,16 +88,22 @@ fn run_line(line: &str, loaded: &LoadedVocab, t: &mut Tally) {
     };
     t.compile_ms.push(start.elapsed().as_secs_f64() * 1e3);
     t.compiled += 1;
+    // (grammar accepts, the uniqueItems post-check passes too)
     let passes = |v: &Value| {
         let tokens = encode(loaded, &v.to_string());
         let outcome = check_tokens(&compiled, &tokens)
             .unwrap_or_else(|e| panic!("{id}: engine self-check failed: {e}"));
-        outcome.accepted && outcome.completed
+        let grammar_ok = outcome.accepted && outcome.completed;
+        let unique_ok = converted
+            .post_check
+            .as_ref()
+            .is_none_or(|c| c.violation(v).is_none());
+        (grammar_ok, grammar_ok && unique_ok)
     };
     let checking = std::time::Instant::now();
     for v in row["valid"].as_array().into_iter().flatten() {
         t.valid += 1;
-        if passes(v) {
+        if passes(v).1 {
             t.valid_ok += 1;
         } else {
             t.failures
@@ -103,7 +112,9 @@ fn run_line(line: &str, loaded: &LoadedVocab, t: &mut Tally) {
     }
     for v in row["invalid"].as_array().into_iter().flatten() {
         t.invalid += 1;
-        if !passes(v) {
+        let (grammar_ok, ok) = passes(v);
+        t.invalid_rejected_by_grammar += usize::from(!grammar_ok);
+        if !ok {
             t.invalid_rejected += 1;
         } else if converted.warnings.is_empty() {
             t.unexplained.push(format!(
@@ -195,11 +206,11 @@ fn jsonschemabench_soundness_and_completeness() {
         merged
     });
     let mut total = Tally::default();
-    println!("| category | schemas | compiled % | valid accepted % | invalid rejected % |");
-    println!("|---|--:|--:|--:|--:|");
+    println!("| category | schemas | compiled % | valid accepted % | invalid rejected % | by the grammar alone % |");
+    println!("|---|--:|--:|--:|--:|--:|");
     for (cat, t) in &per_cat {
         println!(
-            "| {cat} | {} | {:.1} | {:.1} ({}/{}) | {:.1} ({}/{}) |",
+            "| {cat} | {} | {:.1} | {:.1} ({}/{}) | {:.1} ({}/{}) | {:.1} |",
             t.schemas,
             pct(t.compiled, t.schemas),
             pct(t.valid_ok, t.valid),
@@ -207,18 +218,20 @@ fn jsonschemabench_soundness_and_completeness() {
             t.valid,
             pct(t.invalid_rejected, t.invalid),
             t.invalid_rejected,
-            t.invalid
+            t.invalid,
+            pct(t.invalid_rejected_by_grammar, t.invalid)
         );
         total.add(t.clone());
     }
     total.compile_ms.sort_by(f64::total_cmp);
     let p = |q: f64| total.compile_ms[((total.compile_ms.len() - 1) as f64 * q) as usize];
     println!(
-        "| total | {} | {:.1} | {:.1} | {:.1} |\ncompile ms: p50 {:.2} p99 {:.2}",
+        "| total | {} | {:.1} | {:.1} | {:.1} | {:.1} |\ncompile ms: p50 {:.2} p99 {:.2}",
         total.schemas,
         pct(total.compiled, total.schemas),
         pct(total.valid_ok, total.valid),
         pct(total.invalid_rejected, total.invalid),
+        pct(total.invalid_rejected_by_grammar, total.invalid),
         p(0.5),
         p(0.99)
     );
@@ -235,11 +248,10 @@ fn jsonschemabench_soundness_and_completeness() {
     }
     assert!(pct(total.compiled, total.schemas) >= 97.0, "compile rate");
     assert_eq!(total.valid_ok, total.valid, "every valid instance accepted");
-    // Issue 3 asks for 99%; the remaining accepted instances need uniqueItems (not context-free),
-    // the `regex` / `uri-template` formats or overlapping oneOf branches that cannot be negated, all
-    // reported as warnings. This gate keeps what has been reached.
+    // Rejected by the grammar, or (uniqueItems, which is not context-free) by the check on the
+    // complete value; the grammar alone is printed above.
     assert!(
-        pct(total.invalid_rejected, total.invalid) >= 97.5,
+        pct(total.invalid_rejected, total.invalid) >= 99.0,
         "invalid rejection rate"
     );
     assert!(

@@ -1,8 +1,10 @@
 //! `structgen check`: each line of `--inputs` is a JSON string (the text to check) or, with `--json`,
 //! any JSON value (checked in its compact serialization). Each text is tokenized (no special tokens)
-//! and stepped through with a mask before every token. One JSON line per input:
-//! `{"index", "accepted", "completed", "failed_at_token"}`, then one summary line. Exit code 0 when
-//! every input is accepted and complete, 1 otherwise, 2 on errors.
+//! and stepped through with a mask before every token. A JSON Schema's `uniqueItems`, which no
+//! grammar can express, is then checked on each complete value (`post_check`). One JSON line per
+//! input: `{"index", "accepted", "completed", "failed_at_token", "violation"}` (`violation`: the
+//! JSON pointer of a repeated item, or null; such an input counts as not accepted), then one
+//! summary line. Exit code 0 when every input is accepted and complete, 1 otherwise, 2 on errors.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -88,7 +90,8 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Runs the check.
 pub fn run(cmd: CheckCmd) -> Result<ExitCode, CliError> {
     let limits = Limits::default();
-    let grammar = cmd.source.load(&limits)?;
+    let loaded_grammar = cmd.source.load(&limits)?;
+    let grammar = loaded_grammar.grammar;
     let inputs = read_inputs(&cmd.inputs, cmd.json)?;
     let loaded = vocab::load(&cmd.tokenizer)?;
     for w in &loaded.warnings {
@@ -114,14 +117,22 @@ pub fn run(cmd: CheckCmd) -> Result<ExitCode, CliError> {
         let tokens: Vec<TokenId> = enc.get_ids().iter().map(|&t| TokenId(t)).collect();
         let outcome = check_tokens(&compiled, &tokens)
             .map_err(|error| CliError::Disagreement { index, error })?;
-        accepted += usize::from(outcome.accepted);
-        completed += usize::from(outcome.completed);
+        let violation = match (&loaded_grammar.post_check, outcome.completed) {
+            (Some(check), true) => serde_json::from_str::<Value>(text)
+                .ok()
+                .and_then(|value| check.violation(&value)),
+            _ => None,
+        };
+        let ok = violation.is_none();
+        accepted += usize::from(outcome.accepted && ok);
+        completed += usize::from(outcome.completed && ok);
         times.extend_from_slice(&outcome.mask_us);
         let line = json!({
             "index": index,
-            "accepted": outcome.accepted,
-            "completed": outcome.completed,
+            "accepted": outcome.accepted && ok,
+            "completed": outcome.completed && ok,
             "failed_at_token": outcome.failed_at,
+            "violation": violation.map(|at| format!("{at}: repeats an earlier item (uniqueItems)")),
         });
         writeln!(out, "{line}").map_err(CliError::Output)?;
     }

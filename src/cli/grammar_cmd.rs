@@ -24,7 +24,7 @@ pub struct GrammarCmd {
 /// Prints the (normalized) grammar.
 pub fn run(cmd: GrammarCmd) -> Result<ExitCode, CliError> {
     let limits = Limits::default();
-    let grammar = cmd.source.load(&limits)?;
+    let grammar = cmd.source.load(&limits)?.grammar;
     let automaton = build_automaton(&grammar, &limits).map_err(|error| CliError::Grammar {
         path: cmd.source.path().to_path_buf(),
         error,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use clap::{ArgGroup, Args};
 
 use super::{read_text, CliError};
+use crate::frontend::json_schema::post_check::PostCheck;
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use crate::frontend::regex::regex_grammar;
 use crate::grammar::{ebnf, Grammar};
@@ -101,9 +102,18 @@ impl SchemaArgs {
     }
 }
 
+/// A grammar read from the command line, with the checks it needs on complete values.
+#[derive(Debug)]
+pub struct LoadedGrammar {
+    /// The grammar.
+    pub grammar: Grammar,
+    /// For JSON Schemas with `uniqueItems`: the check a complete value must also pass.
+    pub post_check: Option<PostCheck>,
+}
+
 impl GrammarArgs {
     /// Reads and converts the grammar, printing schema warnings to stderr.
-    pub fn load(&self, limits: &Limits) -> Result<Grammar, CliError> {
+    pub fn load(&self, limits: &Limits) -> Result<LoadedGrammar, CliError> {
         if self.json_schema.is_none() && self.schema.any_given() {
             return Err(CliError::Usage(
                 "JSON Schema options (--no-any-whitespace, --indent, ...) need --json-schema"
@@ -112,9 +122,14 @@ impl GrammarArgs {
         }
         if let Some(path) = &self.ebnf {
             let src = read_text(path)?;
-            return ebnf::parse(&src, &self.root, limits).map_err(|error| CliError::Ebnf {
-                path: path.clone(),
-                error,
+            let grammar =
+                ebnf::parse(&src, &self.root, limits).map_err(|error| CliError::Ebnf {
+                    path: path.clone(),
+                    error,
+                })?;
+            return Ok(LoadedGrammar {
+                grammar,
+                post_check: None,
             });
         }
         if let Some(path) = &self.json_schema {
@@ -136,10 +151,17 @@ impl GrammarArgs {
             for w in &out.warnings {
                 eprintln!("warning: {}: {w}", path.display());
             }
-            return Ok(out.grammar);
+            return Ok(LoadedGrammar {
+                grammar: out.grammar,
+                post_check: out.post_check,
+            });
         }
         let pattern = self.regex.as_deref().unwrap_or_default();
-        regex_grammar(pattern, limits).map_err(CliError::Regex)
+        let grammar = regex_grammar(pattern, limits).map_err(CliError::Regex)?;
+        Ok(LoadedGrammar {
+            grammar,
+            post_check: None,
+        })
     }
 
     /// What to name in error messages about the grammar.

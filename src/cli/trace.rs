@@ -54,7 +54,7 @@ struct TraceConfig {
 
 fn resolve(cmd: TraceCmd) -> Result<TraceConfig, CliError> {
     let limits = Limits::default();
-    let grammar = cmd.source.load(&limits)?;
+    let grammar = cmd.source.load(&limits)?.grammar;
     let loaded = vocab::load(&cmd.tokenizer)?;
     for w in &loaded.warnings {
         eprintln!("warning: {}: {w}", cmd.tokenizer.display());

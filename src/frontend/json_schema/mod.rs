@@ -22,6 +22,7 @@ pub mod lower;
 pub mod merge;
 pub mod numbers;
 pub mod objects;
+pub mod post_check;
 pub mod schema;
 pub mod strings;
 
@@ -138,6 +139,8 @@ pub struct SchemaGrammar {
     pub grammar: Grammar,
     /// Keywords not enforced exactly.
     pub warnings: Vec<SchemaWarning>,
+    /// The `uniqueItems` check for complete values, when the schema asks for unique items.
+    pub post_check: Option<post_check::PostCheck>,
 }
 
 /// Converts a schema into a grammar with root rule `root`.
@@ -152,6 +155,7 @@ pub fn json_schema_grammar(
     Ok(SchemaGrammar {
         grammar: builder.build("root")?,
         warnings,
+        post_check: post_check::PostCheck::new(schema, limits),
     })
 }
 

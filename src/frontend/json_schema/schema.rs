@@ -309,7 +309,7 @@ impl Parser {
                     if list.is_empty() {
                         return Err(SchemaError::invalid(&at, "must list at least one schema"));
                     }
-                    match exclusive_branches(key, v, &list, &at) {
+                    match exclusive_branches(self, key, v, &list, &at) {
                         Some(exclusive) => spec.any_of.push((exclusive, false)),
                         None => spec.any_of.push((list, key == "oneOf")),
                     }
@@ -403,7 +403,7 @@ impl Parser {
                 "maxProperties" => spec.object.max_properties = Some(non_negative(v, &at)?),
                 "uniqueItems" => match v {
                     Value::Bool(true) => {
-                        self.warn(at, "uniqueItems is not enforced: items may repeat")
+                        self.warn(at, "uniqueItems is not enforced while generating: items may repeat (`structgen check` rejects repeats in complete values)")
                     }
                     Value::Bool(false) => {}
                     other => {
@@ -466,11 +466,11 @@ impl Parser {
     /// warning otherwise.
     fn not(&mut self, v: &Value, path: &str, spec: &mut Spec) -> Result<(), SchemaError> {
         self.parse(v, path)?;
-        match negate(v, path) {
+        match self.negate(v, path) {
             Some(negated) => spec.all_of.push(negated),
             None => self.warn(
                 path.to_string(),
-                "`not` is only enforced for type, required, enum, const, pattern, properties and their anyOf / allOf",
+                "`not` is only enforced for type, required, enum, const, pattern, properties and their anyOf / allOf / oneOf",
             ),
         }
         Ok(())
@@ -485,11 +485,7 @@ impl Parser {
         path: &str,
         spec: &mut Spec,
     ) -> Result<(), SchemaError> {
-        let parsed_cond = self.parse(cond, path)?;
-        let Some(negated) = negate(cond, path) else {
-            self.warn(path.to_string(), "`if` / `then` / `else` are only enforced when `if` tests types, required keys or const / enum properties");
-            return Ok(());
-        };
+        let cond_schema = self.parse(cond, path)?;
         let parent = path.rsplit_once('/').map_or("", |p| p.0).to_string();
         let branch = |me: &mut Self, key: &str| -> Result<Schema, SchemaError> {
             match map.get(key) {
@@ -498,7 +494,6 @@ impl Parser {
             }
         };
         let (then, otherwise) = (branch(self, "then")?, branch(self, "else")?);
-        let cond = parsed_cond;
         let all = |a: Schema, b: Schema| {
             Schema::Spec(Box::new(Spec {
                 path: path.to_string(),
@@ -506,8 +501,24 @@ impl Parser {
                 ..Spec::default()
             }))
         };
-        spec.any_of
-            .push((vec![all(cond, then), all(negated, otherwise)], false));
+        match self.negate(cond, path) {
+            Some(negated) => spec.any_of.push((
+                vec![all(cond_schema, then), all(negated, otherwise)],
+                false,
+            )),
+            // Every valid value satisfies `if` and `then`, or `else`: still a real constraint
+            // (exact when `then` is `false`), only a value matching `if` may take `else`.
+            None if otherwise != Schema::Bool(true) => {
+                self.warn(path.to_string(), "`if` is only negated when it tests types, required keys or const / enum properties: enforced as `anyOf: [allOf: [if, then], else]`, so a value matching `if` may satisfy `else` instead of `then`");
+                spec.any_of
+                    .push((vec![all(cond_schema, then), otherwise], false));
+            }
+            None if then != Schema::Bool(true) => self.warn(
+                path.to_string(),
+                "`if` / `then` without `else` are only enforced when `if` tests types, required keys or const / enum properties",
+            ),
+            None => {}
+        }
         Ok(())
     }
 
@@ -562,6 +573,7 @@ impl Parser {
 /// `oneOf: [A, B, C]` as `anyOf: [A and not B and not C, ...]`, exact when every branch can be
 /// negated ([`negate`]); `None` otherwise (and for `anyOf`).
 fn exclusive_branches(
+    parser: &mut Parser,
     key: &str,
     raw: &Value,
     parsed: &[Schema],
@@ -574,7 +586,7 @@ fn exclusive_branches(
     let negated: Vec<Schema> = items
         .iter()
         .enumerate()
-        .map(|(i, b)| negate(b, &child(path, &i.to_string())))
+        .map(|(i, b)| parser.negate(b, &child(path, &i.to_string())))
         .collect::<Option<_>>()?;
     Some(
         parsed
@@ -612,10 +624,25 @@ fn forbidding(path: &str, names: Vec<String>) -> Schema {
 /// Keywords that never constrain anything.
 const ANNOTATIONS: &[&str] = &["title", "description", "$comment", "examples", "default"];
 
-/// The negation of a schema, for the forms `not` and `if` use in practice: booleans, `type`,
-/// `enum` / `const`, `pattern`, `required`, `properties` (each negated recursively) and `anyOf` /
-/// `allOf` of those (De Morgan). Annotations are ignored. `None` for anything else.
-pub fn negate(v: &Value, path: &str) -> Option<Schema> {
+/// Most `oneOf` branches negated: `not oneOf` needs every pair of branches.
+const MAX_NEGATED_ONE_OF: usize = 4;
+
+impl Parser {
+    /// The negation of a schema, for the forms `not` and `if` use in practice: booleans, `type`,
+    /// `enum` / `const`, `pattern`, `required`, `properties` (each negated recursively), `anyOf` /
+    /// `allOf` of those (De Morgan) and small `oneOf`s of those. Annotations are ignored. `None`
+    /// for anything else (and then no warning of the attempt is kept).
+    pub fn negate(&mut self, v: &Value, path: &str) -> Option<Schema> {
+        let kept = self.warnings.len();
+        let negated = negate(self, v, path);
+        if negated.is_none() {
+            self.warnings.truncate(kept);
+        }
+        negated
+    }
+}
+
+fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
     let map = match v {
         Value::Bool(b) => return Some(Schema::Bool(!b)),
         Value::Object(m) => m,
@@ -669,7 +696,7 @@ pub fn negate(v: &Value, path: &str) -> Option<Schema> {
             }
             "properties" => {
                 for (name, p) in inner.as_object()? {
-                    match negate(p, &child(&child(path, "properties"), name))? {
+                    match negate(parser, p, &child(&child(path, "properties"), name))? {
                         Schema::Bool(false) => {}
                         negated => branches.push(spec_with(&|s| {
                             s.types = Some(Types::OBJECT);
@@ -684,14 +711,42 @@ pub fn negate(v: &Value, path: &str) -> Option<Schema> {
                     .as_array()?
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| negate(x, &child(&child(path, "anyOf"), &i.to_string())))
+                    .map(|(i, x)| negate(parser, x, &child(&child(path, "anyOf"), &i.to_string())))
                     .collect();
                 let parts = parts?;
                 branches.push(spec_with(&|s| s.all_of.clone_from(&parts)));
             }
+            "oneOf" => {
+                // not (exactly one) = none of them, or two of them at once
+                let items = inner.as_array()?;
+                if items.len() > MAX_NEGATED_ONE_OF {
+                    return None;
+                }
+                let at = child(path, "oneOf");
+                let (mut yes, mut no) = (Vec::new(), Vec::new());
+                for (i, x) in items.iter().enumerate() {
+                    let here = child(&at, &i.to_string());
+                    no.push(negate(parser, x, &here)?);
+                    yes.push(parser.parse(x, &here).ok()?);
+                }
+                let mut alternatives = vec![spec_with(&|s| s.all_of.clone_from(&no))];
+                for i in 0..yes.len() {
+                    for j in i + 1..yes.len() {
+                        let pair = vec![yes[i].clone(), yes[j].clone()];
+                        alternatives.push(spec_with(&|s| s.all_of.clone_from(&pair)));
+                    }
+                }
+                branches.push(spec_with(&|s| {
+                    s.any_of = vec![(alternatives.clone(), false)]
+                }));
+            }
             "allOf" => {
                 for (i, x) in inner.as_array()?.iter().enumerate() {
-                    branches.push(negate(x, &child(&child(path, "allOf"), &i.to_string()))?);
+                    branches.push(negate(
+                        parser,
+                        x,
+                        &child(&child(path, "allOf"), &i.to_string()),
+                    )?);
                 }
             }
             _ => return None,

@@ -113,6 +113,13 @@ fn format_regex(format: &str) -> Option<&'static str> {
         "uri-reference" => {
             r"([A-Za-z][A-Za-z0-9+.-]*:)?([A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*"
         }
+        // RFC 6570 (level 4): literals, and expressions `{op? var(:prefix|*)?, ...}`.
+        "uri-template" => concat!(
+            r"([!#$&()*+,./0-9:;=?@A-Z\[\]_a-z~-]|[^\x00-\x7F]|%[0-9A-Fa-f]{2}",
+            r"|\{[+#./;?&=,!@|]?",
+            r"([A-Za-z0-9_]|%[0-9A-Fa-f]{2})(\.?([A-Za-z0-9_]|%[0-9A-Fa-f]{2}))*(:[1-9][0-9]{0,3}|\*)?",
+            r"(,([A-Za-z0-9_]|%[0-9A-Fa-f]{2})(\.?([A-Za-z0-9_]|%[0-9A-Fa-f]{2}))*(:[1-9][0-9]{0,3}|\*)?)*\})*"
+        ),
         _ => return None,
     })
 }

@@ -1,0 +1,390 @@
+//! Checks on complete values for keywords no grammar can express. `uniqueItems` asks that no two
+//! items of an array are equal, which is not context-free: the grammar lets items repeat (and the
+//! converter warns), and this check runs afterwards on the parsed value, in `structgen check` and
+//! wherever a complete value is available.
+//!
+//! In: the raw schema and a JSON value the grammar accepted. Out: the JSON pointer of the first
+//! array that must have unique items but does not, or `None`.
+//!
+//! Invariant: the check is sound — it never rejects a value that satisfies the schema. It only
+//! follows applicators whose instance locations are fixed (`properties`, `patternProperties`,
+//! `additionalProperties`, `items`, `prefixItems`, `additionalItems`, `allOf`, `$ref`); an
+//! `anyOf` / `oneOf` fails only when every branch fails; `if` / `then` / `else`, `not`,
+//! `dependencies` and `contains` are not followed. Unresolvable references and patterns that do not
+//! compile count as satisfied.
+
+use std::cell::Cell;
+
+use serde_json::{Map, Value};
+
+use crate::frontend::regex::is_match;
+use crate::util::Limits;
+
+/// How deep the check follows nested schemas and `$ref`s before it gives up (counting as satisfied).
+const MAX_DEPTH: usize = 256;
+
+/// How many (schema, value) visits one check may make before it gives up (counting as satisfied),
+/// so that `anyOf`s of recursive references cannot make it exponential.
+const MAX_VISITS: usize = 1 << 20;
+
+/// The `uniqueItems` check of one schema.
+#[derive(Debug, Clone)]
+pub struct PostCheck {
+    root: Value,
+    limits: Limits,
+}
+
+impl PostCheck {
+    /// A check for `schema`, or `None` when the schema never asks for unique items.
+    pub fn new(schema: &Value, limits: &Limits) -> Option<PostCheck> {
+        mentions_unique(schema).then(|| PostCheck {
+            root: schema.clone(),
+            limits: limits.clone(),
+        })
+    }
+
+    /// The JSON pointer (in `value`) of the first array whose items must be unique but repeat.
+    pub fn violation(&self, value: &Value) -> Option<String> {
+        let budget = Cell::new(MAX_VISITS);
+        self.walk(
+            &self.root,
+            value,
+            "",
+            &Ctx {
+                depth: 0,
+                budget: &budget,
+            },
+        )
+    }
+
+    fn walk(&self, schema: &Value, value: &Value, at: &str, ctx: &Ctx) -> Option<String> {
+        let Value::Object(s) = schema else {
+            return None;
+        };
+        if ctx.depth > MAX_DEPTH || ctx.budget.get() == 0 {
+            return None;
+        }
+        ctx.budget.set(ctx.budget.get() - 1);
+        let depth = &Ctx {
+            depth: ctx.depth + 1,
+            budget: ctx.budget,
+        };
+        if let Some(target) = s
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| self.resolve(r))
+        {
+            if let Some(found) = self.walk(target, value, at, depth) {
+                return Some(found);
+            }
+        }
+        if s.get("uniqueItems") == Some(&Value::Bool(true)) {
+            if let Value::Array(items) = value {
+                if let Some(j) = first_repeat(items) {
+                    return Some(format!("{at}/{j}"));
+                }
+            }
+        }
+        if let Some(Value::Array(members)) = s.get("allOf") {
+            if let Some(found) = members.iter().find_map(|m| self.walk(m, value, at, depth)) {
+                return Some(found);
+            }
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(branches)) = s.get(key) {
+                // Fails when every branch fails: by a repeat, or by a `type` the value lacks.
+                let mut first = None;
+                let mut every_branch_fails = true;
+                for b in branches.iter().filter(|b| !self.type_excludes(b, value)) {
+                    match self.walk(b, value, at, depth) {
+                        Some(found) => {
+                            first.get_or_insert(found);
+                        }
+                        None => {
+                            every_branch_fails = false;
+                            break;
+                        }
+                    }
+                }
+                if every_branch_fails && first.is_some() {
+                    return first;
+                }
+            }
+        }
+        match value {
+            Value::Object(members) => self.walk_members(s, members, at, depth),
+            Value::Array(items) => self.walk_items(s, items, at, depth),
+            _ => None,
+        }
+    }
+
+    fn walk_members(
+        &self,
+        s: &Map<String, Value>,
+        members: &Map<String, Value>,
+        at: &str,
+        depth: &Ctx,
+    ) -> Option<String> {
+        let properties = s.get("properties").and_then(Value::as_object);
+        let patterns = s.get("patternProperties").and_then(Value::as_object);
+        for (key, v) in members {
+            let here = format!("{at}/{}", key.replace('~', "~0").replace('/', "~1"));
+            let listed = properties.and_then(|p| p.get(key));
+            if let Some(found) = listed.and_then(|p| self.walk(p, v, &here, depth)) {
+                return Some(found);
+            }
+            let mut matched = false;
+            for (pattern, sub) in patterns.into_iter().flatten() {
+                if is_match(pattern, key, &self.limits).unwrap_or(false) {
+                    matched = true;
+                    if let Some(found) = self.walk(sub, v, &here, depth) {
+                        return Some(found);
+                    }
+                }
+            }
+            if listed.is_none() && !matched {
+                if let Some(found) = s
+                    .get("additionalProperties")
+                    .and_then(|a| self.walk(a, v, &here, depth))
+                {
+                    return Some(found);
+                }
+            }
+        }
+        None
+    }
+
+    fn walk_items(
+        &self,
+        s: &Map<String, Value>,
+        items: &[Value],
+        at: &str,
+        depth: &Ctx,
+    ) -> Option<String> {
+        // Draft 2020-12 `prefixItems` + `items`, or draft 4–2019 `items: [...]` + `additionalItems`.
+        let (prefix, rest) = match (s.get("prefixItems"), s.get("items")) {
+            (Some(Value::Array(p)), rest) => (p.as_slice(), rest),
+            (_, Some(Value::Array(p))) => (p.as_slice(), s.get("additionalItems")),
+            (_, rest) => (&[][..], rest),
+        };
+        items.iter().enumerate().find_map(|(i, v)| {
+            let sub = prefix
+                .get(i)
+                .or(if i >= prefix.len() { rest } else { None })?;
+            self.walk(sub, v, &format!("{at}/{i}"), depth)
+        })
+    }
+
+    /// Whether `schema` (following `$ref`s) has a `type` that `value` is not.
+    fn type_excludes(&self, schema: &Value, value: &Value) -> bool {
+        let mut schema = schema;
+        for _ in 0..MAX_DEPTH {
+            if let Some(types) = schema.get("type") {
+                let names: Vec<&str> = match types {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+                    _ => return false,
+                };
+                return !names.iter().any(|t| has_type(value, t));
+            }
+            match schema
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| self.resolve(r))
+            {
+                Some(target) => schema = target,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// The schema a local `$ref` (`#`, `#/json/pointer`) points to.
+    fn resolve(&self, r: &str) -> Option<&Value> {
+        let pointer = r.strip_prefix('#')?;
+        if pointer.is_empty() {
+            return Some(&self.root);
+        }
+        let decoded = percent_decode(pointer)?;
+        self.root.pointer(&decoded)
+    }
+}
+
+/// Where a walk is: nesting depth and the visits left.
+struct Ctx<'b> {
+    depth: usize,
+    budget: &'b Cell<usize>,
+}
+
+/// Whether any schema object inside `schema` has `"uniqueItems": true`.
+fn mentions_unique(schema: &Value) -> bool {
+    match schema {
+        Value::Object(m) => {
+            m.get("uniqueItems") == Some(&Value::Bool(true)) || m.values().any(mentions_unique)
+        }
+        Value::Array(items) => items.iter().any(mentions_unique),
+        _ => false,
+    }
+}
+
+/// Whether `value` is of JSON Schema type `name` (BFCL's aliases included; unknown names match).
+fn has_type(value: &Value, name: &str) -> bool {
+    match (name, value) {
+        ("null", Value::Null)
+        | ("boolean", Value::Bool(_))
+        | ("number" | "float", Value::Number(_))
+        | ("string", Value::String(_))
+        | ("array" | "tuple", Value::Array(_))
+        | ("object" | "dict", Value::Object(_)) => true,
+        ("integer", Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        (
+            "null" | "boolean" | "number" | "float" | "integer" | "string" | "array" | "tuple"
+            | "object" | "dict",
+            _,
+        ) => false,
+        _ => true,
+    }
+}
+
+/// Index of the first item equal (in JSON's sense) to an earlier one.
+fn first_repeat(items: &[Value]) -> Option<usize> {
+    (1..items.len()).find(|&j| {
+        items[..j]
+            .iter()
+            .any(|earlier| json_equal(earlier, &items[j]))
+    })
+}
+
+/// JSON equality: numbers by value (`1` equals `1.0`), objects regardless of member order.
+pub fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+                (Some(i), Some(j), _, _) => i == j,
+                (_, _, Some(i), Some(j)) => i == j,
+                _ => x.as_f64() == y.as_f64(),
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| json_equal(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Decodes `%XX` escapes in a `$ref` fragment; `None` when an escape is malformed.
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(schema: Value, value: Value) -> Option<String> {
+        PostCheck::new(&schema, &Limits::default())
+            .expect("schema mentions uniqueItems")
+            .violation(&value)
+    }
+
+    #[test]
+    fn finds_repeats_through_properties_refs_and_items() {
+        let schema = json!({
+            "properties": {"tags": {"$ref": "#/$defs/set"}, "nested": {"items": {"$ref": "#/$defs/set"}}},
+            "$defs": {"set": {"type": "array", "uniqueItems": true}}
+        });
+        assert_eq!(
+            check(schema.clone(), json!({"tags": ["a", "b", "a"]})),
+            Some("/tags/2".into())
+        );
+        assert_eq!(
+            check(schema.clone(), json!({"nested": [[1], [1, 1.0]]})),
+            Some("/nested/1/1".into())
+        );
+        assert_eq!(
+            check(
+                schema.clone(),
+                json!({"tags": [{"a": 1, "b": 2}, {"b": 2, "a": 1}]})
+            ),
+            Some("/tags/1".into())
+        );
+        assert_eq!(
+            check(
+                schema,
+                json!({"tags": ["a", "b"], "nested": [[1, 2], [1, 2]]})
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn any_of_fails_only_when_every_branch_fails() {
+        let schema = json!({"anyOf": [
+            {"type": "array", "uniqueItems": true},
+            {"type": "array", "items": {"type": "integer"}}
+        ]});
+        assert_eq!(check(schema.clone(), json!([1, 1])), None);
+        let both = json!({"oneOf": [{"uniqueItems": true}, {"items": {"uniqueItems": true}}]});
+        assert_eq!(
+            check(both.clone(), json!([[1, 1], [1, 1]])),
+            Some("/1".into())
+        );
+        assert_eq!(check(both, json!([[1, 2], [1, 1]])), None);
+        let typed = json!({"anyOf": [{"type": "string"}, {"$ref": "#/$defs/set"}],
+            "$defs": {"set": {"type": "array", "uniqueItems": true}}});
+        assert_eq!(check(typed.clone(), json!(["a", "a"])), Some("/1".into()));
+        assert_eq!(check(typed, json!("a")), None);
+        let any_type = json!({"anyOf": [{"type": ["array", "dict"]}, {"uniqueItems": true}]});
+        assert_eq!(check(any_type, json!([1, 1])), None);
+    }
+
+    #[test]
+    fn pattern_and_additional_properties_and_tuples() {
+        let schema = json!({
+            "properties": {"plain": {}},
+            "patternProperties": {"^u_": {"uniqueItems": true}},
+            "additionalProperties": {"items": [{"uniqueItems": true}], "additionalItems": {"uniqueItems": true}}
+        });
+        assert_eq!(check(schema.clone(), json!({"plain": [1, 1]})), None);
+        assert_eq!(
+            check(schema.clone(), json!({"u_x": [true, true]})),
+            Some("/u_x/1".into())
+        );
+        assert_eq!(
+            check(schema.clone(), json!({"other": [[null, null]]})),
+            Some("/other/0/1".into())
+        );
+        assert_eq!(
+            check(schema, json!({"other": [[1, 2], ["x", "x"]]})),
+            Some("/other/1/1".into())
+        );
+    }
+
+    #[test]
+    fn conditional_keywords_are_not_followed() {
+        let schema = json!({"if": {"type": "array"}, "then": {"uniqueItems": true}, "not": {"uniqueItems": true}});
+        assert_eq!(check(schema, json!([1, 1])), None);
+        assert!(PostCheck::new(&json!({"uniqueItems": false}), &Limits::default()).is_none());
+    }
+}
