@@ -92,6 +92,22 @@ pub enum CliError {
         /// What is wrong, with its JSON path.
         error: crate::frontend::json_schema::SchemaError,
     },
+    /// A structural tag that cannot be converted.
+    #[error("{path}: {error}")]
+    Tag {
+        /// The structural tag (or tool list) file.
+        path: PathBuf,
+        /// What is wrong, with its JSON path.
+        error: crate::frontend::structural_tag::TagError,
+    },
+    /// A tool list that cannot be turned into a structural tag.
+    #[error("{path}: {error}")]
+    Tools {
+        /// The tool list file.
+        path: PathBuf,
+        /// What is wrong, with its JSON path.
+        error: crate::frontend::tools::ToolsError,
+    },
     /// A regex that cannot be converted.
     #[error(transparent)]
     Regex(#[from] crate::frontend::regex::RegexError),

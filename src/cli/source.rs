@@ -1,6 +1,7 @@
-//! Where a grammar comes from on the command line (`--ebnf`, `--json-schema`, `--regex`, with the
-//! JSON Schema options), shared by every subcommand that takes one. Schema warnings are printed to
-//! stderr as `warning: FILE: /json/path: message`.
+//! Where a grammar comes from on the command line (`--ebnf`, `--json-schema`, `--regex`,
+//! `--structural-tag`, or `--tools` with a `--style`, with the JSON Schema options), shared by every
+//! subcommand that takes one. Schema warnings are printed to stderr as
+//! `warning: FILE: /json/path: message`.
 
 use std::path::{Path, PathBuf};
 
@@ -10,12 +11,17 @@ use super::{read_text, CliError};
 use crate::frontend::json_schema::post_check::PostCheck;
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use crate::frontend::regex::regex_grammar;
+use crate::frontend::structural_tag::structural_tag_grammar;
+use crate::frontend::tools::{
+    parse_tools, style, tools_structural_tag, ToolChoice, ToolOptions, STYLES,
+};
 use crate::grammar::{ebnf, Grammar};
 use crate::util::Limits;
+use crate::vocab::Vocab;
 
 /// Grammar source arguments.
 #[derive(Debug, Clone, Args)]
-#[command(group(ArgGroup::new("source").required(true).args(["ebnf", "json_schema", "regex"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["ebnf", "json_schema", "regex", "structural_tag", "tools"])))]
 pub struct GrammarArgs {
     /// EBNF grammar file (xgrammar dialect).
     #[arg(long, value_name = "FILE")]
@@ -26,6 +32,29 @@ pub struct GrammarArgs {
     /// Regular expression the whole output must match (ECMA-262 meaning of \d \w \s and `.`).
     #[arg(long, value_name = "PATTERN", allow_hyphen_values = true)]
     pub regex: Option<String>,
+    /// Structural tag JSON file (xgrammar's format, `{"type": "structural_tag", "format": ...}`).
+    #[arg(long, value_name = "FILE")]
+    pub structural_tag: Option<PathBuf>,
+    /// OpenAI `tools` JSON array; the calls are written in `--style`.
+    #[arg(long, value_name = "FILE", requires = "style")]
+    pub tools: Option<PathBuf>,
+    /// Tool-call style: llama, llama_json, qwen, hermes, qwen_coder, harmony, deepseek, mistral.
+    #[arg(long, value_name = "STYLE", requires = "tools")]
+    pub style: Option<String>,
+    /// auto, required, none, or a tool name (with --tools).
+    #[arg(
+        long,
+        value_name = "CHOICE",
+        default_value = "auto",
+        requires = "tools"
+    )]
+    pub tool_choice: String,
+    /// At most one call (with --tools).
+    #[arg(long, requires = "tools")]
+    pub no_parallel_calls: bool,
+    /// A reasoning block first (`on`), or none / forced empty (`off`); default: the style's.
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"], requires = "tools")]
+    pub reasoning: Option<String>,
     /// Name of the root rule (with --ebnf).
     #[arg(long, default_value = "root", value_name = "NAME")]
     pub root: String,
@@ -109,14 +138,74 @@ pub struct LoadedGrammar {
     pub grammar: Grammar,
     /// For JSON Schemas with `uniqueItems`: the check a complete value must also pass.
     pub post_check: Option<PostCheck>,
+    /// The structural tag built from `--tools` (to show it).
+    pub structural_tag: Option<serde_json::Value>,
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, CliError> {
+    let text = read_text(path)?;
+    serde_json::from_str(&text).map_err(|e| CliError::Json {
+        path: path.to_path_buf(),
+        line: e.line(),
+        col: e.column(),
+        message: e.to_string(),
+    })
 }
 
 impl GrammarArgs {
-    /// Reads and converts the grammar, printing schema warnings to stderr.
-    pub fn load(&self, limits: &Limits) -> Result<LoadedGrammar, CliError> {
+    /// The structural tag of `--structural-tag` or `--tools`, if either is given.
+    fn structural_tag(&self) -> Result<Option<serde_json::Value>, CliError> {
+        if let Some(path) = &self.structural_tag {
+            return read_json(path).map(Some);
+        }
+        let (Some(path), Some(style_name)) = (&self.tools, &self.style) else {
+            return Ok(None);
+        };
+        let spec = style(style_name).ok_or_else(|| {
+            let names: Vec<&str> = STYLES.iter().map(|s| s.name).collect();
+            CliError::Usage(format!(
+                "unknown --style {style_name:?} (known: {})",
+                names.join(", ")
+            ))
+        })?;
+        let tools_error = |error| CliError::Tools {
+            path: path.clone(),
+            error,
+        };
+        let tools = parse_tools(&read_json(path)?).map_err(tools_error)?;
+        let options = ToolOptions {
+            tool_choice: ToolChoice::parse(&self.tool_choice),
+            parallel_tool_calls: !self.no_parallel_calls,
+            reasoning: self.reasoning.as_deref().map(|r| r == "on"),
+        };
+        tools_structural_tag(&tools, spec, &options)
+            .map(Some)
+            .map_err(tools_error)
+    }
+
+    /// Reads and converts the grammar, printing schema warnings to stderr. `vocab` (when known)
+    /// turns special-token texts in structural tags into whole-token terminals.
+    pub fn load(&self, limits: &Limits, vocab: Option<&Vocab>) -> Result<LoadedGrammar, CliError> {
+        if let Some(tag) = self.structural_tag()? {
+            let path = self.path().to_path_buf();
+            let out = structural_tag_grammar(&tag, vocab, &self.schema.options(), limits).map_err(
+                |error| CliError::Tag {
+                    path: path.clone(),
+                    error,
+                },
+            )?;
+            for w in &out.warnings {
+                eprintln!("warning: {}: {w}", path.display());
+            }
+            return Ok(LoadedGrammar {
+                grammar: out.grammar,
+                post_check: None,
+                structural_tag: self.tools.is_some().then_some(tag),
+            });
+        }
         if self.json_schema.is_none() && self.schema.any_given() {
             return Err(CliError::Usage(
-                "JSON Schema options (--no-any-whitespace, --indent, ...) need --json-schema"
+                "JSON Schema options (--no-any-whitespace, --indent, ...) need --json-schema, --structural-tag or --tools"
                     .into(),
             ));
         }
@@ -130,6 +219,7 @@ impl GrammarArgs {
             return Ok(LoadedGrammar {
                 grammar,
                 post_check: None,
+                structural_tag: None,
             });
         }
         if let Some(path) = &self.json_schema {
@@ -154,6 +244,7 @@ impl GrammarArgs {
             return Ok(LoadedGrammar {
                 grammar: out.grammar,
                 post_check: out.post_check,
+                structural_tag: None,
             });
         }
         let pattern = self.regex.as_deref().unwrap_or_default();
@@ -161,6 +252,7 @@ impl GrammarArgs {
         Ok(LoadedGrammar {
             grammar,
             post_check: None,
+            structural_tag: None,
         })
     }
 
@@ -169,6 +261,8 @@ impl GrammarArgs {
         self.ebnf
             .as_deref()
             .or(self.json_schema.as_deref())
+            .or(self.structural_tag.as_deref())
+            .or(self.tools.as_deref())
             .unwrap_or(Path::new("--regex"))
     }
 }

@@ -54,11 +54,11 @@ struct TraceConfig {
 
 fn resolve(cmd: TraceCmd) -> Result<TraceConfig, CliError> {
     let limits = Limits::default();
-    let grammar = cmd.source.load(&limits)?.grammar;
     let loaded = vocab::load(&cmd.tokenizer)?;
     for w in &loaded.warnings {
         eprintln!("warning: {}: {w}", cmd.tokenizer.display());
     }
+    let grammar = cmd.source.load(&limits, Some(&loaded.vocab))?.grammar;
     let mut vocab = loaded.vocab;
     if !cmd.stop_tokens.is_empty() {
         vocab = vocab.with_stop_tokens(&cmd.stop_tokens)?;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
 use super::mask;
+use crate::util::marker::{token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::{TokenBitmask, TokenId};
 use crate::vocab::TokenKind;
 
@@ -143,23 +144,34 @@ impl GrammarMatcher {
         if self.is_terminated() {
             return false;
         }
+        let g = &self.grammar;
+        let vocab = g.vocab();
+        // A whole-token terminal takes the token by id first.
+        let by_id = vocab.kind(token) != TokenKind::Padding
+            && token.0 < MARKED_ID_LIMIT
+            && scan(
+                g,
+                &mut self.parser,
+                &mut self.history,
+                &token_marker(token.0),
+            );
+        if by_id {
+            return true;
+        }
         if self.stop_tokens.binary_search(&token).is_ok() {
-            if self.parser.can_complete(&self.grammar) {
+            if self.parser.can_complete(g) {
                 self.history.push(Step::Stop);
                 return true;
             }
             return false;
         }
-        let vocab = self.grammar.vocab();
-        if vocab.kind(token) != TokenKind::Normal {
-            return false;
-        }
-        scan(
-            &self.grammar,
-            &mut self.parser,
-            &mut self.history,
-            vocab.token_bytes(token),
-        )
+        vocab.is_text(token)
+            && scan(
+                g,
+                &mut self.parser,
+                &mut self.history,
+                vocab.token_bytes(token),
+            )
     }
 
     /// Accepts raw text as one step (not necessarily token-aligned). Empty text is refused.
@@ -173,21 +185,22 @@ impl GrammarMatcher {
     }
 
     /// Writes the allowed-token mask for the next token into `mask` (which should be sized for the
-    /// grammar's vocabulary). Special and padding tokens are never allowed; stop tokens (even ones
-    /// that are also text) are allowed exactly when the input so far is complete; nothing is allowed
-    /// once terminated.
+    /// grammar's vocabulary). A token is allowed as text, or by id where a whole-token terminal
+    /// takes it (the only way a special token is ever allowed); stop tokens are allowed by id or
+    /// when the input so far is complete (never as text); padding never; nothing once terminated.
     pub fn fill_next_token_bitmask(&mut self, mask: &mut TokenBitmask) {
         mask.clear();
         if self.is_terminated() {
             return;
         }
         mask::fill_text_tokens(&self.grammar, &mut self.parser, mask);
-        let complete = self.parser.can_complete(&self.grammar);
         for &t in &self.stop_tokens {
-            if complete {
+            mask.unset(t);
+        }
+        mask::fill_marked_tokens(&self.grammar, &mut self.parser, mask);
+        if self.parser.can_complete(&self.grammar) {
+            for &t in &self.stop_tokens {
                 mask.set(t);
-            } else {
-                mask.unset(t);
             }
         }
     }
@@ -241,7 +254,7 @@ impl GrammarMatcher {
                 .map(|(i, w)| (i, *w))
                 .unwrap_or((0, 0));
             let byte = (word as u32 * 64 + w.trailing_zeros()) as u8;
-            if !self.parser.push_byte(&self.grammar, byte) {
+            if byte == MARKER_BYTE || !self.parser.push_byte(&self.grammar, byte) {
                 break;
             }
             out.push(byte);

@@ -2,6 +2,10 @@
 //!
 //! - [`regex`]: regex patterns (via `regex-syntax`), with ECMA-262 meaning for `\d \w \s .`.
 //! - [`json_schema`]: JSON Schema → typed `Schema` → grammar.
+//! - [`structural_tag`]: xgrammar's structural-tag JSON → typed `Format` → grammar (TagDispatch).
+//! - [`tools`]: an OpenAI tool list + a model's call style → structural tag.
 
 pub mod json_schema;
 pub mod regex;
+pub mod structural_tag;
+pub mod tools;

@@ -87,6 +87,25 @@ impl GrammarBuilder {
         Ok(id)
     }
 
+    /// Copies every rule of `g` in under fresh names prefixed by `prefix`, and returns the id of
+    /// its root (so structural tags can embed EBNF grammars).
+    pub fn import(&mut self, g: &Grammar, prefix: &str) -> Result<RuleId, GrammarError> {
+        let mut ids = Vec::with_capacity(g.rules().len());
+        for rule in g.rules() {
+            let name = self.fresh_name(&format!("{prefix}_{}", rule.name));
+            ids.push(self.declare(&name)?);
+        }
+        for (rule, &id) in g.rules().iter().zip(&ids) {
+            let rename = |e: &Expr| {
+                let mut e = e.clone();
+                e.map_refs(&mut |r| Expr::Ref(ids[r.index()]));
+                e
+            };
+            self.define(id, rename(&rule.body), rule.lookahead.as_ref().map(rename))?;
+        }
+        Ok(ids[g.root().index()])
+    }
+
     /// Finishes the grammar with root `root_name`.
     pub fn build(self, root_name: &str) -> Result<Grammar, GrammarError> {
         let root = *self

@@ -6,8 +6,14 @@
 //! alts       ::= seq ("|" seq)*
 //! seq        ::= postfix+
 //! postfix    ::= primary ("*" | "+" | "?" | "{" N "}" | "{" N? "," N? "}")*
-//! primary    ::= STRING | CLASS | NAME | "(" alts ")"
+//! primary    ::= STRING | CLASS | TOKENS | NAME | "(" alts ")" | dispatch
+//! TOKENS     ::= "<[" "^"? ID ("," ID)* "]>"      # whole tokens by id
+//! dispatch   ::= "TagDispatch(" ("(" pattern "," NAME ")" ",")* (KEY "=" value ",")* ")"
+//! pattern    ::= (STRING | "<[" ID "]>")+
 //! ```
+//!
+//! TagDispatch's keys are `stop_eos` and `loop_after_dispatch` (`true` / `false`, default true) and
+//! `stop_str` and `excludes` (parenthesized lists of patterns, default empty).
 //!
 //! Strings are double-quoted with escapes `\n \r \t \" \' \\ \xHH \uXXXX \UXXXXXXXX` (all name code
 //! points, not bytes) and raw UTF-8. Classes `[...]` hold code points and ranges, with `^` negation;
@@ -17,8 +23,12 @@
 
 use std::collections::HashMap;
 
-use super::{CharClass, EbnfError, EbnfErrorKind, Expr, Grammar, GrammarBuilder, MAX_CODE_POINT};
-use crate::util::{Limits, RuleId};
+use super::dispatch::text_pattern;
+use super::{
+    CharClass, EbnfError, EbnfErrorKind, Expr, Grammar, GrammarBuilder, Pattern, Symbol,
+    TagDispatch, TokenSet, MAX_CODE_POINT,
+};
+use crate::util::{Limits, RuleId, TokenId};
 
 /// Parses `src` with root rule `root`.
 pub fn parse(src: &str, root: &str, limits: &Limits) -> Result<Grammar, EbnfError> {
@@ -39,7 +49,9 @@ enum Tok {
     Name(String),
     Str(String),
     Class(CharClass),
+    Tokens(TokenSet),
     Int(u64),
+    Eq,
     LParen,
     LookParen,
     RParen,
@@ -62,6 +74,8 @@ impl Tok {
             Tok::Name(n) => format!("name `{n}`"),
             Tok::Str(_) => "string literal".into(),
             Tok::Class(_) => "character class".into(),
+            Tok::Tokens(_) => "token set `<[...]>`".into(),
+            Tok::Eq => "`=`".into(),
             Tok::Int(n) => format!("number {n}"),
             Tok::LParen => "`(`".into(),
             Tok::LookParen => "`(=`".into(),
@@ -195,6 +209,8 @@ impl<'a> Lexer<'a> {
             }
             '"' => Tok::Str(self.string(line, col)?),
             '[' => Tok::Class(self.class(line, col)?),
+            '<' => Tok::Tokens(self.token_set(line, col)?),
+            '=' => Tok::Eq,
             c if c.is_ascii_digit() => {
                 let mut n = u64::from(c as u8 - b'0');
                 while let Some(d) = self.chars.peek().and_then(|c| c.to_digit(10)) {
@@ -218,6 +234,47 @@ impl<'a> Lexer<'a> {
             other => return Err(self.err(line, col, EbnfErrorKind::BadChar(other))),
         };
         Ok(Spanned { tok, line, col })
+    }
+
+    /// Reads `[1, 2]>` or `[^1, 2]>` after the `<`.
+    fn token_set(&mut self, line: usize, col: usize) -> Result<TokenSet, EbnfError> {
+        let bad =
+            |me: &Self, what: &str| me.err(line, col, EbnfErrorKind::BadTokenSet(what.into()));
+        if self.bump() != Some('[') {
+            return Err(bad(self, "expected `<[` (a token set such as `<[12]>`)"));
+        }
+        let negated = self.chars.peek() == Some(&'^');
+        if negated {
+            self.bump();
+        }
+        let mut ids = Vec::new();
+        let mut digits = String::new();
+        loop {
+            match self.bump() {
+                Some(c) if c.is_ascii_digit() => digits.push(c),
+                Some(c) if c == ',' || c == ']' || c.is_whitespace() => {
+                    if !digits.is_empty() {
+                        let id: u32 = digits
+                            .parse()
+                            .map_err(|_| bad(self, &format!("token id {digits} is too large")))?;
+                        ids.push(id);
+                        digits.clear();
+                    }
+                    if c == ']' {
+                        break;
+                    }
+                }
+                Some(c) => return Err(bad(self, &format!("unexpected {c:?} in the id list"))),
+                None => return Err(bad(self, "unterminated (expected `]>`)")),
+            }
+        }
+        if self.bump() != Some('>') {
+            return Err(bad(self, "expected `>` after `]`"));
+        }
+        if ids.is_empty() && !negated {
+            return Err(bad(self, "no token ids"));
+        }
+        Ok(TokenSet::new(negated, ids))
     }
 
     /// Reads the body of a string literal after its opening quote.
@@ -340,6 +397,10 @@ struct Parser<'l> {
 impl Parser<'_> {
     fn peek(&self) -> &Spanned {
         &self.tokens[self.pos.min(self.tokens.len() - 1)]
+    }
+
+    fn peek_tok(&self) -> &Tok {
+        &self.peek().tok
     }
 
     fn peek2(&self) -> &Tok {
@@ -485,7 +546,7 @@ impl Parser<'_> {
 
     fn starts_primary(&self) -> bool {
         match self.peek().tok {
-            Tok::Str(_) | Tok::Class(_) | Tok::LParen => true,
+            Tok::Str(_) | Tok::Class(_) | Tok::Tokens(_) | Tok::LParen => true,
             Tok::Name(_) => !self.at_rule_start(),
             _ => false,
         }
@@ -594,6 +655,10 @@ impl Parser<'_> {
             Tok::Str(s) if s.is_empty() => Ok(Expr::Empty),
             Tok::Str(s) => Ok(Expr::Literal(s)),
             Tok::Class(c) => Ok(Expr::Class(c)),
+            Tok::Tokens(set) => Ok(Expr::Tokens(set)),
+            Tok::Name(ref name) if name == "TagDispatch" && *self.peek_tok() == Tok::LParen => {
+                self.dispatch(&t)
+            }
             Tok::Name(name) => {
                 let id = self.builder.declare(&name).map_err(|e| EbnfError {
                     line: t.line,
@@ -618,6 +683,112 @@ impl Parser<'_> {
                 Ok(e)
             }
             _ => Err(self.unexpected("an expression (string, class, rule name or group)")),
+        }
+    }
+
+    /// `TagDispatch(("tag", rule), ..., stop_eos=true, stop_str=(...), loop_after_dispatch=true,
+    /// excludes=(...))` after the name; defaults as in xgrammar (true, none, true, none).
+    fn dispatch(&mut self, head: &Spanned) -> Result<Expr, EbnfError> {
+        let bad = |what: String| EbnfError {
+            line: head.line,
+            col: head.col,
+            kind: EbnfErrorKind::BadDispatch(what),
+        };
+        self.expect(Tok::LParen, "`(` after TagDispatch")?;
+        let mut d = TagDispatch {
+            tags: Vec::new(),
+            stop_eos: true,
+            stop_str: Vec::new(),
+            loop_after_dispatch: true,
+            excludes: Vec::new(),
+        };
+        while self.peek().tok != Tok::RParen {
+            if self.peek().tok == Tok::LParen {
+                self.next();
+                let tag = self.pattern()?;
+                if tag.is_empty() {
+                    return Err(bad("a tag is empty".into()));
+                }
+                self.expect(Tok::Comma, "`,` between a tag and its rule")?;
+                let t = self.next();
+                let Tok::Name(name) = &t.tok else {
+                    self.pos -= 1;
+                    return Err(self.unexpected("the rule a tag dispatches to"));
+                };
+                let id = self.builder.declare(name).map_err(|e| EbnfError {
+                    line: t.line,
+                    col: t.col,
+                    kind: EbnfErrorKind::Grammar(e),
+                })?;
+                self.first_ref.entry(id).or_insert((t.line, t.col));
+                self.expect(Tok::RParen, "`)` closing the (tag, rule) pair")?;
+                d.tags.push((tag, id));
+            } else {
+                let t = self.next();
+                let Tok::Name(key) = t.tok else {
+                    self.pos -= 1;
+                    return Err(self.unexpected("a (tag, rule) pair or a `name=` argument"));
+                };
+                self.expect(Tok::Eq, "`=` after the argument name")?;
+                match key.as_str() {
+                    "stop_eos" => d.stop_eos = self.boolean()?,
+                    "loop_after_dispatch" => d.loop_after_dispatch = self.boolean()?,
+                    "stop_str" => d.stop_str = self.pattern_list()?,
+                    "excludes" => d.excludes = self.pattern_list()?,
+                    other => return Err(bad(format!("unknown argument `{other}` (expected stop_eos, stop_str, loop_after_dispatch or excludes)"))),
+                }
+            }
+            if self.peek().tok == Tok::Comma {
+                self.next();
+            } else {
+                break;
+            }
+        }
+        self.expect(Tok::RParen, "`)` closing TagDispatch")?;
+        Ok(Expr::Dispatch(Box::new(d)))
+    }
+
+    fn boolean(&mut self) -> Result<bool, EbnfError> {
+        match &self.peek().tok {
+            Tok::Name(n) if n == "true" || n == "false" => {
+                let v = n == "true";
+                self.next();
+                Ok(v)
+            }
+            _ => Err(self.unexpected("`true` or `false`")),
+        }
+    }
+
+    /// `("a", "b" <[5]>, ...)`
+    fn pattern_list(&mut self) -> Result<Vec<Pattern>, EbnfError> {
+        self.expect(Tok::LParen, "`(` opening a list of strings")?;
+        let mut out = Vec::new();
+        while self.peek().tok != Tok::RParen {
+            out.push(self.pattern()?);
+            if self.peek().tok != Tok::Comma {
+                break;
+            }
+            self.next();
+        }
+        self.expect(Tok::RParen, "`)` closing the list of strings")?;
+        Ok(out)
+    }
+
+    /// Strings and single tokens, concatenated: `"<" <[12]> "x"`.
+    fn pattern(&mut self) -> Result<Pattern, EbnfError> {
+        let mut p = Vec::new();
+        let mut any = false;
+        loop {
+            match &self.peek().tok {
+                Tok::Str(s) => p.extend(text_pattern(s)),
+                Tok::Tokens(set) if !set.negated && set.ids.len() == 1 => {
+                    p.push(Symbol::Token(TokenId(set.ids[0])))
+                }
+                _ if any => return Ok(p),
+                _ => return Err(self.unexpected("a string or a single token `<[id]>`")),
+            }
+            any = true;
+            self.next();
         }
     }
 }

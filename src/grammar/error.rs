@@ -50,6 +50,12 @@ pub enum EbnfErrorKind {
         /// The configured limit.
         limit: u32,
     },
+    /// A malformed `<[...]>` token set.
+    #[error("invalid token set: {0}")]
+    BadTokenSet(String),
+    /// A malformed `TagDispatch(...)` argument.
+    #[error("invalid TagDispatch: {0}")]
+    BadDispatch(String),
     /// A reference to a rule that is never defined.
     #[error("rule `{0}` is referenced but never defined")]
     UndefinedRule(String),

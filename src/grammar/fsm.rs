@@ -19,7 +19,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use regex_syntax::utf8::Utf8Sequences;
 
-use super::{Expr, GrammarError};
+use super::dispatch::{DispatchAutomaton, Output};
+use super::{CharClass, Expr, GrammarError, TagDispatch, TokenSet};
+use crate::util::marker::{id_range_sequences, token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::{RuleId, StateId};
 
 /// One state of a rule's DFA.
@@ -54,6 +56,10 @@ struct Nfa {
     refs: Vec<Vec<(RuleId, u32)>>,
     limit: usize,
 }
+
+/// The state after the first byte of a multi-byte character, keyed by the remaining byte ranges and
+/// the target state, shared by every dispatch state with that edge.
+type SharedTails = HashMap<(Vec<(u8, u8)>, u32), u32>;
 
 /// The NFA outgrew its limit.
 struct TooLarge;
@@ -107,6 +113,8 @@ impl Nfa {
                     }
                 }
             }
+            Expr::Tokens(set) => self.build_tokens(set, from, to)?,
+            Expr::Dispatch(d) => self.build_dispatch(d, from, to)?,
             Expr::Ref(r) => self.refs[from as usize].push((*r, to)),
             Expr::Seq(items) => {
                 let mut cur = from;
@@ -152,6 +160,107 @@ impl Nfa {
                         }
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Marker paths (`0xFF` + three id bytes) for the ids of `set`.
+    fn build_tokens(&mut self, set: &TokenSet, from: u32, to: u32) -> Result<(), TooLarge> {
+        let mut ranges = Vec::new();
+        if set.negated {
+            let mut next = 0u32;
+            for &id in set.ids.iter().filter(|&&id| id < MARKED_ID_LIMIT) {
+                if id > next {
+                    ranges.push((next, id - 1));
+                }
+                next = id + 1;
+            }
+            if next < MARKED_ID_LIMIT {
+                ranges.push((next, MARKED_ID_LIMIT - 1));
+            }
+        } else {
+            ranges.extend(
+                set.ids
+                    .iter()
+                    .filter(|&&id| id < MARKED_ID_LIMIT)
+                    .map(|&id| (id, id)),
+            );
+        }
+        for (lo, hi) in ranges {
+            for seq in id_range_sequences(lo, hi) {
+                let mut chain = vec![(MARKER_BYTE, MARKER_BYTE)];
+                chain.extend_from_slice(&seq);
+                self.byte_chain(&chain, from, to)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The Aho-Corasick automaton of a TagDispatch: one NFA state per automaton state; a completed
+    /// tag is a reference edge to its rule, back to the root (or out, without looping). The byte
+    /// chains after the first byte of a multi-byte character are shared by every state, so the
+    /// automaton stays linear in the patterns' length.
+    fn build_dispatch(&mut self, d: &TagDispatch, from: u32, to: u32) -> Result<(), TooLarge> {
+        let automaton = DispatchAutomaton::build(d);
+        let states = (0..automaton.nodes.len())
+            .map(|_| self.add())
+            .collect::<Result<Vec<u32>, TooLarge>>()?;
+        self.eps[from as usize].push(states[0]);
+        let mut tails = SharedTails::new();
+        for (node, &state) in automaton.nodes.iter().zip(&states) {
+            match node.output {
+                Output::Tag(i) => {
+                    let back = if d.loop_after_dispatch { states[0] } else { to };
+                    self.refs[state as usize].push((d.tags[i].1, back));
+                }
+                Output::Stop => self.eps[state as usize].push(to),
+                Output::Text => {
+                    if d.stop_eos {
+                        self.eps[state as usize].push(to);
+                    }
+                    for (class, target) in &node.chars {
+                        self.shared_class_edges(class, state, states[*target], &mut tails)?;
+                    }
+                    for (token, target) in &node.tokens {
+                        let chain: Vec<(u8, u8)> =
+                            token_marker(token.0).iter().map(|&b| (b, b)).collect();
+                        self.byte_chain(&chain, state, states[*target])?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn shared_class_edges(
+        &mut self,
+        class: &CharClass,
+        from: u32,
+        to: u32,
+        tails: &mut SharedTails,
+    ) -> Result<(), TooLarge> {
+        for (lo, hi) in class.matched_ranges() {
+            let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
+                continue;
+            };
+            for seq in Utf8Sequences::new(lo, hi) {
+                let ranges: Vec<(u8, u8)> =
+                    seq.as_slice().iter().map(|r| (r.start, r.end)).collect();
+                let Some((&(first_lo, first_hi), rest)) = ranges.split_first() else {
+                    continue;
+                };
+                let next = if rest.is_empty() {
+                    to
+                } else if let Some(&mid) = tails.get(&(rest.to_vec(), to)) {
+                    mid
+                } else {
+                    let mid = self.add()?;
+                    self.byte_chain(rest, mid, to)?;
+                    tails.insert((rest.to_vec(), to), mid);
+                    mid
+                };
+                self.bytes[from as usize].push((first_lo, first_hi, next));
             }
         }
         Ok(())

@@ -12,6 +12,7 @@
 
 pub mod algebra;
 pub mod builder;
+pub mod dispatch;
 pub mod ebnf;
 pub mod error;
 pub mod fsm;
@@ -19,6 +20,7 @@ pub mod passes;
 pub mod print;
 
 pub use builder::GrammarBuilder;
+pub use dispatch::{Pattern, Symbol, TagDispatch, TokenSet};
 pub use error::{EbnfError, EbnfErrorKind, GrammarError};
 
 use crate::util::RuleId;
@@ -117,26 +119,39 @@ pub enum Expr {
         /// Most repetitions, or unbounded.
         max: Option<u32>,
     },
+    /// One whole token by id (see [`crate::util::marker`]).
+    Tokens(TokenSet),
+    /// Tag-triggered switching between free text and per-tag rules.
+    Dispatch(Box<TagDispatch>),
 }
 
 impl Expr {
     /// Calls `f` on every rule this expression references, in order of appearance.
     pub fn for_each_ref(&self, f: &mut impl FnMut(RuleId)) {
         match self {
-            Expr::Empty | Expr::Literal(_) | Expr::Class(_) => {}
+            Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) => {}
             Expr::Ref(r) => f(*r),
             Expr::Seq(items) | Expr::Alt(items) => items.iter().for_each(|e| e.for_each_ref(f)),
             Expr::Repeat { body, .. } => body.for_each_ref(f),
+            Expr::Dispatch(d) => d.tags.iter().for_each(|(_, r)| f(*r)),
         }
     }
 
-    /// Rewrites every rule reference with `f`.
+    /// Rewrites every rule reference with `f`. A TagDispatch's tag rules stay rules: there only a
+    /// result that is itself a reference (renumbering) is taken.
     pub fn map_refs(&mut self, f: &mut impl FnMut(RuleId) -> Expr) {
         match self {
-            Expr::Empty | Expr::Literal(_) | Expr::Class(_) => {}
+            Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) => {}
             Expr::Ref(r) => *self = f(*r),
             Expr::Seq(items) | Expr::Alt(items) => items.iter_mut().for_each(|e| e.map_refs(f)),
             Expr::Repeat { body, .. } => body.map_refs(f),
+            Expr::Dispatch(d) => {
+                for (_, rule) in &mut d.tags {
+                    if let Expr::Ref(new) = f(*rule) {
+                        *rule = new;
+                    }
+                }
+            }
         }
     }
 }

@@ -238,6 +238,8 @@ fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
         Expr::Seq(items) => items.iter().all(|i| expr_nullable(i, null)),
         Expr::Alt(items) => items.iter().any(|i| expr_nullable(i, null)),
         Expr::Repeat { body, min, .. } => *min == 0 || expr_nullable(body, null),
+        Expr::Tokens(_) => false,
+        Expr::Dispatch(d) => d.nullable(),
     }
 }
 

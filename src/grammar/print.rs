@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::{CharClass, Expr, Grammar};
+use super::{CharClass, Expr, Grammar, Pattern, Symbol, TagDispatch, TokenSet};
 
 /// Prints the whole grammar, one `name ::= body` line per rule.
 pub fn print_grammar(g: &Grammar) -> String {
@@ -36,7 +36,12 @@ fn prec(e: &Expr) -> Prec {
         Expr::Alt(_) => Prec::Alt,
         Expr::Seq(_) => Prec::Seq,
         Expr::Repeat { .. } => Prec::Postfix,
-        Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Ref(_) => Prec::Atom,
+        Expr::Empty
+        | Expr::Literal(_)
+        | Expr::Class(_)
+        | Expr::Ref(_)
+        | Expr::Tokens(_)
+        | Expr::Dispatch(_) => Prec::Atom,
     }
 }
 
@@ -51,6 +56,8 @@ fn print_expr(g: &Grammar, e: &Expr, ctx: Prec, out: &mut String) {
         Expr::Literal(s) => print_literal(s, out),
         Expr::Class(c) => print_class(c, out),
         Expr::Ref(r) => out.push_str(&g.rule(*r).name),
+        Expr::Tokens(set) => print_tokens(set, out),
+        Expr::Dispatch(d) => print_dispatch(g, d, out),
         Expr::Seq(items) => join(g, items, " ", Prec::Postfix, out),
         Expr::Alt(items) => join(g, items, " | ", Prec::Seq, out),
         Expr::Repeat { body, min, max } => {
@@ -83,6 +90,79 @@ fn join(g: &Grammar, items: &[Expr], sep: &str, ctx: Prec, out: &mut String) {
         }
         print_expr(g, item, ctx, out);
     }
+}
+
+/// `<[1, 2]>` or `<[^1, 2]>`.
+fn print_tokens(set: &TokenSet, out: &mut String) {
+    out.push_str(if set.negated { "<[^" } else { "<[" });
+    for (i, id) in set.ids.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        let _ = write!(out, "{id}");
+    }
+    out.push_str("]>");
+}
+
+/// A pattern as quoted text and `<[id]>` tokens separated by spaces (`""` when empty).
+fn print_pattern(p: &Pattern, out: &mut String) {
+    if p.is_empty() {
+        out.push_str("\"\"");
+    }
+    let mut text = String::new();
+    for (i, sym) in p.iter().enumerate() {
+        match sym {
+            Symbol::Char(c) => text.push(*c),
+            Symbol::Token(t) => {
+                if !text.is_empty() {
+                    print_literal(&std::mem::take(&mut text), out);
+                    out.push(' ');
+                }
+                let _ = write!(out, "<[{}]>", t.0);
+                if i + 1 < p.len() {
+                    out.push(' ');
+                }
+            }
+        }
+    }
+    if !text.is_empty() {
+        print_literal(&text, out);
+    }
+}
+
+fn print_patterns(name: &str, ps: &[Pattern], out: &mut String) {
+    let _ = write!(out, ", {name}=(");
+    for (i, p) in ps.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        print_pattern(p, out);
+    }
+    out.push(')');
+}
+
+/// xgrammar's syntax: `TagDispatch(("tag", rule), ..., stop_eos=true, stop_str=(...),
+/// loop_after_dispatch=true, excludes=(...))`.
+fn print_dispatch(g: &Grammar, d: &TagDispatch, out: &mut String) {
+    out.push_str("TagDispatch(");
+    for (i, (tag, rule)) in d.tags.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push('(');
+        print_pattern(tag, out);
+        let _ = write!(out, ", {})", g.rule(*rule).name);
+    }
+    if d.tags.is_empty() {
+        out.push_str("stop_eos=");
+    } else {
+        out.push_str(", stop_eos=");
+    }
+    out.push_str(if d.stop_eos { "true" } else { "false" });
+    print_patterns("stop_str", &d.stop_str, out);
+    let _ = write!(out, ", loop_after_dispatch={}", d.loop_after_dispatch);
+    print_patterns("excludes", &d.excludes, out);
+    out.push(')');
 }
 
 /// Quotes a literal for EBNF.

@@ -6,10 +6,12 @@
 //!   xgrammar and vLLM expect: `ceil(vocab_size / 32)` little-endian `u32` words, token `t` at bit `t % 32`
 //!   of word `t / 32`.
 //! - [`limits`]: [`Limits`], every resource bound of the engine in one place.
+//! - [`marker`]: how a whole token (by id) appears to the byte-level parser.
 
 pub mod bitmask;
 pub mod ids;
 pub mod limits;
+pub mod marker;
 
 pub use bitmask::TokenBitmask;
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};

@@ -21,6 +21,7 @@ pub mod tiktoken;
 
 use std::path::{Path, PathBuf};
 
+use crate::util::marker::{MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::TokenId;
 
 /// What a token id is.
@@ -97,6 +98,7 @@ pub struct Vocab {
     sorted: Vec<TokenId>,
     lcp: Vec<u32>,
     first_byte_start: Vec<u32>,
+    marked: Vec<TokenId>,
 }
 
 impl Vocab {
@@ -130,6 +132,7 @@ impl Vocab {
             sorted: Vec::new(),
             lcp: Vec::new(),
             first_byte_start: Vec::new(),
+            marked: Vec::new(),
         };
         vocab.stop = stop.into_iter().filter(|t| t.index() < size).collect();
         vocab.build_sorted();
@@ -137,9 +140,14 @@ impl Vocab {
     }
 
     fn build_sorted(&mut self) {
+        // Text containing the marker byte is never valid UTF-8, so no grammar text matches it.
         let mut sorted: Vec<TokenId> = (0..self.size() as u32)
             .map(TokenId)
-            .filter(|&t| self.kind(t) == TokenKind::Normal && !self.token_bytes(t).is_empty())
+            .filter(|&t| self.is_text(t))
+            .collect();
+        self.marked = (0..self.size().min(MARKED_ID_LIMIT as usize) as u32)
+            .map(TokenId)
+            .filter(|&t| self.kind(t) != TokenKind::Padding)
             .collect();
         sorted.sort_by(|&a, &b| self.token_bytes(a).cmp(self.token_bytes(b)).then(a.cmp(&b)));
         let mut lcp = Vec::with_capacity(sorted.len());
@@ -159,6 +167,19 @@ impl Vocab {
         self.sorted = sorted;
         self.lcp = lcp;
         self.first_byte_start = starts;
+    }
+
+    /// Whether `t` can stand for text: a normal, non-empty token without the marker byte.
+    pub fn is_text(&self, t: TokenId) -> bool {
+        self.kind(t) == TokenKind::Normal
+            && !self.token_bytes(t).is_empty()
+            && !self.token_bytes(t).contains(&MARKER_BYTE)
+    }
+
+    /// Every non-padding id below [`MARKED_ID_LIMIT`], ascending: the tokens a whole-token terminal
+    /// can name.
+    pub fn marked(&self) -> &[TokenId] {
+        &self.marked
     }
 
     /// Number of token ids (including padding); masks have `ceil(size / 32)` words.

@@ -1,0 +1,560 @@
+//! Typed structural-tag formats → grammar expressions and rules.
+//!
+//! - `triggered_tags` → one TagDispatch whose patterns are the triggers; each trigger dispatches to
+//!   a rule matching the rest of its tags (`begin` after the trigger, content, end). `at_least_one`
+//!   makes the output start with a whole tag; `stop_after_first` ends it after one tag.
+//! - `any_text` with excludes (or inside a tag) → a TagDispatch without tags; `dispatch` → a
+//!   TagDispatch of its rules.
+//! - `json_schema` → the JSON Schema converter's rule; with `style: qwen_xml`, members are written
+//!   `<parameter=NAME>value</parameter>` (strings raw, other values as JSON).
+//! - literals are split around special-token texts, which become whole-token terminals.
+
+use serde_json::Value;
+
+use super::format::{Delimiter, Format, Node, Style, Tag, TokenRef};
+use super::TagError;
+use crate::frontend::json_schema::{add_schema_rule, JsonSchemaOptions};
+use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
+use crate::grammar::dispatch::text_pattern;
+use crate::grammar::{
+    ebnf, CharClass, Expr, GrammarBuilder, Pattern, Symbol, TagDispatch, TokenSet,
+};
+use crate::util::{Limits, TokenId};
+use crate::vocab::{TokenKind, Vocab};
+
+/// The ends of the nearest enclosing tag, which free text inside it must not contain.
+#[derive(Debug, Clone, Default)]
+pub struct Ends {
+    /// Text (and special-token) ends.
+    pub patterns: Vec<Pattern>,
+    /// Token ends (for the token formats).
+    pub tokens: Vec<u32>,
+}
+
+/// Lowering state.
+pub struct Lowering<'a> {
+    builder: &'a mut GrammarBuilder,
+    vocab: Option<&'a Vocab>,
+    /// Special tokens' texts, longest first.
+    specials: Vec<(String, u32)>,
+    options: &'a JsonSchemaOptions,
+    limits: &'a Limits,
+    /// `path: message` of every schema keyword not enforced.
+    pub warnings: Vec<String>,
+}
+
+fn invalid(path: &str, message: impl Into<String>) -> TagError {
+    TagError::Invalid {
+        path: path.to_string(),
+        message: message.into(),
+    }
+}
+
+fn seq(items: Vec<Expr>) -> Expr {
+    match items.len() {
+        0 => Expr::Empty,
+        _ => Expr::Seq(items),
+    }
+}
+
+fn alt(mut items: Vec<Expr>) -> Expr {
+    match items.len() {
+        1 => items.pop().unwrap_or(Expr::Empty),
+        _ => Expr::Alt(items),
+    }
+}
+
+/// A pattern as an expression: runs of text as literals, tokens as whole-token terminals.
+pub fn pattern_expr(p: &Pattern) -> Expr {
+    let mut items = Vec::new();
+    let mut text = String::new();
+    for sym in p {
+        match sym {
+            Symbol::Char(c) => text.push(*c),
+            Symbol::Token(t) => {
+                if !text.is_empty() {
+                    items.push(Expr::Literal(std::mem::take(&mut text)));
+                }
+                items.push(Expr::Tokens(TokenSet::new(false, vec![t.0])));
+            }
+        }
+    }
+    if !text.is_empty() {
+        items.push(Expr::Literal(text));
+    }
+    match items.len() {
+        0 => Expr::Empty,
+        1 => items.pop().unwrap_or(Expr::Empty),
+        _ => Expr::Seq(items),
+    }
+}
+
+impl<'a> Lowering<'a> {
+    /// A lowering into `builder`; `vocab` resolves special tokens and token strings.
+    pub fn new(
+        builder: &'a mut GrammarBuilder,
+        vocab: Option<&'a Vocab>,
+        options: &'a JsonSchemaOptions,
+        limits: &'a Limits,
+    ) -> Self {
+        let mut specials: Vec<(String, u32)> = vocab
+            .map(|v| {
+                (0..v.size() as u32)
+                    .map(TokenId)
+                    .filter(|&t| v.kind(t) == TokenKind::Special)
+                    .filter_map(|t| {
+                        let text = std::str::from_utf8(v.token_bytes(t)).ok()?;
+                        (!text.is_empty()).then(|| (text.to_string(), t.0))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
+        Lowering {
+            builder,
+            vocab,
+            specials,
+            options,
+            limits,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Text with every special token's text (longest first) turned into that token.
+    fn literal(&self, text: &str) -> Pattern {
+        let mut out = Vec::new();
+        let mut rest = text;
+        'outer: while let Some(c) = rest.chars().next() {
+            for (special, id) in &self.specials {
+                if let Some(after) = rest.strip_prefix(special.as_str()) {
+                    out.push(Symbol::Token(TokenId(*id)));
+                    rest = after;
+                    continue 'outer;
+                }
+            }
+            out.push(Symbol::Char(c));
+            rest = &rest[c.len_utf8()..];
+        }
+        out
+    }
+
+    fn token_id(&self, t: &TokenRef, path: &str) -> Result<u32, TagError> {
+        match (t, self.vocab) {
+            (TokenRef::Id(id), Some(v)) if *id as usize >= v.size() => Err(invalid(
+                path,
+                format!(
+                    "token id {id} is outside the vocabulary of {} ids",
+                    v.size()
+                ),
+            )),
+            (TokenRef::Id(id), _) => Ok(*id),
+            (TokenRef::Text(s), Some(v)) => v
+                .find_token(s)
+                .map(|t| t.0)
+                .ok_or_else(|| invalid(path, format!("token {s:?} is not in the vocabulary"))),
+            (TokenRef::Text(s), None) => Err(invalid(
+                path,
+                format!("token {s:?} is named by text: give a tokenizer to resolve it"),
+            )),
+        }
+    }
+
+    fn delimiter(&self, d: &Delimiter, path: &str) -> Result<Pattern, TagError> {
+        Ok(match d {
+            Delimiter::Text(s) => self.literal(s),
+            Delimiter::Token(t) => vec![Symbol::Token(TokenId(self.token_id(t, path)?))],
+        })
+    }
+
+    fn rule(&mut self, base: &str, body: Expr) -> Result<Expr, TagError> {
+        Ok(Expr::Ref(self.builder.add_rule(base, body)?))
+    }
+
+    /// Free text without `excludes` (none: any text).
+    fn free_text(&self, excludes: Vec<Pattern>) -> Expr {
+        if excludes.is_empty() {
+            return Expr::Repeat {
+                body: Box::new(Expr::Class(CharClass::new(true, Vec::new()))),
+                min: 0,
+                max: None,
+            };
+        }
+        Expr::Dispatch(Box::new(TagDispatch {
+            tags: Vec::new(),
+            stop_eos: true,
+            stop_str: Vec::new(),
+            loop_after_dispatch: true,
+            excludes,
+        }))
+    }
+
+    fn excludes(&self, strings: &[String], ends: &Ends) -> Vec<Pattern> {
+        let mut out: Vec<Pattern> = strings.iter().map(|s| self.literal(s)).collect();
+        out.extend(ends.patterns.iter().cloned());
+        out
+    }
+
+    /// The expression of one format; `ends` are the enclosing tag's ends.
+    pub fn node(&mut self, n: &Node, ends: &Ends) -> Result<Expr, TagError> {
+        let path = n.path.as_str();
+        Ok(match &n.format {
+            Format::ConstString(s) => pattern_expr(&self.literal(s)),
+            Format::JsonSchema { schema, style } => match style {
+                Style::Json => self.schema_rule(schema, path)?,
+                Style::QwenXml => self.qwen_xml(schema, path)?,
+            },
+            Format::Grammar(src) => {
+                let g = ebnf::parse(src, "root", self.limits).map_err(|error| TagError::Ebnf {
+                    path: path.to_string(),
+                    error,
+                })?;
+                Expr::Ref(self.builder.import(&g, "grammar")?)
+            }
+            Format::Regex(p) => {
+                let mode = RegexMode {
+                    anchoring: Anchoring::Full,
+                    json_string: false,
+                };
+                let body = lower_regex(p, mode, self.limits).map_err(|error| TagError::Regex {
+                    path: path.to_string(),
+                    error,
+                })?;
+                self.rule("regex", body)?
+            }
+            Format::AnyText { excludes } => self.free_text(self.excludes(excludes, ends)),
+            Format::Sequence(items) => {
+                let parts = items
+                    .iter()
+                    .map(|i| self.node(i, ends))
+                    .collect::<Result<Vec<_>, _>>()?;
+                seq(parts)
+            }
+            Format::Or(items) => {
+                let parts = items
+                    .iter()
+                    .map(|i| self.node(i, ends))
+                    .collect::<Result<Vec<_>, _>>()?;
+                alt(parts)
+            }
+            Format::Tag(tag) => self.tag(tag, None)?,
+            Format::TriggeredTags {
+                triggers,
+                tags,
+                excludes,
+                at_least_one,
+                stop_after_first,
+            } => {
+                let mut dispatch = Vec::new();
+                for trigger in triggers {
+                    let group = tags
+                        .iter()
+                        .filter(|t| matches!(&t.begin, Delimiter::Text(b) if b.starts_with(trigger.as_str())))
+                        .map(|t| self.tag(t, Some(trigger.len())))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let rule = self.builder.add_rule("triggered", alt(group))?;
+                    dispatch.push((self.literal(trigger), rule));
+                }
+                let excludes = self.excludes(excludes, ends);
+                self.tagged(tags, dispatch, excludes, *at_least_one, *stop_after_first)?
+            }
+            Format::TagsWithSeparator {
+                tags,
+                separator,
+                at_least_one,
+                stop_after_first,
+            } => {
+                let choices = tags
+                    .iter()
+                    .map(|t| self.tag(t, None))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let one = self.rule("tag", alt(choices))?;
+                let body = if *stop_after_first {
+                    one
+                } else {
+                    let next = seq(vec![pattern_expr(&self.literal(separator)), one.clone()]);
+                    seq(vec![
+                        one,
+                        Expr::Repeat {
+                            body: Box::new(next),
+                            min: 0,
+                            max: None,
+                        },
+                    ])
+                };
+                if *at_least_one {
+                    body
+                } else {
+                    Expr::Repeat {
+                        body: Box::new(body),
+                        min: 0,
+                        max: Some(1),
+                    }
+                }
+            }
+            Format::Repeat { content, min, max } => {
+                let limit = self.limits.max_repeat;
+                if *min > limit || max.is_some_and(|m| m > limit) {
+                    return Err(invalid(
+                        path,
+                        format!("repetition bound above the limit {limit}"),
+                    ));
+                }
+                let body = self.node(content, ends)?;
+                let body = self.rule("repeated", body)?;
+                Expr::Repeat {
+                    body: Box::new(body),
+                    min: *min,
+                    max: *max,
+                }
+            }
+            Format::Dispatch {
+                rules,
+                repeat,
+                excludes,
+            } => {
+                let mut tags = Vec::new();
+                for (pattern, format) in rules {
+                    let body = self.node(format, &Ends::default())?;
+                    let rule = self.builder.add_rule("dispatched", body)?;
+                    tags.push((self.literal(pattern), rule));
+                }
+                Expr::Dispatch(Box::new(TagDispatch {
+                    tags,
+                    stop_eos: true,
+                    stop_str: Vec::new(),
+                    loop_after_dispatch: *repeat,
+                    excludes: self.excludes(excludes, ends),
+                }))
+            }
+            Format::Token(t) => Expr::Tokens(TokenSet::new(false, vec![self.token_id(t, path)?])),
+            Format::ExcludeToken(list) => Expr::Tokens(self.excluded_tokens(list, ends, path)?),
+            Format::AnyTokens(list) => Expr::Repeat {
+                body: Box::new(Expr::Tokens(self.excluded_tokens(list, ends, path)?)),
+                min: 0,
+                max: None,
+            },
+            Format::TokenTriggeredTags {
+                triggers,
+                tags,
+                excludes,
+                at_least_one,
+                stop_after_first,
+            } => {
+                for (i, t) in excludes.iter().enumerate() {
+                    let at = format!("{path}/exclude_tokens/{i}");
+                    let id = self.token_id(t, &at)?;
+                    if self
+                        .vocab
+                        .is_some_and(|v| v.kind(TokenId(id)) == TokenKind::Normal)
+                    {
+                        return Err(invalid(&at, format!("token {id} is a text token: free text can only exclude special tokens by id (use any_text excludes for text)")));
+                    }
+                }
+                let mut dispatch = Vec::new();
+                for (i, trigger) in triggers.iter().enumerate() {
+                    let id = self.token_id(trigger, &format!("{path}/trigger_tokens/{i}"))?;
+                    let group = tags
+                        .iter()
+                        .filter(|t| matches!(&t.begin, Delimiter::Token(b) if b == trigger))
+                        .map(|t| self.tag(t, Some(usize::MAX)))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    if group.is_empty() {
+                        return Err(invalid(
+                            &format!("{path}/trigger_tokens/{i}"),
+                            "this trigger token begins no tag",
+                        ));
+                    }
+                    let rule = self.builder.add_rule("triggered", alt(group))?;
+                    dispatch.push((vec![Symbol::Token(TokenId(id))], rule));
+                }
+                let excludes = ends.patterns.clone();
+                self.tagged(tags, dispatch, excludes, *at_least_one, *stop_after_first)?
+            }
+        })
+    }
+
+    /// triggered_tags / token_triggered_tags: the flags pick between the dispatch loop, a first
+    /// whole tag then the loop, or exactly one tag.
+    fn tagged(
+        &mut self,
+        tags: &[Tag],
+        dispatch: Vec<(Pattern, crate::util::RuleId)>,
+        excludes: Vec<Pattern>,
+        at_least_one: bool,
+        stop_after_first: bool,
+    ) -> Result<Expr, TagError> {
+        let looped = |repeat: bool| {
+            Expr::Dispatch(Box::new(TagDispatch {
+                tags: dispatch.clone(),
+                stop_eos: true,
+                stop_str: Vec::new(),
+                loop_after_dispatch: repeat,
+                excludes: excludes.clone(),
+            }))
+        };
+        if !at_least_one {
+            return Ok(looped(!stop_after_first));
+        }
+        let whole = tags
+            .iter()
+            .map(|t| self.tag(t, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        let first = self.rule("tag", alt(whole))?;
+        Ok(if stop_after_first {
+            first
+        } else {
+            seq(vec![first, looped(true)])
+        })
+    }
+
+    fn excluded_tokens(
+        &self,
+        list: &[TokenRef],
+        ends: &Ends,
+        path: &str,
+    ) -> Result<TokenSet, TagError> {
+        let mut ids = list
+            .iter()
+            .enumerate()
+            .map(|(i, t)| self.token_id(t, &format!("{path}/exclude_tokens/{i}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        ids.extend(&ends.tokens);
+        Ok(TokenSet::new(true, ids))
+    }
+
+    /// `begin content end`; with `skip`, the first `skip` bytes of a text begin (its trigger) are
+    /// left out (`usize::MAX`: all of a token begin).
+    fn tag(&mut self, tag: &Tag, skip: Option<usize>) -> Result<Expr, TagError> {
+        let begin = match (&tag.begin, skip) {
+            (Delimiter::Text(b), Some(n)) => self.literal(b.get(n..).unwrap_or_default()),
+            (Delimiter::Token(_), Some(_)) => Vec::new(),
+            (d, None) => self.delimiter(d, &format!("{}/begin", tag.path))?,
+        };
+        let mut ends = Ends::default();
+        let mut end_exprs = Vec::new();
+        for (i, e) in tag.end.iter().enumerate() {
+            let p = self.delimiter(e, &format!("{}/end/{i}", tag.path))?;
+            if let Delimiter::Token(_) = e {
+                if let Some(Symbol::Token(t)) = p.first() {
+                    ends.tokens.push(t.0);
+                }
+            }
+            if !p.is_empty() {
+                ends.patterns.push(p.clone());
+            }
+            end_exprs.push(pattern_expr(&p));
+        }
+        let content = self.node(&tag.content, &ends)?;
+        Ok(seq(vec![pattern_expr(&begin), content, alt(end_exprs)]))
+    }
+
+    fn schema_rule(&mut self, schema: &Value, path: &str) -> Result<Expr, TagError> {
+        let name = self.builder.fresh_name("args");
+        let rule = self.builder.declare(&name)?;
+        let warnings = add_schema_rule(self.builder, rule, schema, self.options, self.limits)
+            .map_err(|error| TagError::Schema {
+                path: path.to_string(),
+                error,
+            })?;
+        self.warnings
+            .extend(warnings.iter().map(|w| format!("{path}/json_schema{w}")));
+        Ok(Expr::Ref(rule))
+    }
+
+    /// Qwen3-Coder arguments: for each property in schema order (required ones must appear),
+    /// `<parameter=NAME>value</parameter>` with up to `max_whitespace` spaces / newlines around
+    /// each part; string values raw (any text without `</parameter>`), string enums bare, other
+    /// values as JSON of their schema.
+    fn qwen_xml(&mut self, schema: &Value, path: &str) -> Result<Expr, TagError> {
+        let root = resolve(schema, schema);
+        let ws = Expr::Repeat {
+            body: Box::new(Expr::Class(CharClass::new(false, vec![(9, 10), (32, 32)]))),
+            min: 0,
+            max: Some(self.options.max_whitespace.unwrap_or(2)),
+        };
+        let properties = root
+            .get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let required: Vec<&str> = root
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(missing) = required.iter().find(|r| !properties.contains_key(**r)) {
+            return Err(invalid(&format!("{path}/json_schema/required"), format!("required property {missing:?} is not in `properties` (Qwen XML arguments list only known properties)")));
+        }
+        let mut members = Vec::new();
+        for (name, sub) in &properties {
+            let sub_path = format!("{path}/json_schema/properties/{name}");
+            let value = self.qwen_value(schema, resolve(schema, sub), &sub_path)?;
+            let member = seq(vec![
+                ws.clone(),
+                Expr::Literal(format!("<parameter={name}>")),
+                ws.clone(),
+                value,
+                ws.clone(),
+                Expr::Literal("</parameter>".into()),
+            ]);
+            members.push(if required.contains(&name.as_str()) {
+                member
+            } else {
+                Expr::Repeat {
+                    body: Box::new(member),
+                    min: 0,
+                    max: Some(1),
+                }
+            });
+        }
+        members.push(ws);
+        self.rule("qwen_xml_args", seq(members))
+    }
+
+    fn qwen_value(&mut self, root: &Value, sub: &Value, path: &str) -> Result<Expr, TagError> {
+        let types: Vec<&str> = match sub.get("type") {
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if let Some(values) = sub.get("enum").and_then(Value::as_array) {
+            if !values.is_empty() && values.iter().all(Value::is_string) {
+                let bare = values
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|s| Expr::Literal(s.to_string()))
+                    .collect();
+                return Ok(alt(bare));
+            }
+        }
+        if types.contains(&"string") {
+            return Ok(self.free_text(vec![text_pattern("</parameter>")]));
+        }
+        // Other values are JSON; the sub-schema keeps the root's definitions for its `$ref`s.
+        let mut standalone = sub.clone();
+        if let (Value::Object(target), Value::Object(r)) = (&mut standalone, root) {
+            for key in ["$defs", "definitions"] {
+                if let (Some(defs), false) = (r.get(key), target.contains_key(key)) {
+                    target.insert(key.to_string(), defs.clone());
+                }
+            }
+        }
+        self.schema_rule(&standalone, path)
+    }
+}
+
+/// Follows a local `$ref` of `schema` (once) inside `root`.
+fn resolve<'v>(root: &'v Value, schema: &'v Value) -> &'v Value {
+    schema
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix('#'))
+        .and_then(|p| {
+            if p.is_empty() {
+                Some(root)
+            } else {
+                root.pointer(p)
+            }
+        })
+        .unwrap_or(schema)
+}

@@ -1,0 +1,334 @@
+//! An OpenAI `tools` array + a model family's call style → a structural tag.
+//!
+//! Each style is one row of [`STYLES`]: the trigger that starts a call, each call's begin and end
+//! around its arguments (`{name}` stands for the tool name), how arguments are written (JSON or Qwen
+//! XML parameters), and for styles that wrap all calls in one block (DeepSeek, Mistral) the block's
+//! begin, separator and end. The reasoning block is a row field too. No style has its own code path.
+//!
+//! Options: `tool_choice` (`auto`: text and any calls; `required`: the answer starts with a call;
+//! `none`: text only, which may not start a call; a tool name: exactly that tool, at least once),
+//! `parallel_tool_calls` (off: at most one call), `reasoning` (on: a reasoning block first; off:
+//! forced empty for `<think>` styles, none for Harmony; unset: the style's default).
+
+use serde_json::{json, Value};
+
+/// How one model family writes tool calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StyleSpec {
+    /// The `--style` name.
+    pub name: &'static str,
+    /// The text that starts a call (or the block of calls).
+    pub trigger: &'static str,
+    /// Before one call's arguments; `{name}` is the tool name.
+    pub begin: &'static str,
+    /// After one call's arguments.
+    pub end: &'static str,
+    /// Arguments as Qwen XML parameters instead of JSON.
+    pub xml_args: bool,
+    /// `(begin, separator, end)` of a block holding all calls, for styles that have one.
+    pub block: Option<(&'static str, &'static str, &'static str)>,
+    /// `(begin, end)` of the reasoning block.
+    pub reasoning: (&'static str, &'static str),
+    /// Whether the reasoning block is there unless turned off.
+    pub reasoning_default: bool,
+    /// What `reasoning: off` forces (`None`: no block at all).
+    pub reasoning_off: Option<&'static str>,
+}
+
+const THINK: (&str, &str) = ("<think>", "</think>");
+const EMPTY_THINK: Option<&str> = Some("<think>\n\n</think>\n\n");
+
+/// Every built-in style.
+pub const STYLES: &[StyleSpec] = &[
+    StyleSpec {
+        name: "llama",
+        trigger: "<function=",
+        begin: "<function={name}>",
+        end: "</function>",
+        xml_args: false,
+        block: None,
+        reasoning: THINK,
+        reasoning_default: false,
+        reasoning_off: EMPTY_THINK,
+    },
+    StyleSpec {
+        name: "llama_json",
+        trigger: "{\"name\": \"",
+        begin: "{\"name\": \"{name}\", \"parameters\": ",
+        end: "}",
+        xml_args: false,
+        block: None,
+        reasoning: THINK,
+        reasoning_default: false,
+        reasoning_off: EMPTY_THINK,
+    },
+    StyleSpec {
+        name: "qwen",
+        trigger: "<tool_call>",
+        begin: "<tool_call>\n{\"name\": \"{name}\", \"arguments\": ",
+        end: "}\n</tool_call>",
+        xml_args: false,
+        block: None,
+        reasoning: THINK,
+        reasoning_default: false,
+        reasoning_off: EMPTY_THINK,
+    },
+    StyleSpec {
+        name: "hermes",
+        trigger: "<tool_call>",
+        begin: "<tool_call>\n{\"name\": \"{name}\", \"arguments\": ",
+        end: "}\n</tool_call>",
+        xml_args: false,
+        block: None,
+        reasoning: THINK,
+        reasoning_default: false,
+        reasoning_off: EMPTY_THINK,
+    },
+    StyleSpec {
+        name: "qwen_coder",
+        trigger: "<tool_call>",
+        begin: "<tool_call>\n<function={name}>\n",
+        end: "</function>\n</tool_call>",
+        xml_args: true,
+        block: None,
+        reasoning: THINK,
+        reasoning_default: false,
+        reasoning_off: EMPTY_THINK,
+    },
+    StyleSpec {
+        name: "harmony",
+        trigger: "<|start|>assistant<|channel|>commentary to=functions.",
+        begin: "<|start|>assistant<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>",
+        end: "<|call|>",
+        xml_args: false,
+        block: None,
+        reasoning: ("<|channel|>analysis<|message|>", "<|end|>"),
+        reasoning_default: true,
+        reasoning_off: None,
+    },
+    StyleSpec {
+        name: "deepseek",
+        trigger: "<｜tool▁calls▁begin｜>",
+        begin: "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n",
+        end: "\n```<｜tool▁call▁end｜>",
+        xml_args: false,
+        block: Some(("<｜tool▁calls▁begin｜>", "\n", "<｜tool▁calls▁end｜>")),
+        reasoning: THINK,
+        reasoning_default: false,
+        reasoning_off: EMPTY_THINK,
+    },
+    StyleSpec {
+        name: "mistral",
+        trigger: "[TOOL_CALLS]",
+        begin: "{\"name\": \"{name}\", \"arguments\": ",
+        end: "}",
+        xml_args: false,
+        block: Some(("[TOOL_CALLS][", ", ", "]")),
+        reasoning: THINK,
+        reasoning_default: false,
+        reasoning_off: EMPTY_THINK,
+    },
+];
+
+/// The style called `name`.
+pub fn style(name: &str) -> Option<&'static StyleSpec> {
+    STYLES.iter().find(|s| s.name == name)
+}
+
+/// Which calls the answer must or may make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// Text and any calls.
+    Auto,
+    /// At least one call, first thing.
+    Required,
+    /// No call.
+    None,
+    /// This tool, at least once, and no other.
+    Named(String),
+}
+
+impl ToolChoice {
+    /// `auto`, `required`, `none`, or a tool name.
+    pub fn parse(s: &str) -> ToolChoice {
+        match s {
+            "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            "none" => ToolChoice::None,
+            name => ToolChoice::Named(name.to_string()),
+        }
+    }
+}
+
+/// Options of [`tools_structural_tag`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOptions {
+    /// Which calls.
+    pub tool_choice: ToolChoice,
+    /// More than one call allowed.
+    pub parallel_tool_calls: bool,
+    /// Reasoning block on / off; `None`: the style's default.
+    pub reasoning: Option<bool>,
+}
+
+impl Default for ToolOptions {
+    fn default() -> Self {
+        ToolOptions {
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: true,
+            reasoning: None,
+        }
+    }
+}
+
+/// One tool: its name and argument schema.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    /// The function name.
+    pub name: String,
+    /// Its `parameters` (any JSON object when absent or `strict: false`).
+    pub parameters: Value,
+}
+
+/// A malformed tool list or an impossible option, with its JSON path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ToolsError {
+    /// JSON path in the tool list (`/` for options).
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+fn tools_error(path: String, message: impl Into<String>) -> ToolsError {
+    ToolsError {
+        path,
+        message: message.into(),
+    }
+}
+
+/// Reads an OpenAI `tools` array (`{"type": "function", "function": {...}}` items, or bare
+/// `{"name", "parameters"}` function objects).
+pub fn parse_tools(v: &Value) -> Result<Vec<Tool>, ToolsError> {
+    let items = v
+        .as_array()
+        .ok_or_else(|| tools_error("/".into(), "expected a JSON array of tools"))?;
+    let mut tools: Vec<Tool> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("/{i}");
+        let (f, f_at) = match item.get("function") {
+            Some(f) => (f, format!("{at}/function")),
+            None => (item, at.clone()),
+        };
+        if let Some(t) = item.get("type").filter(|t| *t != "function") {
+            return Err(tools_error(
+                format!("{at}/type"),
+                format!("expected \"function\", found {t}"),
+            ));
+        }
+        let name = match f.get("name") {
+            Some(Value::String(n)) if !n.is_empty() => n.clone(),
+            Some(other) => {
+                return Err(tools_error(
+                    format!("{f_at}/name"),
+                    format!("expected a non-empty string, found {other}"),
+                ))
+            }
+            None => return Err(tools_error(f_at, "missing field `name`")),
+        };
+        if tools.iter().any(|t| t.name == name) {
+            return Err(tools_error(
+                format!("{f_at}/name"),
+                format!("tool {name:?} is listed twice"),
+            ));
+        }
+        let strict = f.get("strict") != Some(&Value::Bool(false));
+        let parameters = match f.get("parameters") {
+            None | Some(Value::Null) => json!({"type": "object"}),
+            Some(Value::Object(_) | Value::Bool(_)) if !strict => json!({"type": "object"}),
+            Some(p @ (Value::Object(_) | Value::Bool(_))) => p.clone(),
+            Some(other) => {
+                return Err(tools_error(
+                    format!("{f_at}/parameters"),
+                    format!("expected a JSON Schema object, found {other}"),
+                ))
+            }
+        };
+        tools.push(Tool { name, parameters });
+    }
+    Ok(tools)
+}
+
+/// The structural tag for `tools` in `style` under `options`.
+pub fn tools_structural_tag(
+    tools: &[Tool],
+    style: &StyleSpec,
+    options: &ToolOptions,
+) -> Result<Value, ToolsError> {
+    let chosen: Vec<&Tool> = match &options.tool_choice {
+        ToolChoice::Named(n) => {
+            let t = tools.iter().find(|t| &t.name == n).ok_or_else(|| {
+                tools_error(
+                    "/".into(),
+                    format!("tool_choice names {n:?}, which is not in the tool list"),
+                )
+            })?;
+            vec![t]
+        }
+        _ => tools.iter().collect(),
+    };
+    let calls = if options.tool_choice == ToolChoice::None || chosen.is_empty() {
+        if options.tool_choice != ToolChoice::None && options.tool_choice != ToolChoice::Auto {
+            return Err(tools_error(
+                "/".into(),
+                "tool_choice requires a call but the tool list is empty",
+            ));
+        }
+        json!({"type": "any_text", "excludes": [style.trigger]})
+    } else {
+        let at_least_one = options.tool_choice != ToolChoice::Auto;
+        let one = !options.parallel_tool_calls;
+        let call_tags: Vec<Value> = chosen
+            .iter()
+            .map(|t| {
+                let content = if style.xml_args {
+                    json!({"type": "json_schema", "json_schema": t.parameters, "style": "qwen_xml"})
+                } else {
+                    json!({"type": "json_schema", "json_schema": t.parameters})
+                };
+                json!({"type": "tag", "begin": style.begin.replace("{name}", &t.name), "content": content, "end": style.end})
+            })
+            .collect();
+        let tags = match style.block {
+            None => call_tags,
+            Some((begin, separator, end)) => vec![json!({
+                "type": "tag",
+                "begin": begin,
+                "content": {"type": "tags_with_separator", "tags": call_tags, "separator": separator,
+                            "at_least_one": true, "stop_after_first": one},
+                "end": end,
+            })],
+        };
+        json!({"type": "triggered_tags", "triggers": [style.trigger], "tags": tags,
+               "at_least_one": at_least_one, "stop_after_first": one})
+    };
+    let reasoning = options.reasoning.unwrap_or(style.reasoning_default);
+    let format = match (reasoning, style.reasoning_off) {
+        (true, _) => {
+            let (begin, end) = style.reasoning;
+            let mut elements = vec![
+                json!({"type": "tag", "begin": begin, "content": {"type": "any_text"}, "end": end}),
+            ];
+            if begin == THINK.0 {
+                elements.push(json!({"type": "regex", "pattern": "\\n{0,2}"}));
+            }
+            elements.push(calls);
+            json!({"type": "sequence", "elements": elements})
+        }
+        (false, Some(forced)) if options.reasoning == Some(false) => {
+            json!({"type": "sequence", "elements": [{"type": "const_string", "value": forced}, calls]})
+        }
+        (false, _) => calls,
+    };
+    Ok(json!({"type": "structural_tag", "format": format}))
+}
