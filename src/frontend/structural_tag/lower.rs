@@ -326,7 +326,10 @@ impl<'a> Lowering<'a> {
                     excludes: self.excludes(excludes, ends),
                 }))
             }
-            Format::Token(t) => Expr::Tokens(TokenSet::new(false, vec![self.token_id(t, path)?])),
+            Format::Token(t) => {
+                let id = self.token_id(t, &format!("{path}/token"))?;
+                Expr::Tokens(TokenSet::new(false, vec![id]))
+            }
             Format::ExcludeToken(list) => Expr::Tokens(self.excluded_tokens(list, ends, path)?),
             Format::AnyTokens(list) => Expr::Repeat {
                 body: Box::new(Expr::Tokens(self.excluded_tokens(list, ends, path)?)),
