@@ -369,3 +369,91 @@ fn regex_and_schema_sources() {
     assert_clean_error(&misuse, "need --json-schema");
     let _ = (std::fs::remove_file(bad), std::fs::remove_file(schema));
 }
+
+#[test]
+fn tool_lists_and_structural_tags_as_sources() {
+    let out = structgen(&[
+        "grammar",
+        "--tools",
+        "grammars/tools/weather.json",
+        "--style",
+        "qwen",
+        "--tool-choice",
+        "required",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(
+        printed.starts_with("# structural tag: {\"type\":\"structural_tag\""),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("TagDispatch((\"<tool_call>\""),
+        "{printed}"
+    );
+    assert_clean_error(
+        &structgen(&[
+            "grammar",
+            "--tools",
+            "grammars/tools/weather.json",
+            "--style",
+            "gpt9",
+        ]),
+        "unknown --style \"gpt9\"",
+    );
+    assert_clean_error(
+        &structgen(&[
+            "grammar",
+            "--tools",
+            "grammars/tools/weather.json",
+            "--style",
+            "llama",
+            "--tool-choice",
+            "get_time",
+        ]),
+        "tool_choice names \"get_time\"",
+    );
+    let bad = temp_file(
+        "bad.tag.json",
+        br#"{"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f"], "tags": [{"begin": "<g>", "content": {"type": "any_text"}, "end": "</g>"}]}}"#,
+    );
+    let p = bad.to_str().unwrap_or_default().to_string();
+    assert_clean_error(
+        &structgen(&["grammar", "--structural-tag", &p]),
+        &format!("{p}: /format/tags/0/begin: begin \"<g>\" does not start with any trigger"),
+    );
+    let _ = std::fs::remove_file(bad);
+}
+
+#[test]
+fn check_takes_a_tool_list() {
+    let Some(_) = common::shared_dir("check_takes_a_tool_list") else {
+        return;
+    };
+    let inputs = temp_file(
+        "calls.jsonl",
+        br#""Sure. <function=get_weather>{\"location\": \"Oslo\"}</function>"
+"<function=get_weather>{\"city\": \"Oslo\"}</function>"
+"No call needed."
+"#,
+    );
+    let i = inputs.to_str().unwrap_or_default().to_string();
+    let out = structgen(&[
+        "check",
+        "--tokenizer",
+        "../shared/tokenizers/llama3.tokenizer.json",
+        "--tools",
+        "grammars/tools/weather.json",
+        "--style",
+        "llama",
+        "--inputs",
+        &i,
+    ]);
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let accepted: Vec<bool> = lines[..3].iter().map(|l| l["completed"] == true).collect();
+    assert_eq!(accepted, [true, false, true], "{}", text(&out.stderr));
+    let _ = std::fs::remove_file(inputs);
+}

@@ -9,6 +9,8 @@
 //!   `<parameter=NAME>value</parameter>` (strings raw, other values as JSON).
 //! - literals are split around special-token texts, which become whole-token terminals.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::format::{Delimiter, Format, Node, Style, Tag, TokenRef};
@@ -39,6 +41,9 @@ pub struct Lowering<'a> {
     specials: Vec<(String, u32)>,
     options: &'a JsonSchemaOptions,
     limits: &'a Limits,
+    /// Each tag's lowered content by the tag's JSON path (a tag may be used twice: as a dispatch
+    /// target and as the first, whole tag of `at_least_one`).
+    contents: HashMap<String, Expr>,
     /// `path: message` of every schema keyword not enforced.
     pub warnings: Vec<String>,
 }
@@ -116,6 +121,7 @@ impl<'a> Lowering<'a> {
             specials,
             options,
             limits,
+            contents: HashMap::new(),
             warnings: Vec::new(),
         }
     }
@@ -447,7 +453,14 @@ impl<'a> Lowering<'a> {
             }
             end_exprs.push(pattern_expr(&p));
         }
-        let content = self.node(&tag.content, &ends)?;
+        let content = match self.contents.get(&tag.path) {
+            Some(e) => e.clone(),
+            None => {
+                let e = self.node(&tag.content, &ends)?;
+                self.contents.insert(tag.path.clone(), e.clone());
+                e
+            }
+        };
         Ok(seq(vec![pattern_expr(&begin), content, alt(end_exprs)]))
     }
 
