@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The main job on the default model: fetch SmolLM2-135M-Instruct (GGUF) if missing, build, and trace
-# a tool call's JSON arguments token by token under grammars/get_weather_call.ebnf with the model's own
-# vocabulary, printing per-step mask size, mask time and jump-forward strings.
+# an assistant answer (a sentence, then a tool call) token by token under the grammar built from
+# grammars/tools/weather.json in the Hermes/Qwen call style, with the model's own vocabulary: per-step
+# mask size, mask time and jump-forward strings. Free text is open until `<tool_call>` starts a call;
+# from there only a valid call of a listed tool is allowed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-models.sh
 cargo build --release --locked --quiet
-text='{"name": "get_weather", "arguments": {"city": "Zürich", "unit": "celsius", "days": 3}}'
+text=$'Let me check the weather.\n<tool_call>\n{"name": "get_weather", "arguments": {"location": "Zürich", "unit": "celsius"}}\n</tool_call>'
 echo "tracing: $text" >&2
 ./target/release/structgen trace \
   --tokenizer models/SmolLM2-135M-Instruct.Q4_1.gguf \
-  --ebnf grammars/get_weather_call.ebnf \
+  --tools grammars/tools/weather.json --style qwen \
   --text "$text"

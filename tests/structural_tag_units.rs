@@ -137,6 +137,10 @@ fn malformed_tags_name_their_json_path() {
             st(json!({"type": "optional"})),
             "/format: missing field `content`",
         ),
+        (
+            st(json!({"type": "token", "token": 16_777_217})),
+            "/format/token: token id 16777217 is not below 16777216",
+        ),
     ];
     for (tag, expected) in &cases {
         let err = convert(tag).expect_err(&tag.to_string());
@@ -301,4 +305,38 @@ fn dispatch_automaton_is_linear_in_tag_length() {
         s200 <= 2 * s100 + 16 && e200 <= 2 * e100 + 64,
         "doubling the tags at most doubles the automaton"
     );
+}
+
+#[test]
+fn ebnf_dispatch_and_token_errors() {
+    let limits = Limits::default();
+    for (src, expected) in [
+        (
+            "root ::= TagDispatch((\"a\", r), stop_str=(\"\"))\nr ::= \"x\"",
+            "an empty string in `stop_str`",
+        ),
+        (
+            "root ::= TagDispatch((\"a\", r), excludes=(\"\"))\nr ::= \"x\"",
+            "an empty string in `excludes`",
+        ),
+        (
+            "root ::= TagDispatch((\"\", r))\nr ::= \"x\"",
+            "a tag is empty",
+        ),
+        (
+            "root ::= TagDispatch((\"a\", r), bogus=true)\nr ::= \"x\"",
+            "unknown argument `bogus`",
+        ),
+        (
+            "root ::= <[16777216]>",
+            "token id 16777216 is not below 16777216",
+        ),
+        ("root ::= <[1, x]>", "unexpected 'x'"),
+        ("root ::= <[]>", "no token ids"),
+    ] {
+        let err = structgen::ebnf::parse(src, "root", &limits)
+            .expect_err(src)
+            .to_string();
+        assert!(err.contains(expected), "{src}: {err}");
+    }
 }

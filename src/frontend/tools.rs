@@ -236,6 +236,13 @@ pub fn parse_tools(v: &Value) -> Result<Vec<Tool>, ToolsError> {
             }
             None => return Err(tools_error(f_at, "missing field `name`")),
         };
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
+        if name.len() > 128 || !name.chars().all(allowed) {
+            return Err(tools_error(
+                format!("{f_at}/name"),
+                format!("tool name {name:?} must be 1 to 128 characters from A-Z a-z 0-9 _ - . :"),
+            ));
+        }
         if tools.iter().any(|t| t.name == name) {
             return Err(tools_error(
                 format!("{f_at}/name"),

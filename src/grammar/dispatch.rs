@@ -59,18 +59,18 @@ pub struct TagDispatch {
     pub tags: Vec<(Pattern, RuleId)>,
     /// May end anywhere while dispatching (not inside a tag's rule).
     pub stop_eos: bool,
-    /// Strings that end the dispatch (they are part of its match).
+    /// Strings (non-empty) that end the dispatch (they are part of its match).
     pub stop_str: Vec<Pattern>,
     /// After a tag's rule, dispatch again (otherwise the construct ends there).
     pub loop_after_dispatch: bool,
-    /// Strings free text may not contain.
+    /// Strings (non-empty) free text may not contain.
     pub excludes: Vec<Pattern>,
 }
 
 impl TagDispatch {
     /// Whether the construct matches the empty string.
     pub fn nullable(&self) -> bool {
-        self.stop_eos || self.stop_str.iter().any(Vec::is_empty)
+        self.stop_eos
     }
 }
 
@@ -175,9 +175,14 @@ impl DispatchAutomaton {
                     f = trie[f].fail;
                 };
                 trie[child].fail = target;
-                if completed[child].is_none() {
-                    completed[child] = completed[target];
-                }
+                // A tag or stop string completing here wins over an exclude completing here
+                // (the text before it never contained the exclude); the longest wins otherwise.
+                let (own, inherited) = (completed[child], completed[target]);
+                completed[child] = match (own, inherited) {
+                    (Some(Completed::Tag(_) | Completed::Stop), _) => own,
+                    (_, Some(Completed::Tag(_) | Completed::Stop)) => inherited,
+                    _ => own.or(inherited),
+                };
                 queue.push_back(child);
             }
         }
@@ -293,6 +298,20 @@ mod tests {
             }
         }
         outs
+    }
+
+    #[test]
+    fn a_tag_beats_an_exclude_ending_with_it() {
+        let d = TagDispatch {
+            tags: vec![(text_pattern("b"), RuleId(1))],
+            stop_eos: true,
+            stop_str: Vec::new(),
+            loop_after_dispatch: true,
+            excludes: vec![text_pattern("ab"), text_pattern("zz")],
+        };
+        let a = DispatchAutomaton::build(&d);
+        assert_eq!(run(&a, "ab"), vec![Output::Tag(0)]);
+        assert_eq!(run(&a, "zz"), vec![Output::Text], "exclude has no edge");
     }
 
     #[test]

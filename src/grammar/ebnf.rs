@@ -28,6 +28,7 @@ use super::{
     CharClass, EbnfError, EbnfErrorKind, Expr, Grammar, GrammarBuilder, Pattern, Symbol,
     TagDispatch, TokenSet, MAX_CODE_POINT,
 };
+use crate::util::marker::MARKED_ID_LIMIT;
 use crate::util::{Limits, RuleId, TokenId};
 
 /// Parses `src` with root rule `root`.
@@ -256,7 +257,14 @@ impl<'a> Lexer<'a> {
                     if !digits.is_empty() {
                         let id: u32 = digits
                             .parse()
-                            .map_err(|_| bad(self, &format!("token id {digits} is too large")))?;
+                            .ok()
+                            .filter(|&id| id < MARKED_ID_LIMIT)
+                            .ok_or_else(|| {
+                                bad(
+                                    self,
+                                    &format!("token id {digits} is not below {MARKED_ID_LIMIT}"),
+                                )
+                            })?;
                         ids.push(id);
                         digits.clear();
                     }
@@ -733,8 +741,17 @@ impl Parser<'_> {
                 match key.as_str() {
                     "stop_eos" => d.stop_eos = self.boolean()?,
                     "loop_after_dispatch" => d.loop_after_dispatch = self.boolean()?,
-                    "stop_str" => d.stop_str = self.pattern_list()?,
-                    "excludes" => d.excludes = self.pattern_list()?,
+                    "stop_str" | "excludes" => {
+                        let list = self.pattern_list()?;
+                        if list.iter().any(Vec::is_empty) {
+                            return Err(bad(format!("an empty string in `{key}`")));
+                        }
+                        if key == "stop_str" {
+                            d.stop_str = list;
+                        } else {
+                            d.excludes = list;
+                        }
+                    }
                     other => return Err(bad(format!("unknown argument `{other}` (expected stop_eos, stop_str, loop_after_dispatch or excludes)"))),
                 }
             }

@@ -465,11 +465,9 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
             }
             let tags = tags("tags")?;
             for tag in &tags {
+                // (which trigger a begin token is, is decided by id when lowering)
                 match &tag.begin {
-                    Delimiter::Token(t) if triggers.contains(t) => {}
-                    Delimiter::Token(_) => {
-                        return Err(invalid(&child(&tag.path, "begin"), "this begin token is not one of `trigger_tokens`"))
-                    }
+                    Delimiter::Token(_) => {}
                     Delimiter::Text(_) => {
                         return Err(invalid(
                             &child(&tag.path, "begin"),

@@ -21,6 +21,7 @@ use crate::grammar::dispatch::text_pattern;
 use crate::grammar::{
     ebnf, CharClass, Expr, GrammarBuilder, Pattern, Symbol, TagDispatch, TokenSet,
 };
+use crate::util::marker::MARKED_ID_LIMIT;
 use crate::util::{Limits, TokenId};
 use crate::vocab::{TokenKind, Vocab};
 
@@ -153,6 +154,10 @@ impl<'a> Lowering<'a> {
                     v.size()
                 ),
             )),
+            (TokenRef::Id(id), _) if *id >= MARKED_ID_LIMIT => Err(invalid(
+                path,
+                format!("token id {id} is not below {MARKED_ID_LIMIT}"),
+            )),
             (TokenRef::Id(id), _) => Ok(*id),
             (TokenRef::Text(s), Some(v)) => v
                 .find_token(s)
@@ -250,6 +255,20 @@ impl<'a> Lowering<'a> {
                 at_least_one,
                 stop_after_first,
             } => {
+                for tag in tags {
+                    if let Delimiter::Text(begin) = &tag.begin {
+                        let whole = self.literal(begin);
+                        let trigger = triggers.iter().find(|t| begin.starts_with(t.as_str()));
+                        if let Some(t) = trigger.filter(|t| !whole.starts_with(&self.literal(t))) {
+                            return Err(invalid(
+                                &format!("{}/begin", tag.path),
+                                format!(
+                                    "trigger {t:?} ends inside a special token of begin {begin:?}"
+                                ),
+                            ));
+                        }
+                    }
+                }
                 let mut dispatch = Vec::new();
                 for trigger in triggers {
                     let group = tags
@@ -320,7 +339,7 @@ impl<'a> Lowering<'a> {
             } => {
                 let mut tags = Vec::new();
                 for (pattern, format) in rules {
-                    let body = self.node(format, &Ends::default())?;
+                    let body = self.node(format, ends)?;
                     let rule = self.builder.add_rule("dispatched", body)?;
                     tags.push((self.literal(pattern), rule));
                 }
@@ -359,14 +378,33 @@ impl<'a> Lowering<'a> {
                         return Err(invalid(&at, format!("token {id} is a text token: free text can only exclude special tokens by id (use any_text excludes for text)")));
                     }
                 }
+                let trigger_ids = triggers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| self.token_id(t, &format!("{path}/trigger_tokens/{i}")))
+                    .collect::<Result<Vec<u32>, _>>()?;
+                for (j, t) in tags.iter().enumerate() {
+                    if let Delimiter::Token(b) = &t.begin {
+                        let at = format!("{path}/tags/{j}/begin/token");
+                        if !trigger_ids.contains(&self.token_id(b, &at)?) {
+                            return Err(invalid(
+                                &at,
+                                "this begin token is not one of `trigger_tokens`",
+                            ));
+                        }
+                    }
+                }
                 let mut dispatch = Vec::new();
-                for (i, trigger) in triggers.iter().enumerate() {
-                    let id = self.token_id(trigger, &format!("{path}/trigger_tokens/{i}"))?;
-                    let group = tags
-                        .iter()
-                        .filter(|t| matches!(&t.begin, Delimiter::Token(b) if b == trigger))
-                        .map(|t| self.tag(t, Some(usize::MAX)))
-                        .collect::<Result<Vec<_>, _>>()?;
+                for (i, &id) in trigger_ids.iter().enumerate() {
+                    let mut group = Vec::new();
+                    for (j, t) in tags.iter().enumerate() {
+                        let Delimiter::Token(b) = &t.begin else {
+                            continue;
+                        };
+                        if self.token_id(b, &format!("{path}/tags/{j}/begin/token"))? == id {
+                            group.push(self.tag(t, Some(usize::MAX))?);
+                        }
+                    }
                     if group.is_empty() {
                         return Err(invalid(
                             &format!("{path}/trigger_tokens/{i}"),
@@ -443,10 +481,8 @@ impl<'a> Lowering<'a> {
         let mut end_exprs = Vec::new();
         for (i, e) in tag.end.iter().enumerate() {
             let p = self.delimiter(e, &format!("{}/end/{i}", tag.path))?;
-            if let Delimiter::Token(_) = e {
-                if let Some(Symbol::Token(t)) = p.first() {
-                    ends.tokens.push(t.0);
-                }
+            if let [Symbol::Token(t)] = p.as_slice() {
+                ends.tokens.push(t.0);
             }
             if !p.is_empty() {
                 ends.patterns.push(p.clone());

@@ -13,6 +13,9 @@
 //!
 //! Free text inside a tag never contains that tag's end: `any_text`, `triggered_tags`, `dispatch`
 //! and the token formats exclude the nearest enclosing tag's end strings (tokens) automatically.
+//! Exclusion is checked within each run of free text: where a dispatched format itself ends in free
+//! text, an excluded string split across its end and the dispatcher's free text is not seen (as in
+//! xgrammar, the search restarts after a dispatched rule).
 
 pub mod format;
 pub mod lower;
