@@ -12,7 +12,8 @@ use std::sync::Arc;
 
 use crate::grammar::fsm::{CompactFsm, Dfa};
 use crate::grammar::{passes, Grammar, GrammarError};
-use crate::util::{Limits, RuleId};
+use crate::util::marker::MARKER_BYTE;
+use crate::util::{Limits, RuleId, StateId};
 use crate::vocab::Vocab;
 
 /// A grammar ready for matching against one vocabulary. Immutable; share it with `Arc`.
@@ -20,12 +21,20 @@ use crate::vocab::Vocab;
 pub struct CompiledGrammar {
     automaton: Automaton,
     vocab: Arc<Vocab>,
+    /// Whether any byte edge takes the marker byte, i.e. the grammar has whole-token terminals.
+    takes_whole_tokens: bool,
 }
 
 impl CompiledGrammar {
     /// The optimized grammar the automaton was built from.
     pub fn grammar(&self) -> &Grammar {
         &self.automaton.grammar
+    }
+
+    /// Whether the grammar has whole-token terminals (`<[id]>`); when not, neither the mask nor
+    /// `accept_token` needs to try tokens by id.
+    pub fn takes_whole_tokens(&self) -> bool {
+        self.takes_whole_tokens
     }
 
     /// The frozen automaton.
@@ -108,9 +117,17 @@ pub fn compile(
     vocab: Arc<Vocab>,
     limits: &Limits,
 ) -> Result<Arc<CompiledGrammar>, GrammarError> {
+    let automaton = build_automaton(grammar, limits)?;
+    let fsm = &automaton.fsm;
+    let takes_whole_tokens = (0..fsm.num_states()).any(|s| {
+        fsm.byte_edges(StateId(s as u32))
+            .iter()
+            .any(|e| e.hi == MARKER_BYTE)
+    });
     Ok(Arc::new(CompiledGrammar {
-        automaton: build_automaton(grammar, limits)?,
+        automaton,
         vocab,
+        takes_whole_tokens,
     }))
 }
 

@@ -50,6 +50,9 @@ pub fn fill_text_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: &m
 /// Sets the bit of every token (normal or special) whose marker the parser can scan, i.e. that a
 /// whole-token terminal allows here.
 pub fn fill_marked_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: &mut TokenBitmask) {
+    if !g.takes_whole_tokens() {
+        return;
+    }
     let first = parser.next_bytes(g);
     if first[usize::from(MARKER_BYTE >> 6)] & (1 << (MARKER_BYTE & 63)) == 0 {
         return;

@@ -147,7 +147,8 @@ impl GrammarMatcher {
         let g = &self.grammar;
         let vocab = g.vocab();
         // A whole-token terminal takes the token by id first.
-        let by_id = vocab.kind(token) != TokenKind::Padding
+        let by_id = g.takes_whole_tokens()
+            && vocab.kind(token) != TokenKind::Padding
             && token.0 < MARKED_ID_LIMIT
             && scan(
                 g,

@@ -38,63 +38,52 @@ pub struct StyleSpec {
 const THINK: (&str, &str) = ("<think>", "</think>");
 const EMPTY_THINK: Option<&str> = Some("<think>\n\n</think>\n\n");
 
+/// A style whose reasoning block is `<think>...</think>`, off unless asked for.
+const fn think_style(
+    name: &'static str,
+    trigger: &'static str,
+    begin: &'static str,
+    end: &'static str,
+    xml_args: bool,
+    block: Option<(&'static str, &'static str, &'static str)>,
+) -> StyleSpec {
+    StyleSpec {
+        name,
+        trigger,
+        begin,
+        end,
+        xml_args,
+        block,
+        reasoning: THINK,
+        reasoning_default: false,
+        reasoning_off: EMPTY_THINK,
+    }
+}
+
+const HERMES_BEGIN: &str = "<tool_call>\n{\"name\": \"{name}\", \"arguments\": ";
+const HERMES_END: &str = "}\n</tool_call>";
+
 /// Every built-in style.
 pub const STYLES: &[StyleSpec] = &[
-    StyleSpec {
-        name: "llama",
-        trigger: "<function=",
-        begin: "<function={name}>",
-        end: "</function>",
-        xml_args: false,
-        block: None,
-        reasoning: THINK,
-        reasoning_default: false,
-        reasoning_off: EMPTY_THINK,
-    },
-    StyleSpec {
-        name: "llama_json",
-        trigger: "{\"name\": \"",
-        begin: "{\"name\": \"{name}\", \"parameters\": ",
-        end: "}",
-        xml_args: false,
-        block: None,
-        reasoning: THINK,
-        reasoning_default: false,
-        reasoning_off: EMPTY_THINK,
-    },
-    StyleSpec {
-        name: "qwen",
-        trigger: "<tool_call>",
-        begin: "<tool_call>\n{\"name\": \"{name}\", \"arguments\": ",
-        end: "}\n</tool_call>",
-        xml_args: false,
-        block: None,
-        reasoning: THINK,
-        reasoning_default: false,
-        reasoning_off: EMPTY_THINK,
-    },
-    StyleSpec {
-        name: "hermes",
-        trigger: "<tool_call>",
-        begin: "<tool_call>\n{\"name\": \"{name}\", \"arguments\": ",
-        end: "}\n</tool_call>",
-        xml_args: false,
-        block: None,
-        reasoning: THINK,
-        reasoning_default: false,
-        reasoning_off: EMPTY_THINK,
-    },
-    StyleSpec {
-        name: "qwen_coder",
-        trigger: "<tool_call>",
-        begin: "<tool_call>\n<function={name}>\n",
-        end: "</function>\n</tool_call>",
-        xml_args: true,
-        block: None,
-        reasoning: THINK,
-        reasoning_default: false,
-        reasoning_off: EMPTY_THINK,
-    },
+    think_style("llama", "<function=", "<function={name}>", "</function>", false, None),
+    think_style(
+        "llama_json",
+        "{\"name\": \"",
+        "{\"name\": \"{name}\", \"parameters\": ",
+        "}",
+        false,
+        None,
+    ),
+    think_style("qwen", "<tool_call>", HERMES_BEGIN, HERMES_END, false, None),
+    think_style("hermes", "<tool_call>", HERMES_BEGIN, HERMES_END, false, None),
+    think_style(
+        "qwen_coder",
+        "<tool_call>",
+        "<tool_call>\n<function={name}>\n",
+        "</function>\n</tool_call>",
+        true,
+        None,
+    ),
     StyleSpec {
         name: "harmony",
         trigger: "<|start|>assistant<|channel|>commentary to=functions.",
@@ -106,28 +95,22 @@ pub const STYLES: &[StyleSpec] = &[
         reasoning_default: true,
         reasoning_off: None,
     },
-    StyleSpec {
-        name: "deepseek",
-        trigger: "<｜tool▁calls▁begin｜>",
-        begin: "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n",
-        end: "\n```<｜tool▁call▁end｜>",
-        xml_args: false,
-        block: Some(("<｜tool▁calls▁begin｜>", "\n", "<｜tool▁calls▁end｜>")),
-        reasoning: THINK,
-        reasoning_default: false,
-        reasoning_off: EMPTY_THINK,
-    },
-    StyleSpec {
-        name: "mistral",
-        trigger: "[TOOL_CALLS]",
-        begin: "{\"name\": \"{name}\", \"arguments\": ",
-        end: "}",
-        xml_args: false,
-        block: Some(("[TOOL_CALLS][", ", ", "]")),
-        reasoning: THINK,
-        reasoning_default: false,
-        reasoning_off: EMPTY_THINK,
-    },
+    think_style(
+        "deepseek",
+        "<｜tool▁calls▁begin｜>",
+        "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n",
+        "\n```<｜tool▁call▁end｜>",
+        false,
+        Some(("<｜tool▁calls▁begin｜>", "\n", "<｜tool▁calls▁end｜>")),
+    ),
+    think_style(
+        "mistral",
+        "[TOOL_CALLS]",
+        "{\"name\": \"{name}\", \"arguments\": ",
+        "}",
+        false,
+        Some(("[TOOL_CALLS][", ", ", "]")),
+    ),
 ];
 
 /// The style called `name`.

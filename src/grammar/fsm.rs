@@ -57,6 +57,21 @@ struct Nfa {
     limit: usize,
 }
 
+/// The UTF-8 byte-range sequences of the code points `class` matches.
+fn utf8_byte_sequences(class: &CharClass) -> Vec<Vec<(u8, u8)>> {
+    let mut out = Vec::new();
+    for (lo, hi) in class.matched_ranges() {
+        let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
+            continue;
+        };
+        out.extend(
+            Utf8Sequences::new(lo, hi)
+                .map(|seq| seq.as_slice().iter().map(|r| (r.start, r.end)).collect()),
+        );
+    }
+    out
+}
+
 /// The state after the first byte of a multi-byte character, keyed by the remaining byte ranges and
 /// the target state, shared by every dispatch state with that edge.
 type SharedTails = HashMap<(Vec<(u8, u8)>, u32), u32>;
@@ -102,15 +117,8 @@ impl Nfa {
                 }
             }
             Expr::Class(class) => {
-                for (lo, hi) in class.matched_ranges() {
-                    let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
-                        continue;
-                    };
-                    for seq in Utf8Sequences::new(lo, hi) {
-                        let ranges: Vec<(u8, u8)> =
-                            seq.as_slice().iter().map(|r| (r.start, r.end)).collect();
-                        self.byte_chain(&ranges, from, to)?;
-                    }
+                for ranges in utf8_byte_sequences(class) {
+                    self.byte_chain(&ranges, from, to)?;
                 }
             }
             Expr::Tokens(set) => self.build_tokens(set, from, to)?,
@@ -240,28 +248,21 @@ impl Nfa {
         to: u32,
         tails: &mut SharedTails,
     ) -> Result<(), TooLarge> {
-        for (lo, hi) in class.matched_ranges() {
-            let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
+        for ranges in utf8_byte_sequences(class) {
+            let Some((&(first_lo, first_hi), rest)) = ranges.split_first() else {
                 continue;
             };
-            for seq in Utf8Sequences::new(lo, hi) {
-                let ranges: Vec<(u8, u8)> =
-                    seq.as_slice().iter().map(|r| (r.start, r.end)).collect();
-                let Some((&(first_lo, first_hi), rest)) = ranges.split_first() else {
-                    continue;
-                };
-                let next = if rest.is_empty() {
-                    to
-                } else if let Some(&mid) = tails.get(&(rest.to_vec(), to)) {
-                    mid
-                } else {
-                    let mid = self.add()?;
-                    self.byte_chain(rest, mid, to)?;
-                    tails.insert((rest.to_vec(), to), mid);
-                    mid
-                };
-                self.bytes[from as usize].push((first_lo, first_hi, next));
-            }
+            let next = if rest.is_empty() {
+                to
+            } else if let Some(&mid) = tails.get(&(rest.to_vec(), to)) {
+                mid
+            } else {
+                let mid = self.add()?;
+                self.byte_chain(rest, mid, to)?;
+                tails.insert((rest.to_vec(), to), mid);
+                mid
+            };
+            self.bytes[from as usize].push((first_lo, first_hi, next));
         }
         Ok(())
     }

@@ -221,7 +221,14 @@ impl<'v> Fields<'v> {
         }
     }
 
-    fn strings(&self, key: &str, required: bool) -> Result<Vec<String>, TagError> {
+    /// The array at `key` (empty when absent and not `required`), each item read by `item`.
+    fn array_of<T>(
+        &self,
+        key: &str,
+        required: bool,
+        what: &str,
+        item: impl Fn(&Value, &str) -> Result<T, TagError>,
+    ) -> Result<Vec<T>, TagError> {
         let v = match (self.get(key), required) {
             (None, false) => return Ok(Vec::new()),
             (None, true) => return Err(invalid(&self.path, format!("missing field `{key}`"))),
@@ -229,38 +236,24 @@ impl<'v> Fields<'v> {
         };
         let items = v
             .as_array()
-            .ok_or_else(|| invalid(&self.at(key), "expected an array of strings"))?;
+            .ok_or_else(|| invalid(&self.at(key), format!("expected an array of {what}")))?;
         items
             .iter()
             .enumerate()
-            .map(|(i, s)| match s {
-                Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                Value::String(_) => Err(invalid(
-                    &child(&self.at(key), &i.to_string()),
-                    "must not be empty",
-                )),
-                other => Err(invalid(
-                    &child(&self.at(key), &i.to_string()),
-                    format!("expected a string, found {other}"),
-                )),
-            })
+            .map(|(i, x)| item(x, &child(&self.at(key), &i.to_string())))
             .collect()
     }
 
+    fn strings(&self, key: &str, required: bool) -> Result<Vec<String>, TagError> {
+        self.array_of(key, required, "strings", |s, at| match s {
+            Value::String(s) if !s.is_empty() => Ok(s.clone()),
+            Value::String(_) => Err(invalid(at, "must not be empty")),
+            other => Err(invalid(at, format!("expected a string, found {other}"))),
+        })
+    }
+
     fn tokens(&self, key: &str, required: bool) -> Result<Vec<TokenRef>, TagError> {
-        let v = match (self.get(key), required) {
-            (None, false) => return Ok(Vec::new()),
-            (None, true) => return Err(invalid(&self.path, format!("missing field `{key}`"))),
-            (Some(v), _) => v,
-        };
-        let items = v
-            .as_array()
-            .ok_or_else(|| invalid(&self.at(key), "expected an array of token ids or strings"))?;
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, t)| token_ref(t, &child(&self.at(key), &i.to_string())))
-            .collect()
+        self.array_of(key, required, "token ids or strings", token_ref)
     }
 }
 

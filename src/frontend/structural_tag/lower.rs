@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::format::{Delimiter, Format, Node, Style, Tag, TokenRef};
 use super::TagError;
+use crate::frontend::json_schema::lower::{alt, opt};
 use crate::frontend::json_schema::{add_schema_rule, JsonSchemaOptions};
 use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
 use crate::grammar::dispatch::text_pattern;
@@ -60,13 +61,6 @@ fn seq(items: Vec<Expr>) -> Expr {
     match items.len() {
         0 => Expr::Empty,
         _ => Expr::Seq(items),
-    }
-}
-
-fn alt(mut items: Vec<Expr>) -> Expr {
-    match items.len() {
-        1 => items.pop().unwrap_or(Expr::Empty),
-        _ => Expr::Alt(items),
     }
 }
 
@@ -233,20 +227,8 @@ impl<'a> Lowering<'a> {
                 self.rule("regex", body)?
             }
             Format::AnyText { excludes } => self.free_text(self.excludes(excludes, ends)),
-            Format::Sequence(items) => {
-                let parts = items
-                    .iter()
-                    .map(|i| self.node(i, ends))
-                    .collect::<Result<Vec<_>, _>>()?;
-                seq(parts)
-            }
-            Format::Or(items) => {
-                let parts = items
-                    .iter()
-                    .map(|i| self.node(i, ends))
-                    .collect::<Result<Vec<_>, _>>()?;
-                alt(parts)
-            }
+            Format::Sequence(items) => seq(self.nodes(items, ends)?),
+            Format::Or(items) => alt(self.nodes(items, ends)?),
             Format::Tag(tag) => self.tag(tag, None)?,
             Format::TriggeredTags {
                 triggers,
@@ -288,10 +270,7 @@ impl<'a> Lowering<'a> {
                 at_least_one,
                 stop_after_first,
             } => {
-                let choices = tags
-                    .iter()
-                    .map(|t| self.tag(t, None))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let choices = self.whole_tags(tags)?;
                 let one = self.rule("tag", alt(choices))?;
                 let body = if *stop_after_first {
                     one
@@ -309,11 +288,7 @@ impl<'a> Lowering<'a> {
                 if *at_least_one {
                     body
                 } else {
-                    Expr::Repeat {
-                        body: Box::new(body),
-                        min: 0,
-                        max: Some(1),
-                    }
+                    opt(body)
                 }
             }
             Format::Repeat { content, min, max } => {
@@ -420,6 +395,15 @@ impl<'a> Lowering<'a> {
         })
     }
 
+    fn nodes(&mut self, items: &[Node], ends: &Ends) -> Result<Vec<Expr>, TagError> {
+        items.iter().map(|i| self.node(i, ends)).collect()
+    }
+
+    /// Each tag whole: begin, content, end.
+    fn whole_tags(&mut self, tags: &[Tag]) -> Result<Vec<Expr>, TagError> {
+        tags.iter().map(|t| self.tag(t, None)).collect()
+    }
+
     /// triggered_tags / token_triggered_tags: the flags pick between the dispatch loop, a first
     /// whole tag then the loop, or exactly one tag.
     fn tagged(
@@ -442,10 +426,7 @@ impl<'a> Lowering<'a> {
         if !at_least_one {
             return Ok(looped(!stop_after_first));
         }
-        let whole = tags
-            .iter()
-            .map(|t| self.tag(t, None))
-            .collect::<Result<Vec<_>, _>>()?;
+        let whole = self.whole_tags(tags)?;
         let first = self.rule("tag", alt(whole))?;
         Ok(if stop_after_first {
             first
@@ -552,11 +533,7 @@ impl<'a> Lowering<'a> {
             members.push(if required.contains(&name.as_str()) {
                 member
             } else {
-                Expr::Repeat {
-                    body: Box::new(member),
-                    min: 0,
-                    max: Some(1),
-                }
+                opt(member)
             });
         }
         members.push(ws);
