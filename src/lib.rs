@@ -35,6 +35,7 @@ pub mod cli;
 pub mod engine;
 pub mod frontend;
 pub mod grammar;
+pub mod runtime;
 pub mod util;
 pub mod vocab;
 

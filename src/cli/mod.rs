@@ -4,6 +4,7 @@
 
 mod check;
 mod grammar_cmd;
+mod run_cmd;
 mod source;
 mod trace;
 
@@ -35,6 +36,9 @@ pub enum Command {
     Trace(trace::TraceCmd),
     /// Check many inputs (JSON Lines) against a grammar, token by token with a mask at every step.
     Check(check::CheckCmd),
+    /// Generate with a model (GGUF or safetensors, CPU or CUDA) under the tool-calling grammar,
+    /// with jump-forward and per-step timing.
+    Run(Box<run_cmd::RunCmd>),
 }
 
 /// Everything that can stop a subcommand.
@@ -125,6 +129,15 @@ pub enum CliError {
     /// A bad argument value.
     #[error("{0}")]
     Usage(String),
+    /// A model that cannot be resolved or loaded.
+    #[error(transparent)]
+    Model(#[from] crate::runtime::ModelError),
+    /// A chat template that cannot be rendered.
+    #[error(transparent)]
+    Chat(#[from] crate::runtime::chat::ChatError),
+    /// Generation stopped on an error.
+    #[error("generation failed: {0}")]
+    Generate(#[from] crate::runtime::GenerateError),
     /// Writing the output failed (other than a closed pipe).
     #[error("writing output: {0}")]
     Output(std::io::Error),
@@ -136,6 +149,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Grammar(cmd) => grammar_cmd::run(cmd),
         Command::Trace(cmd) => trace::run(cmd),
         Command::Check(cmd) => check::run(cmd),
+        Command::Run(cmd) => run_cmd::run(*cmd),
     };
     match result {
         Ok(code) => code,

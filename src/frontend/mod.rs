@@ -4,8 +4,10 @@
 //! - [`json_schema`]: JSON Schema → typed `Schema` → grammar.
 //! - [`structural_tag`]: xgrammar's structural-tag JSON → typed `Format` → grammar (TagDispatch).
 //! - [`tools`]: an OpenAI tool list + a model's call style → structural tag.
+//! - [`tool_calls`]: assistant text + that style → the calls it holds.
 
 pub mod json_schema;
 pub mod regex;
 pub mod structural_tag;
+pub mod tool_calls;
 pub mod tools;

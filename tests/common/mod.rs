@@ -1,6 +1,9 @@
 //! Helpers shared by the integration tests: the data-driven grammar cases, the shared tokenizers, a
-//! byte-level vocabulary, the brute-force mask oracle and a deterministic RNG.
+//! byte-level vocabulary, the brute-force mask oracle, a deterministic RNG and (`mock_hub`) a local
+//! stand-in for the Hugging Face Hub.
 #![allow(dead_code)]
+
+pub mod mock_hub;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

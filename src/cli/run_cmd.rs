@@ -1,0 +1,449 @@
+//! `structgen run`: load a model, render its chat template with the tools, and generate under the
+//! tool-calling grammar (or any other grammar, or none), printing the answer, the parsed
+//! `tool_calls` and a timing summary. `-v` prints one live table row per token; `--trace` writes
+//! the same as JSON Lines; `--json` prints one object with text, tool_calls and summary.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use candle_core::Device;
+use clap::{ArgGroup, Args};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+use super::source::SchemaArgs;
+use super::{read_text, CliError, GrammarArgs};
+use crate::engine::{compile, GrammarMatcher};
+use crate::frontend::tool_calls::parse_calls;
+use crate::frontend::tools::{parse_tools, style, StyleSpec, Tool, STYLES};
+use crate::runtime::chat::ChatTemplate;
+use crate::runtime::generate::{generate, GenerateOptions};
+use crate::runtime::sampler::Sampling;
+use crate::runtime::source::{resolve, Manifest, ModelSpec};
+use crate::runtime::trace::{table_row, StepRecord, TABLE_HEADER};
+use crate::runtime::Model;
+use crate::util::{Limits, TokenId};
+
+/// Arguments of `structgen run`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("grammar").args(["tools", "ebnf", "json_schema", "regex", "structural_tag"])))]
+#[command(group(ArgGroup::new("input").required(true).args(["prompt", "messages"])))]
+pub struct RunCmd {
+    /// Model: a .gguf file, a checkpoint folder, a name in models/manifest.toml, or a Hugging
+    /// Face repo id (owner/name). Default: the manifest's default (SmolLM2-135M-Instruct).
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// Hub revision (branch, tag or commit) for a repo id.
+    #[arg(long, value_name = "REV")]
+    revision: Option<String>,
+    /// The GGUF file to fetch from a hub repo.
+    #[arg(long, value_name = "FILE")]
+    model_file: Option<String>,
+    /// Manifest of known models (default: models/manifest.toml, else the built-in copy).
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
+    /// cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
+    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
+    device: String,
+    /// The user message.
+    #[arg(long, value_name = "TEXT")]
+    prompt: Option<String>,
+    /// A system message before it.
+    #[arg(long, value_name = "TEXT", requires = "prompt")]
+    system: Option<String>,
+    /// A JSON array of OpenAI chat messages instead of --prompt.
+    #[arg(long, value_name = "FILE")]
+    messages: Option<PathBuf>,
+    /// Jinja chat template to use instead of the model's own.
+    #[arg(long, value_name = "FILE")]
+    chat_template: Option<PathBuf>,
+    /// OpenAI `tools` JSON array: the model may call them, and calls follow their schemas.
+    #[arg(long, value_name = "FILE")]
+    tools: Option<PathBuf>,
+    /// Tool-call style (default: the manifest's for the model).
+    #[arg(long, value_name = "STYLE")]
+    style: Option<String>,
+    /// auto, required, none, or a tool name.
+    #[arg(
+        long,
+        value_name = "CHOICE",
+        default_value = "auto",
+        requires = "tools"
+    )]
+    tool_choice: String,
+    /// At most one call.
+    #[arg(long, requires = "tools")]
+    no_parallel_calls: bool,
+    /// A reasoning block first (`on`), or none / forced empty (`off`).
+    #[arg(long, value_name = "on|off", value_parser = ["on", "off"], requires = "tools")]
+    reasoning: Option<String>,
+    /// Constrain the answer to an EBNF grammar instead.
+    #[arg(long, value_name = "FILE")]
+    ebnf: Option<PathBuf>,
+    /// Constrain the answer to a JSON Schema instead.
+    #[arg(long, value_name = "FILE")]
+    json_schema: Option<PathBuf>,
+    /// Constrain the answer to a regex instead.
+    #[arg(long, value_name = "PATTERN", allow_hyphen_values = true)]
+    regex: Option<String>,
+    /// Constrain the answer to a structural tag instead.
+    #[arg(long, value_name = "FILE")]
+    structural_tag: Option<PathBuf>,
+    #[command(flatten)]
+    schema: SchemaArgs,
+    /// Generate without any grammar (tools are still shown to the model), for comparison.
+    #[arg(long)]
+    unconstrained: bool,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    max_tokens: usize,
+    /// Sampling temperature; 0 = greedy.
+    #[arg(long, default_value_t = 0.0, value_name = "T")]
+    temperature: f32,
+    /// Nucleus sampling: keep the best tokens up to this probability.
+    #[arg(long, value_name = "P")]
+    top_p: Option<f32>,
+    /// Keep only the K best tokens.
+    #[arg(long, value_name = "K")]
+    top_k: Option<usize>,
+    /// RNG seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Feed every token through sampling, even text the grammar forces.
+    #[arg(long)]
+    no_jump_forward: bool,
+    /// Write one JSON line per generated token to FILE.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Print the per-token table live (stderr).
+    #[arg(short, long)]
+    verbose: bool,
+    /// Print one JSON object (text, tool_calls, summary) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+fn device(spec: &str) -> Result<Device, CliError> {
+    let bad = || CliError::Usage(format!("--device {spec:?}: expected cpu, cuda or cuda:N"));
+    let dev = match spec {
+        "cpu" => return Ok(Device::Cpu),
+        "cuda" => Device::new_cuda(0),
+        s => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(n)) => Device::new_cuda(n),
+            _ => return Err(bad()),
+        },
+    };
+    dev.map_err(|e| CliError::Usage(format!("--device {spec}: {e}")))
+}
+
+fn spinner(msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    pb
+}
+
+fn read_json(path: &Path) -> Result<Value, CliError> {
+    let text = read_text(path)?;
+    serde_json::from_str(&text).map_err(|e| CliError::Json {
+        path: path.to_path_buf(),
+        line: e.line(),
+        col: e.column(),
+        message: e.to_string(),
+    })
+}
+
+/// A style for a model outside the manifest, guessed from its chat template.
+fn guess_style(template: Option<&str>) -> &'static str {
+    let t = template.unwrap_or_default();
+    if t.contains("<function=") {
+        "qwen_coder"
+    } else if t.contains("<|python_tag|>") || t.contains("\"parameters\"") {
+        "llama_json"
+    } else if t.contains("<|channel|>") {
+        "harmony"
+    } else if t.contains("[TOOL_CALLS]") {
+        "mistral"
+    } else {
+        "hermes"
+    }
+}
+
+/// Runs `structgen run`.
+pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
+    let manifest = Manifest::load(cmd.manifest.as_deref())?;
+    let spec = ModelSpec {
+        name: cmd.model.clone(),
+        revision: cmd.revision.clone(),
+        file: cmd.model_file.clone(),
+    };
+    let resolved = resolve(&spec, &manifest, true)?;
+    let dev = device(&cmd.device)?;
+    let pb = spinner("loading model");
+    let mut model = Model::load(&resolved.files, &dev)?;
+    pb.finish_and_clear();
+    eprintln!("model: {}", model.description);
+    for w in &model.vocab.warnings {
+        eprintln!("warning: tokenizer: {w}");
+    }
+    let template_src = match &cmd.chat_template {
+        Some(p) => Some((read_text(p)?, p.display().to_string())),
+        None => model.chat_template.clone(),
+    };
+    let style_name = match (&cmd.style, &resolved.entry) {
+        (Some(s), _) => s.clone(),
+        (None, Some(e)) => e.style.clone(),
+        (None, None) => {
+            let g = guess_style(template_src.as_ref().map(|t| t.0.as_str()));
+            eprintln!("note: no --style given; guessed {g:?} from the chat template");
+            g.to_string()
+        }
+    };
+    let spec_style: &StyleSpec = style(&style_name).ok_or_else(|| {
+        let names: Vec<&str> = STYLES.iter().map(|s| s.name).collect();
+        CliError::Usage(format!(
+            "unknown --style {style_name:?} (known: {})",
+            names.join(", ")
+        ))
+    })?;
+    let tools_json: Vec<Value> = match &cmd.tools {
+        Some(p) => match read_json(p)? {
+            Value::Array(a) => a,
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "{}: expected a JSON array of tools",
+                    p.display()
+                )))
+            }
+        },
+        None => Vec::new(),
+    };
+    let tools: Vec<Tool> = match &cmd.tools {
+        Some(p) => {
+            parse_tools(&Value::Array(tools_json.clone())).map_err(|error| CliError::Tools {
+                path: p.clone(),
+                error,
+            })?
+        }
+        None => Vec::new(),
+    };
+    let messages: Vec<Value> = match (&cmd.messages, &cmd.prompt) {
+        (Some(p), _) => match read_json(p)? {
+            Value::Array(a) => a,
+            _ => {
+                return Err(CliError::Usage(format!(
+                    "{}: expected a JSON array of chat messages",
+                    p.display()
+                )))
+            }
+        },
+        (None, Some(prompt)) => {
+            let mut m = Vec::new();
+            if let Some(s) = &cmd.system {
+                m.push(json!({"role": "system", "content": s}));
+            }
+            m.push(json!({"role": "user", "content": prompt}));
+            m
+        }
+        (None, None) => return Err(CliError::Usage("give --prompt or --messages".into())),
+    };
+    let (src, origin) = template_src.ok_or_else(|| {
+        CliError::Usage("the model has no chat template; pass --chat-template FILE".into())
+    })?;
+    let template = ChatTemplate::new(&src, &origin, &model.bos, &model.eos)?;
+    let prompt_text = template.render(&messages, &tools_json, spec_style)?;
+    let prompt = model
+        .vocab
+        .tokenizer
+        .encode(prompt_text.as_str(), false)
+        .map_err(|e| CliError::Usage(format!("tokenizing the prompt: {e}")))?
+        .get_ids()
+        .to_vec();
+    let mut stop: Vec<u32> = model
+        .vocab
+        .vocab
+        .stop_tokens()
+        .iter()
+        .map(|t| t.0)
+        .collect();
+    let extra = resolved
+        .entry
+        .as_ref()
+        .map(|e| e.stop.clone())
+        .unwrap_or_default();
+    for s in extra.iter().chain(std::iter::once(&model.eos)) {
+        if let Some(t) = model.vocab.vocab.find_token(s) {
+            if !stop.contains(&t.0) {
+                stop.push(t.0);
+            }
+        }
+    }
+    let limits = Limits::default();
+    let grammar_args = GrammarArgs {
+        ebnf: cmd.ebnf.clone(),
+        json_schema: cmd.json_schema.clone(),
+        regex: cmd.regex.clone(),
+        structural_tag: cmd.structural_tag.clone(),
+        tools: cmd.tools.clone(),
+        style: cmd.tools.as_ref().map(|_| style_name.clone()),
+        tool_choice: cmd.tool_choice.clone(),
+        no_parallel_calls: cmd.no_parallel_calls,
+        reasoning: cmd.reasoning.clone(),
+        root: "root".into(),
+        schema: cmd.schema.clone(),
+    };
+    let constrained = !cmd.unconstrained
+        && (cmd.tools.is_some()
+            || cmd.ebnf.is_some()
+            || cmd.json_schema.is_some()
+            || cmd.regex.is_some()
+            || cmd.structural_tag.is_some());
+    let vocab = Arc::new(model.vocab.vocab.clone());
+    let matcher = if constrained {
+        let t = std::time::Instant::now();
+        let grammar = grammar_args.load(&limits, Some(&vocab))?.grammar;
+        let compiled =
+            compile(&grammar, Arc::clone(&vocab), &limits).map_err(|error| CliError::Grammar {
+                path: grammar_args.path().to_path_buf(),
+                error,
+            })?;
+        eprintln!(
+            "grammar: compiled in {:.1} ms",
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        let stop_ids = stop.iter().map(|&t| TokenId(t)).collect();
+        Some(GrammarMatcher::with_stop_tokens(compiled, stop_ids))
+    } else {
+        None
+    };
+    let opts = GenerateOptions {
+        max_tokens: cmd.max_tokens,
+        sampling: Sampling::from_flags(cmd.temperature, cmd.top_k, cmd.top_p),
+        seed: cmd.seed,
+        jump_forward: !cmd.no_jump_forward,
+        ..GenerateOptions::default()
+    };
+    let mut trace_out = match &cmd.trace {
+        Some(p) => Some(AtomicFile::create(p)?),
+        None => None,
+    };
+    if cmd.verbose {
+        eprintln!("{TABLE_HEADER}");
+    }
+    let pb = spinner(&format!("prefill ({} prompt tokens)", prompt.len()));
+    let mut first = true;
+    let mut write_err = None;
+    let mut on_record = |r: &StepRecord| {
+        if first {
+            pb.finish_and_clear();
+            first = false;
+        }
+        if cmd.verbose {
+            let mut row = table_row(r);
+            if r.replaced {
+                row.push_str("  (rolled back)");
+            }
+            eprintln!("{row}");
+        }
+        if let Some(f) = &mut trace_out {
+            if let Err(e) = f.write_line(&serde_json::to_string(r).unwrap_or_default()) {
+                write_err.get_or_insert(e);
+            }
+        }
+    };
+    let gen = generate(&mut model, &prompt, matcher, stop, opts, &mut on_record)?;
+    pb.finish_and_clear();
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    if let Some(f) = trace_out {
+        f.commit()?;
+    }
+    let parsed = parse_calls(&gen.text, spec_style, &tools);
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    if cmd.json {
+        let v = json!({
+            "text": gen.text,
+            "content": parsed.content,
+            "reasoning": parsed.reasoning,
+            "tool_calls": parsed.openai_tool_calls(),
+            "parse_errors": parsed.errors,
+            "summary": gen.summary,
+        });
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&v).unwrap_or_default()
+        )
+        .map_err(CliError::Output)?;
+    } else {
+        writeln!(out, "{}", gen.text).map_err(CliError::Output)?;
+        if !tools.is_empty() {
+            writeln!(
+                out,
+                "tool_calls: {}",
+                serde_json::to_string_pretty(&parsed.openai_tool_calls()).unwrap_or_default()
+            )
+            .map_err(CliError::Output)?;
+        }
+        for e in &parsed.errors {
+            eprintln!("warning: unreadable call: {e}");
+        }
+        eprintln!("--- summary ---\n{}", gen.summary.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// An output file written under a temporary name and renamed into place on success, so an
+/// interrupted run leaves the previous file intact.
+struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+}
+
+impl AtomicFile {
+    fn create(path: &Path) -> Result<Self, CliError> {
+        let mut name = path
+            .file_name()
+            .map(|n| n.to_os_string())
+            .unwrap_or_default();
+        name.push(".tmp");
+        let tmp = path.with_file_name(name);
+        let file = std::fs::File::create(&tmp).map_err(|source| CliError::Io {
+            path: tmp.clone(),
+            source,
+        })?;
+        Ok(AtomicFile {
+            path: path.to_path_buf(),
+            tmp,
+            file: std::io::BufWriter::new(file),
+        })
+    }
+
+    fn write_line(&mut self, line: &str) -> Result<(), CliError> {
+        writeln!(self.file, "{line}").map_err(|source| CliError::Io {
+            path: self.tmp.clone(),
+            source,
+        })
+    }
+
+    fn commit(mut self) -> Result<(), CliError> {
+        let io = |source| CliError::Io {
+            path: self.tmp.clone(),
+            source,
+        };
+        self.file.flush().map_err(io)?;
+        std::fs::rename(&self.tmp, &self.path).map_err(|source| CliError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+}

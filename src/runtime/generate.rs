@@ -1,0 +1,461 @@
+//! The decoding loop: prompt → prefill → per step forward → mask → sample → accept, with
+//! jump-forward and rollback.
+//!
+//! A [`Session`] owns one sequence: the model's KV cache, the grammar matcher, the generated
+//! tokens and one [`StepRecord`] per token. Invariants between calls:
+//! - the matcher has accepted exactly the generated tokens (`matcher.num_steps() == out.len()`);
+//! - the KV cache holds the prompt and the first `kv_out` generated tokens, and after
+//!   [`Session::sync`] all of them, with `logits` the row after the last.
+//!
+//! Jump-forward: after a sampled token, the text the grammar forces next is tokenized together
+//! with the last few generated tokens' text; the tokens whose boundaries change are rolled back
+//! (matcher and KV cache), the canonical tokens appended, and all of them fed in one forward
+//! pass. A token the grammar refuses after it was sampled from the grammar's own mask is a bug
+//! and stops generation with the step and token.
+
+use std::time::Instant;
+
+use candle_core::{Device, Tensor};
+
+use super::logits::{apply_in_place, DeviceMasker};
+use super::model::Model;
+use super::sampler::{Sampler, Sampling};
+use super::trace::{Origin, StepRecord, StopReason, Summary};
+use crate::engine::GrammarMatcher;
+use crate::util::bitmask::TokenBitmask;
+use crate::util::TokenId;
+
+/// What can stop a generation early.
+#[derive(Debug, thiserror::Error)]
+pub enum GenerateError {
+    /// The model failed (shape, device or memory error).
+    #[error("model: {0}")]
+    Model(#[from] candle_core::Error),
+    /// The grammar refused a token drawn from its own mask: an engine bug.
+    #[error("step {step}: the grammar refused token {token} ({text:?}) that its mask allowed")]
+    Refused {
+        /// Generated-token position.
+        step: usize,
+        /// The token.
+        token: u32,
+        /// Its text.
+        text: String,
+    },
+    /// No token is allowed: the mask is empty and the grammar has not ended.
+    #[error("step {step}: no token is allowed (empty mask) before the grammar ended")]
+    NoToken {
+        /// Generated-token position.
+        step: usize,
+    },
+    /// The prompt is empty.
+    #[error("the prompt has no tokens")]
+    EmptyPrompt,
+}
+
+/// How to generate.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    /// Most tokens to generate.
+    pub max_tokens: usize,
+    /// Sampling choice.
+    pub sampling: Sampling,
+    /// RNG seed.
+    pub seed: u64,
+    /// Feed grammar-forced text without sampling.
+    pub jump_forward: bool,
+    /// Generated tokens re-tokenized together with forced text.
+    pub retokenize_window: usize,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        GenerateOptions {
+            max_tokens: 256,
+            sampling: Sampling::Greedy,
+            seed: 0,
+            jump_forward: true,
+            retokenize_window: 3,
+        }
+    }
+}
+
+/// A finished generation.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    /// The generated tokens (stop token excluded).
+    pub tokens: Vec<u32>,
+    /// Their text.
+    pub text: String,
+    /// Every step, including tokens later rolled back.
+    pub records: Vec<StepRecord>,
+    /// Totals.
+    pub summary: Summary,
+}
+
+/// One sequence being generated.
+pub struct Session<'m> {
+    model: &'m mut Model,
+    matcher: Option<GrammarMatcher>,
+    opts: GenerateOptions,
+    sampler: Sampler,
+    masker: Option<DeviceMasker>,
+    bitmask: TokenBitmask,
+    stop_tokens: Vec<u32>,
+    prompt_len: usize,
+    prefill_ms: f64,
+    out: Vec<u32>,
+    out_rec: Vec<usize>,
+    kv_out: usize,
+    logits: Option<Tensor>,
+    records: Vec<StepRecord>,
+    stopped_by_token: bool,
+}
+
+fn us_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6
+}
+
+impl<'m> Session<'m> {
+    /// A session on `model`, constrained by `matcher` when given; `stop_tokens` end an
+    /// unconstrained generation (a matcher has its own).
+    pub fn new(
+        model: &'m mut Model,
+        matcher: Option<GrammarMatcher>,
+        stop_tokens: Vec<u32>,
+        opts: GenerateOptions,
+    ) -> Result<Self, GenerateError> {
+        let masker = match model.decoder.device {
+            Device::Cpu => None,
+            ref d => Some(DeviceMasker::new(d, model.logits_len)?),
+        };
+        Ok(Session {
+            sampler: Sampler::new(opts.sampling, opts.seed),
+            bitmask: TokenBitmask::new(model.logits_len),
+            model,
+            matcher,
+            opts,
+            masker,
+            stop_tokens,
+            prompt_len: 0,
+            prefill_ms: 0.0,
+            out: Vec::new(),
+            out_rec: Vec::new(),
+            kv_out: 0,
+            logits: None,
+            records: Vec::new(),
+            stopped_by_token: false,
+        })
+    }
+
+    /// Clears the KV cache and runs the prompt through the model.
+    pub fn prefill(&mut self, prompt: &[u32]) -> Result<(), GenerateError> {
+        if prompt.is_empty() {
+            return Err(GenerateError::EmptyPrompt);
+        }
+        self.model.decoder.truncate(0)?;
+        let t = Instant::now();
+        self.logits = Some(self.model.decoder.forward(prompt)?);
+        self.prefill_ms = us_since(t) / 1e3;
+        self.prompt_len = prompt.len();
+        Ok(())
+    }
+
+    /// The generated tokens so far.
+    pub fn tokens(&self) -> &[u32] {
+        &self.out
+    }
+
+    /// The matcher, when constrained.
+    pub fn matcher(&self) -> Option<&GrammarMatcher> {
+        self.matcher.as_ref()
+    }
+
+    /// Tokens in the KV cache.
+    pub fn kv_len(&self) -> usize {
+        self.model.decoder.len()
+    }
+
+    /// The logits row for the next token (after [`Session::sync`]).
+    pub fn logits(&self) -> Option<&Tensor> {
+        self.logits.as_ref()
+    }
+
+    fn text_of(&self, token: u32) -> String {
+        String::from_utf8_lossy(self.model.vocab.vocab.token_bytes(TokenId(token))).into_owned()
+    }
+
+    fn record(&mut self, token: u32, origin: Origin) -> usize {
+        self.records.push(StepRecord {
+            step: self.out.len(),
+            token,
+            text: self.text_of(token),
+            origin,
+            mask_us: None,
+            apply_us: None,
+            forward_ms: None,
+            forward_tokens: None,
+            sample_us: None,
+            accept_us: 0.0,
+            rolled_back: 0,
+            allowed: None,
+            replaced: false,
+        });
+        self.records.len() - 1
+    }
+
+    /// One sampled token (with its jump-forward) and the forward pass after it; `None` while
+    /// generation goes on. `on_record` sees each record once it is final.
+    pub fn step(
+        &mut self,
+        on_record: &mut dyn FnMut(&StepRecord),
+    ) -> Result<Option<StopReason>, GenerateError> {
+        if self.out.len() >= self.opts.max_tokens {
+            return Ok(Some(StopReason::MaxTokens));
+        }
+        let logits = match self.logits.take() {
+            Some(l) => l,
+            None => {
+                self.sync(on_record)?;
+                self.logits.take().ok_or(GenerateError::EmptyPrompt)?
+            }
+        };
+        let (mut mask_us, mut apply_us, mut allowed) = (None, None, None);
+        let row: Vec<f32> = match &mut self.matcher {
+            Some(m) => {
+                let t = Instant::now();
+                m.fill_next_token_bitmask(&mut self.bitmask);
+                mask_us = Some(us_since(t));
+                allowed = Some(self.bitmask.count_allowed());
+                match &self.masker {
+                    None => {
+                        let mut row = logits.to_vec1::<f32>()?;
+                        let t = Instant::now();
+                        apply_in_place(&mut row, &self.bitmask);
+                        apply_us = Some(us_since(t));
+                        row
+                    }
+                    Some(dm) => {
+                        let t = Instant::now();
+                        let masked = dm.apply(&logits, &self.bitmask)?;
+                        apply_us = Some(us_since(t));
+                        masked.to_vec1::<f32>()?
+                    }
+                }
+            }
+            None => logits.to_vec1::<f32>()?,
+        };
+        let t = Instant::now();
+        let token = self.sampler.sample(&row).ok_or(GenerateError::NoToken {
+            step: self.out.len(),
+        })?;
+        let sample_us = us_since(t);
+        let step = self.out.len();
+        let t = Instant::now();
+        let is_stop = self.stop_tokens.contains(&token);
+        if let Some(m) = &mut self.matcher {
+            if !m.accept_token(TokenId(token)) {
+                return Err(GenerateError::Refused {
+                    step,
+                    token,
+                    text: self.text_of(token),
+                });
+            }
+        }
+        let accept_us = us_since(t);
+        let r = self.record(token, Origin::Sampled);
+        let rec = &mut self.records[r];
+        rec.mask_us = mask_us;
+        rec.apply_us = apply_us;
+        rec.sample_us = Some(sample_us);
+        rec.accept_us = accept_us;
+        rec.allowed = allowed;
+        let ended = self.matcher.as_ref().is_some_and(|m| m.is_terminated());
+        if is_stop || ended {
+            self.stopped_by_token = is_stop;
+            on_record(&self.records[r]);
+            return Ok(Some(if self.matcher.is_some() {
+                StopReason::Grammar
+            } else {
+                StopReason::StopToken
+            }));
+        }
+        self.out.push(token);
+        self.out_rec.push(r);
+        if self.opts.jump_forward {
+            self.jump_forward(on_record)?;
+        }
+        self.sync(on_record)?;
+        Ok(None)
+    }
+
+    /// Accepts `token` as if it had been sampled (no mask, no forward pass); for tests and
+    /// replaying a known answer.
+    pub fn push_token(&mut self, token: u32) -> Result<(), GenerateError> {
+        if let Some(m) = &mut self.matcher {
+            if !m.accept_token(TokenId(token)) {
+                return Err(GenerateError::Refused {
+                    step: self.out.len(),
+                    token,
+                    text: self.text_of(token),
+                });
+            }
+        }
+        self.logits = None;
+        let r = self.record(token, Origin::Sampled);
+        self.out.push(token);
+        self.out_rec.push(r);
+        Ok(())
+    }
+
+    /// Appends the grammar's forced text, re-tokenizing the last few generated tokens with it.
+    /// Returns the number of tokens rolled back and the number appended.
+    pub fn jump_forward(
+        &mut self,
+        on_record: &mut dyn FnMut(&StepRecord),
+    ) -> Result<(usize, usize), GenerateError> {
+        let t = Instant::now();
+        let Some(m) = &mut self.matcher else {
+            return Ok((0, 0));
+        };
+        let forced = m.find_jump_forward_bytes();
+        if forced.is_empty() {
+            return Ok((0, 0));
+        }
+        let vocab = &self.model.vocab.vocab;
+        let mut k = 0;
+        while k < self.opts.retokenize_window.min(self.out.len())
+            && vocab.is_text(TokenId(self.out[self.out.len() - 1 - k]))
+        {
+            k += 1;
+        }
+        let Some((k, canonical)) = (0..=k).rev().find_map(|k| {
+            let prev = &self.out[self.out.len() - k..];
+            let mut text: Vec<u8> = prev
+                .iter()
+                .flat_map(|&p| vocab.token_bytes(TokenId(p)).iter().copied())
+                .collect();
+            text.extend_from_slice(&forced);
+            let s = std::str::from_utf8(&text).ok()?;
+            let enc = self.model.vocab.tokenizer.encode(s, false).ok()?;
+            let ids = enc.get_ids().to_vec();
+            let spelled: Vec<u8> = ids
+                .iter()
+                .flat_map(|&i| vocab.token_bytes(TokenId(i)).iter().copied())
+                .collect();
+            (spelled == text).then_some((k, ids))
+        }) else {
+            return Ok((0, 0));
+        };
+        let prev = &self.out[self.out.len() - k..];
+        let same = prev
+            .iter()
+            .zip(&canonical)
+            .take_while(|(a, b)| a == b)
+            .count();
+        let roll = k - same;
+        let new = &canonical[same..];
+        let mut trial = m.fork();
+        if trial.rollback(roll).is_err() || !new.iter().all(|&c| trial.accept_token(TokenId(c))) {
+            return Ok((0, 0));
+        }
+        *m = trial;
+        let keep = self.out.len() - roll;
+        for &r in &self.out_rec[keep..] {
+            self.records[r].replaced = true;
+            if self.records[r].forward_ms.is_none() {
+                on_record(&self.records[r]);
+            }
+        }
+        self.out.truncate(keep);
+        self.out_rec.truncate(keep);
+        if self.kv_out > keep {
+            self.model.decoder.truncate(self.prompt_len + keep)?;
+            self.kv_out = keep;
+        }
+        let new = new.to_vec();
+        let elapsed = us_since(t);
+        for (i, &c) in new.iter().enumerate() {
+            let r = self.record(c, Origin::Forced);
+            if i == 0 {
+                self.records[r].rolled_back = roll;
+                self.records[r].accept_us = elapsed;
+            }
+            self.out.push(c);
+            self.out_rec.push(r);
+        }
+        self.logits = None;
+        Ok((roll, new.len()))
+    }
+
+    /// Feeds every generated token not yet in the KV cache in one forward pass.
+    pub fn sync(&mut self, on_record: &mut dyn FnMut(&StepRecord)) -> Result<(), GenerateError> {
+        if self.kv_out == self.out.len() && self.logits.is_some() {
+            return Ok(());
+        }
+        if self.kv_out == self.out.len() {
+            let keep = self.kv_out.saturating_sub(1);
+            self.model.decoder.truncate(self.prompt_len + keep)?;
+            self.kv_out = keep;
+        }
+        let feed = self.out[self.kv_out..].to_vec();
+        let t = Instant::now();
+        self.logits = Some(self.model.decoder.forward(&feed)?);
+        let ms = us_since(t) / 1e3;
+        let first = self.out_rec[self.kv_out];
+        self.records[first].forward_ms = Some(ms);
+        self.records[first].forward_tokens = Some(feed.len());
+        for &r in &self.out_rec[self.kv_out..] {
+            on_record(&self.records[r]);
+        }
+        self.kv_out = self.out.len();
+        Ok(())
+    }
+
+    /// The result so far.
+    pub fn finish(self, stop: StopReason) -> Generation {
+        let bytes: Vec<u8> = self
+            .out
+            .iter()
+            .flat_map(|&t| {
+                self.model
+                    .vocab
+                    .vocab
+                    .token_bytes(TokenId(t))
+                    .iter()
+                    .copied()
+            })
+            .collect();
+        let summary = Summary::from_records(
+            &self.records,
+            self.kv_out,
+            self.prompt_len,
+            self.prefill_ms,
+            stop,
+        );
+        Generation {
+            tokens: self.out,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            records: self.records,
+            summary,
+        }
+    }
+}
+
+/// Generates from `prompt` until the grammar ends, a stop token or `max_tokens`.
+pub fn generate(
+    model: &mut Model,
+    prompt: &[u32],
+    matcher: Option<GrammarMatcher>,
+    stop_tokens: Vec<u32>,
+    opts: GenerateOptions,
+    on_record: &mut dyn FnMut(&StepRecord),
+) -> Result<Generation, GenerateError> {
+    let mut session = Session::new(model, matcher, stop_tokens, opts)?;
+    session.prefill(prompt)?;
+    let stop = loop {
+        if let Some(stop) = session.step(on_record)? {
+            break stop;
+        }
+    };
+    Ok(session.finish(stop))
+}

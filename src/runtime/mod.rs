@@ -1,0 +1,23 @@
+//! L4 — inference on Candle, the only layer that runs a model.
+//!
+//! - [`source`]: a model name (local path, Hugging Face repo id, or `models/manifest.toml` entry)
+//!   → [`model::ModelFiles`], fetching from the hub with `hf-hub` when needed.
+//! - [`model`]: files → [`model::Model`] (our decoder with a truncatable KV cache, tokenizer,
+//!   chat template) for llama, qwen2, qwen3, gemma3 and phi3 GGUF files and llama / qwen2 / qwen3
+//!   safetensors checkpoints.
+//! - [`chat`]: the model's chat template (minijinja) with messages and tools → prompt.
+//! - [`logits`]: grammar bitmask → logits at −∞ (in place on CPU, uploaded bitmask elsewhere).
+//! - [`sampler`]: greedy / temperature / top-k / top-p with a seed.
+//! - [`generate`]: the decoding loop with jump-forward and rollback.
+//! - [`trace`]: per-step records and the summary.
+
+pub mod chat;
+pub mod generate;
+pub mod logits;
+pub mod model;
+pub mod sampler;
+pub mod source;
+pub mod trace;
+
+pub use generate::{generate, GenerateError, GenerateOptions, Generation, Session};
+pub use model::{Model, ModelError, ModelFiles};

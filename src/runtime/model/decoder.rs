@@ -1,0 +1,349 @@
+//! The decoder forward pass and its truncatable KV cache, one implementation for every
+//! architecture in [`super::config::Arch`].
+//!
+//! In: token ids to append. Out: the logits row after the last of them. The KV cache holds, per
+//! layer, keys and values of shape `(1, kv_heads, len, head_dim)` before head repetition; its
+//! length is the position of the next token. [`Decoder::truncate`] cuts every layer to a shorter
+//! length, which is how generation rolls back re-tokenized text without re-running the prompt.
+//!
+//! Attention: a query at absolute position `p` sees keys `j ≤ p`, and on sliding-window layers
+//! only `p − j < window`. Grouped-query attention folds the query heads of one KV head into the
+//! row dimension instead of copying keys.
+
+use candle_core::quantized::QMatMul;
+use candle_core::{DType, Device, Module, Tensor, D};
+
+use super::config::{Activation, ArchConfig};
+
+/// A projection: a (possibly quantized) weight and an optional bias.
+#[derive(Debug)]
+pub struct Linear {
+    /// The weight, `(out, in)`.
+    pub weight: QMatMul,
+    /// The bias, `(out,)`.
+    pub bias: Option<Tensor>,
+}
+
+impl Linear {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let y = self.weight.forward(x)?;
+        match &self.bias {
+            Some(b) => y.broadcast_add(b),
+            None => Ok(y),
+        }
+    }
+}
+
+/// An RMSNorm weight.
+#[derive(Debug)]
+pub struct Norm(pub Tensor);
+
+impl Norm {
+    fn forward(&self, x: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
+        candle_nn::ops::rms_norm(&x.contiguous()?, &self.0, eps as f32)
+    }
+}
+
+/// Query/key/value projections, separate or fused (`q | k | v` along the output).
+#[derive(Debug)]
+pub enum Qkv {
+    /// Three projections.
+    Separate(Linear, Linear, Linear),
+    /// One projection, split after.
+    Fused(Linear),
+}
+
+/// The gated MLP's input projections, separate or fused (`gate | up`).
+#[derive(Debug)]
+pub enum GateUp {
+    /// Gate and up projections.
+    Separate(Linear, Linear),
+    /// One projection, split after.
+    Fused(Linear),
+}
+
+/// One decoder block.
+#[derive(Debug)]
+pub struct Layer {
+    /// Norm before attention.
+    pub attn_norm: Norm,
+    /// Q/K/V projections.
+    pub qkv: Qkv,
+    /// Output projection.
+    pub o: Linear,
+    /// Per-head query and key norms.
+    pub qk_norm: Option<(Norm, Norm)>,
+    /// Norm on the attention output before the residual add.
+    pub post_attn_norm: Option<Norm>,
+    /// Norm before the MLP.
+    pub ffn_norm: Norm,
+    /// Gate and up projections.
+    pub gate_up: GateUp,
+    /// Down projection.
+    pub down: Linear,
+    /// Norm on the MLP output before the residual add.
+    pub post_ffn_norm: Option<Norm>,
+}
+
+/// The token embedding table.
+#[derive(Debug)]
+pub enum Embedding {
+    /// Quantized rows, looked up without dequantizing the table.
+    Quantized(QMatMul),
+    /// A dense `(vocab, hidden)` table.
+    Dense(Tensor),
+}
+
+/// A loaded network with its KV cache.
+#[derive(Debug)]
+pub struct Decoder {
+    /// Shape and options.
+    pub cfg: ArchConfig,
+    /// Token embeddings.
+    pub embed: Embedding,
+    /// Blocks.
+    pub layers: Vec<Layer>,
+    /// Final norm.
+    pub norm: Norm,
+    /// Output projection to the vocabulary.
+    pub lm_head: QMatMul,
+    /// Inverse RoPE frequencies of global and local layers, on the device.
+    pub inv_freq: (Tensor, Tensor),
+    /// Where the tensors live.
+    pub device: Device,
+    /// Per layer `(keys, values)`.
+    pub cache: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl Decoder {
+    /// Tokens in the cache (= position of the next token).
+    pub fn len(&self) -> usize {
+        self.cache
+            .first()
+            .and_then(|c| c.as_ref())
+            .map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+    }
+
+    /// Rows of the embedding table (= length of a logits row).
+    pub fn vocab_size(&self) -> usize {
+        match &self.embed {
+            Embedding::Quantized(QMatMul::QTensor(q)) => q.shape().dims()[0],
+            Embedding::Quantized(QMatMul::Tensor(t) | QMatMul::TensorF16(t))
+            | Embedding::Dense(t) => t.dims()[0],
+        }
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Cuts the cache to its first `len` positions.
+    pub fn truncate(&mut self, len: usize) -> candle_core::Result<()> {
+        for slot in &mut self.cache {
+            if let Some((k, v)) = slot.take() {
+                if len > 0 {
+                    let keep = len.min(k.dim(2)?);
+                    *slot = Some((k.narrow(2, 0, keep)?, v.narrow(2, 0, keep)?));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends `tokens` at the cache's end; returns the logits after the last one, `(vocab,)` f32.
+    pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
+        let all = self.forward_all(tokens)?;
+        let n = all.dim(0)?;
+        all.get(n - 1)
+    }
+
+    /// Appends `tokens`; returns the logits after each of them, `(tokens, vocab)` f32.
+    pub fn forward_all(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
+        if tokens.is_empty() {
+            candle_core::bail!("forward called with no tokens");
+        }
+        let offset = self.len();
+        let seq = tokens.len();
+        let ids = Tensor::new(tokens, &self.device)?;
+        let mut x = match &self.embed {
+            Embedding::Quantized(q) => q.embedding(&ids)?,
+            Embedding::Dense(t) => t.index_select(&ids, 0)?,
+        }
+        .to_dtype(DType::F32)?;
+        if self.cfg.scale_embeddings {
+            x = (x * (self.cfg.hidden as f64).sqrt())?;
+        }
+        let mut x = x.unsqueeze(0)?;
+        let positions: Vec<f32> = (offset..offset + seq).map(|p| p as f32).collect();
+        let positions = Tensor::from_vec(positions, (seq, 1), &self.device)?;
+        let global = rope_tables(&positions, &self.inv_freq.0, self.cfg.rope_linear_factor)?;
+        let local = rope_tables(&positions, &self.inv_freq.1, 1.0)?;
+        for i in 0..self.layers.len() {
+            let local_layer = self.cfg.is_local_layer(i);
+            let rope = if local_layer { &local } else { &global };
+            let window = self
+                .cfg
+                .sliding_window
+                .filter(|_| local_layer)
+                .map(|(w, _)| w);
+            let layer = &self.layers[i];
+            let h = layer.attn_norm.forward(&x, self.cfg.eps)?;
+            let (a, cache) = attention(
+                &self.cfg,
+                layer,
+                &h,
+                rope,
+                self.cache[i].take(),
+                offset,
+                window,
+            )?;
+            self.cache[i] = Some(cache);
+            let a = match &layer.post_attn_norm {
+                Some(n) => n.forward(&a, self.cfg.eps)?,
+                None => a,
+            };
+            x = (x + a)?;
+            let h = layer.ffn_norm.forward(&x, self.cfg.eps)?;
+            let m = mlp(&self.cfg, layer, &h)?;
+            let m = match &layer.post_ffn_norm {
+                Some(n) => n.forward(&m, self.cfg.eps)?,
+                None => m,
+            };
+            x = (x + m)?;
+        }
+        let x = self.norm.forward(&x, self.cfg.eps)?;
+        let logits = self.lm_head.forward(&x)?.squeeze(0)?.to_dtype(DType::F32)?;
+        match self.cfg.final_softcap {
+            Some(cap) => (logits / cap)?.tanh()? * cap,
+            None => Ok(logits),
+        }
+    }
+}
+
+/// `(cos, sin)` of shape `(seq, head_dim / 2)` for these positions.
+fn rope_tables(
+    positions: &Tensor,
+    inv_freq: &Tensor,
+    linear: f64,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    let pos = if linear != 1.0 {
+        (positions / linear)?
+    } else {
+        positions.clone()
+    };
+    let angles = pos.broadcast_mul(&inv_freq.unsqueeze(0)?)?;
+    Ok((angles.cos()?.contiguous()?, angles.sin()?.contiguous()?))
+}
+
+fn heads(x: Tensor, n: usize, d: usize) -> candle_core::Result<Tensor> {
+    let (b, s, _) = x.dims3()?;
+    x.reshape((b, s, n, d))
+}
+
+fn attention(
+    cfg: &ArchConfig,
+    layer: &Layer,
+    h: &Tensor,
+    rope: &(Tensor, Tensor),
+    cache: Option<(Tensor, Tensor)>,
+    offset: usize,
+    window: Option<usize>,
+) -> candle_core::Result<(Tensor, (Tensor, Tensor))> {
+    let (nh, nkv, d) = (cfg.heads, cfg.kv_heads, cfg.head_dim);
+    let (q, k, v) = match &layer.qkv {
+        Qkv::Separate(q, k, v) => (q.forward(h)?, k.forward(h)?, v.forward(h)?),
+        Qkv::Fused(qkv) => {
+            let all = qkv.forward(h)?;
+            (
+                all.narrow(D::Minus1, 0, nh * d)?,
+                all.narrow(D::Minus1, nh * d, nkv * d)?,
+                all.narrow(D::Minus1, (nh + nkv) * d, nkv * d)?,
+            )
+        }
+    };
+    let (_, seq, _) = q.dims3()?;
+    let mut q = heads(q, nh, d)?;
+    let mut k = heads(k, nkv, d)?;
+    let v = heads(v, nkv, d)?.transpose(1, 2)?.contiguous()?;
+    if let Some((qn, kn)) = &layer.qk_norm {
+        q = qn.forward(&q, cfg.eps)?;
+        k = kn.forward(&k, cfg.eps)?;
+    }
+    let q = q.transpose(1, 2)?.contiguous()?;
+    let k = k.transpose(1, 2)?.contiguous()?;
+    let (cos, sin) = rope;
+    let (q, k) = if cfg.rope_interleaved {
+        (
+            candle_nn::rotary_emb::rope_i(&q, cos, sin)?,
+            candle_nn::rotary_emb::rope_i(&k, cos, sin)?,
+        )
+    } else {
+        (
+            candle_nn::rotary_emb::rope(&q, cos, sin)?,
+            candle_nn::rotary_emb::rope(&k, cos, sin)?,
+        )
+    };
+    let (k, v) = match cache {
+        Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
+        None => (k, v),
+    };
+    let total = k.dim(2)?;
+    let rep = nh / nkv;
+    let qg = q.reshape((1, nkv, rep * seq, d))?;
+    let scores = (qg.matmul(&k.t()?)? * cfg.attn_scale)?;
+    let scores = match mask(seq, offset, total, window, &q.device().clone())? {
+        Some(m) => scores.broadcast_add(&m.repeat((rep, 1))?)?,
+        None => scores,
+    };
+    let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+    let out = probs.matmul(&v)?.reshape((1, nh, seq, d))?;
+    let out = out.transpose(1, 2)?.reshape((1, seq, nh * d))?;
+    Ok((layer.o.forward(&out)?, (k, v)))
+}
+
+/// The additive attention mask `(seq, total)`, or `None` when nothing is masked.
+fn mask(
+    seq: usize,
+    offset: usize,
+    total: usize,
+    window: Option<usize>,
+    device: &Device,
+) -> candle_core::Result<Option<Tensor>> {
+    let hidden = |p: usize, j: usize| j > p || window.is_some_and(|w| p - j.min(p) >= w);
+    let any = (0..seq).any(|i| (0..total).any(|j| hidden(offset + i, j)));
+    if !any {
+        return Ok(None);
+    }
+    let values: Vec<f32> = (0..seq)
+        .flat_map(|i| {
+            (0..total).map(move |j| {
+                if hidden(offset + i, j) {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
+        })
+        .collect();
+    Tensor::from_vec(values, (seq, total), device).map(Some)
+}
+
+fn mlp(cfg: &ArchConfig, layer: &Layer, h: &Tensor) -> candle_core::Result<Tensor> {
+    let (gate, up) = match &layer.gate_up {
+        GateUp::Separate(g, u) => (g.forward(h)?, u.forward(h)?),
+        GateUp::Fused(gu) => {
+            let both = gu.forward(h)?;
+            let half = both.dim(D::Minus1)? / 2;
+            (
+                both.narrow(D::Minus1, 0, half)?,
+                both.narrow(D::Minus1, half, half)?,
+            )
+        }
+    };
+    let gate = match cfg.activation {
+        Activation::Silu => candle_nn::ops::silu(&gate)?,
+        Activation::GeluTanh => gate.gelu()?,
+    };
+    layer.down.forward(&(gate * up)?)
+}

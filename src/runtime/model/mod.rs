@@ -1,0 +1,334 @@
+//! Models: resolved weight files → a [`Model`] (decoder, tokenizer, chat template, special
+//! tokens) on a device.
+//!
+//! GGUF files hold everything: weights (kept quantized), hyper-parameters, the tokenizer and the
+//! chat template; a `tokenizer.json` / `tokenizer_config.json` beside the file overrides them.
+//! Safetensors checkpoints come with `config.json`, `tokenizer.json` and usually
+//! `tokenizer_config.json`. The forward pass and its KV cache are ours ([`decoder`]) so that the
+//! cache can be truncated for rollback.
+
+pub mod config;
+pub mod decoder;
+mod weights;
+
+use std::path::{Path, PathBuf};
+
+use candle_core::quantized::gguf_file;
+use candle_core::{DType, Device};
+use serde_json::Value;
+
+use crate::vocab::{self, LoadedVocab};
+
+pub use decoder::Decoder;
+
+/// The files of one model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelFiles {
+    /// One GGUF file, with optional tokenizer files beside it.
+    Gguf {
+        /// The `.gguf` file.
+        model: PathBuf,
+        /// A `tokenizer.json` to use instead of the GGUF's own tokenizer.
+        tokenizer: Option<PathBuf>,
+        /// A `tokenizer_config.json` (chat template, special tokens).
+        tokenizer_config: Option<PathBuf>,
+    },
+    /// A Transformers checkpoint.
+    Safetensors {
+        /// `config.json`.
+        config: PathBuf,
+        /// The weight shards.
+        weights: Vec<PathBuf>,
+        /// `tokenizer.json`.
+        tokenizer: PathBuf,
+        /// `tokenizer_config.json`, when present.
+        tokenizer_config: Option<PathBuf>,
+    },
+}
+
+/// A model that could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file is malformed, truncated or does not describe a supported model.
+    #[error("{0}")]
+    Invalid(String),
+    /// The tokenizer could not be loaded.
+    #[error(transparent)]
+    Vocab(#[from] vocab::VocabError),
+    /// A model name could not be resolved or fetched.
+    #[error("{0}")]
+    Resolve(String),
+}
+
+/// A model ready to generate.
+pub struct Model {
+    /// The network and its KV cache.
+    pub decoder: Decoder,
+    /// Vocabulary and tokenizer.
+    pub vocab: LoadedVocab,
+    /// The chat template and where it came from.
+    pub chat_template: Option<(String, String)>,
+    /// Beginning-of-sequence token text.
+    pub bos: String,
+    /// End-of-sequence token text.
+    pub eos: String,
+    /// Logit row length (the embedding's vocabulary, may exceed the tokenizer's).
+    pub logits_len: usize,
+    /// One line describing the model.
+    pub description: String,
+}
+
+fn read_json(path: &Path) -> Result<Value, ModelError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        ModelError::Invalid(format!(
+            "{}:{}:{}: not valid JSON: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+/// A special-token field of `tokenizer_config.json`: a string or `{"content": ...}`.
+fn token_text(v: &Value) -> Option<String> {
+    v.as_str()
+        .or_else(|| v["content"].as_str())
+        .map(str::to_string)
+}
+
+/// The chat template in `tokenizer_config.json`: a string, or a list of named templates
+/// (`tool_use` preferred, then `default`).
+fn config_template(cfg: &Value) -> Option<String> {
+    match &cfg["chat_template"] {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(list) => ["tool_use", "default"]
+            .iter()
+            .find_map(|want| {
+                list.iter()
+                    .find(|t| t["name"] == *want)
+                    .and_then(|t| t["template"].as_str())
+            })
+            .or_else(|| list.first().and_then(|t| t["template"].as_str()))
+            .map(str::to_string),
+        _ => None,
+    }
+}
+
+impl Model {
+    /// Loads `files` onto `device`.
+    pub fn load(files: &ModelFiles, device: &Device) -> Result<Model, ModelError> {
+        match files {
+            ModelFiles::Gguf {
+                model,
+                tokenizer,
+                tokenizer_config,
+            } => load_gguf(
+                model,
+                tokenizer.as_deref(),
+                tokenizer_config.as_deref(),
+                device,
+            ),
+            ModelFiles::Safetensors {
+                config,
+                weights,
+                tokenizer,
+                tokenizer_config,
+            } => load_safetensors(
+                config,
+                weights,
+                tokenizer,
+                tokenizer_config.as_deref(),
+                device,
+            ),
+        }
+    }
+}
+
+fn invalid(e: String) -> ModelError {
+    ModelError::Invalid(e)
+}
+
+fn load_gguf(
+    path: &Path,
+    tokenizer: Option<&Path>,
+    tokenizer_config: Option<&Path>,
+    device: &Device,
+) -> Result<Model, ModelError> {
+    let mut file = std::fs::File::open(path).map_err(|source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let content = gguf_file::Content::read(&mut file).map_err(|e| {
+        invalid(format!(
+            "{}: not a readable GGUF file (truncated or corrupt?): {e}",
+            path.display()
+        ))
+    })?;
+    let cfg = config::from_gguf(&content.metadata)
+        .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let description = format!(
+        "{} ({}, GGUF, {} layers, hidden {}, {} heads / {} KV)",
+        path.display(),
+        cfg.arch.name(),
+        cfg.layers,
+        cfg.hidden,
+        cfg.heads,
+        cfg.kv_heads
+    );
+    let decoder = {
+        let mut src = weights::Source::Gguf {
+            content: &content,
+            file: &mut file,
+            path,
+        };
+        weights::build(cfg, &mut src, device).map_err(invalid)?
+    };
+    let vocab = match tokenizer {
+        Some(t) => vocab::load(t)?,
+        None => vocab::load(path)?,
+    };
+    let md_string = |key: &str| match content.metadata.get(key) {
+        Some(gguf_file::Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let md_token = |key: &str| {
+        content
+            .metadata
+            .get(key)
+            .and_then(|v| v.to_u32().ok())
+            .map(|id| {
+                String::from_utf8_lossy(vocab.vocab.token_bytes(crate::util::TokenId(id)))
+                    .into_owned()
+            })
+    };
+    let mut template = md_string("tokenizer.chat_template")
+        .map(|t| (t, format!("{} (tokenizer.chat_template)", path.display())));
+    let mut bos = md_token("tokenizer.ggml.bos_token_id").unwrap_or_default();
+    let mut eos = md_token("tokenizer.ggml.eos_token_id").unwrap_or_default();
+    if let Some(tc) = tokenizer_config {
+        let cfg = read_json(tc)?;
+        if let Some(t) = config_template(&cfg) {
+            template = Some((t, tc.display().to_string()));
+        }
+        bos = token_text(&cfg["bos_token"]).unwrap_or(bos);
+        eos = token_text(&cfg["eos_token"]).unwrap_or(eos);
+    }
+    finish(decoder, vocab, template, bos, eos, description)
+}
+
+fn load_safetensors(
+    config: &Path,
+    weight_files: &[PathBuf],
+    tokenizer: &Path,
+    tokenizer_config: Option<&Path>,
+    device: &Device,
+) -> Result<Model, ModelError> {
+    let cfg_json = read_json(config)?;
+    let cfg =
+        config::from_hf(&cfg_json).map_err(|e| invalid(format!("{}: {e}", config.display())))?;
+    for w in weight_files {
+        check_safetensors_header(w)?;
+    }
+    // SAFETY: the files are memory-mapped read-only; candle documents that they must not be
+    // modified while mapped, which holds for model files we only read.
+    let vb =
+        unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(weight_files, DType::F32, device) }
+            .map_err(|e| {
+                invalid(format!(
+                    "{}: {e}",
+                    weight_files
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
+    let description = format!(
+        "{} ({}, safetensors, {} layers, hidden {}, {} heads / {} KV)",
+        config.parent().unwrap_or(config).display(),
+        cfg.arch.name(),
+        cfg.layers,
+        cfg.hidden,
+        cfg.heads,
+        cfg.kv_heads
+    );
+    let decoder = {
+        let mut src = weights::Source::Safetensors {
+            vb,
+            paths: weight_files,
+        };
+        weights::build(cfg, &mut src, device).map_err(invalid)?
+    };
+    let vocab = vocab::load(tokenizer)?;
+    let (template, bos, eos) = match tokenizer_config {
+        Some(tc) => {
+            let c = read_json(tc)?;
+            (
+                config_template(&c).map(|t| (t, tc.display().to_string())),
+                token_text(&c["bos_token"]).unwrap_or_default(),
+                token_text(&c["eos_token"]).unwrap_or_default(),
+            )
+        }
+        None => (None, String::new(), String::new()),
+    };
+    finish(decoder, vocab, template, bos, eos, description)
+}
+
+/// Safetensors files start with an 8-byte little-endian header length and a JSON header; a
+/// truncated file is caught here with its name instead of deep inside the mmap loader.
+fn check_safetensors_header(path: &Path) -> Result<(), ModelError> {
+    use std::io::Read;
+    let io = |source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let size = f.metadata().map_err(io)?.len();
+    let mut len = [0u8; 8];
+    if f.read_exact(&mut len).is_err() || u64::from_le_bytes(len).saturating_add(8) > size {
+        return Err(invalid(format!(
+            "{}: not a safetensors file (header longer than the file: truncated?)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+fn finish(
+    decoder: Decoder,
+    mut vocab: LoadedVocab,
+    chat_template: Option<(String, String)>,
+    bos: String,
+    eos: String,
+    description: String,
+) -> Result<Model, ModelError> {
+    let logits_len = decoder.vocab_size();
+    if vocab.vocab.size() > logits_len {
+        return Err(invalid(format!(
+            "the tokenizer has {} tokens but the model's embedding only {logits_len}",
+            vocab.vocab.size()
+        )));
+    }
+    vocab.vocab = vocab.vocab.padded_to(logits_len);
+    Ok(Model {
+        decoder,
+        vocab,
+        chat_template,
+        bos,
+        eos,
+        logits_len,
+        description,
+    })
+}

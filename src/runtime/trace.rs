@@ -1,0 +1,267 @@
+//! Per-step records of a generation and the summary over them.
+//!
+//! One [`StepRecord`] per generated token: sampled tokens carry the mask, apply and sample times
+//! of the step that chose them; forced (jump-forward) tokens carry none. `forward_ms` sits on the
+//! first token of each forward pass (a pass that feeds several forced tokens is timed once), and
+//! `rolled_back` on the token whose jump-forward re-tokenized earlier tokens. The [`Summary`] is
+//! computed from the records and the prefill timing only, so that a trace file holds everything
+//! needed to recompute it.
+
+use serde::Serialize;
+
+/// How a token got into the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// Drawn by the sampler from the masked logits.
+    Sampled,
+    /// Forced by the grammar (jump-forward), fed without sampling.
+    Forced,
+}
+
+/// One generated token.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepRecord {
+    /// 0-based position in the generated tokens (after rollbacks, positions are reused).
+    pub step: usize,
+    /// The token id.
+    pub token: u32,
+    /// Its text (lossy UTF-8 of its bytes).
+    pub text: String,
+    /// Sampled or forced.
+    pub origin: Origin,
+    /// Time to fill the grammar mask (µs); sampled tokens only.
+    pub mask_us: Option<f64>,
+    /// Time to apply the mask to the logits (µs); sampled tokens only.
+    pub apply_us: Option<f64>,
+    /// Time of the forward pass that fed this token (ms); first token of each pass only.
+    pub forward_ms: Option<f64>,
+    /// Tokens that forward pass fed.
+    pub forward_tokens: Option<usize>,
+    /// Time to sample (µs); sampled tokens only.
+    pub sample_us: Option<f64>,
+    /// Time to accept the token and look for forced text (µs).
+    pub accept_us: f64,
+    /// Earlier tokens rolled back to re-tokenize forced text at this token.
+    pub rolled_back: usize,
+    /// Allowed tokens in the mask; sampled tokens only.
+    pub allowed: Option<usize>,
+    /// Rolled back later by a jump-forward re-tokenization: not part of the output.
+    pub replaced: bool,
+}
+
+/// Totals and percentiles of one generation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Prefill time (ms).
+    pub prefill_ms: f64,
+    /// Tokens in the final output (a stop token counted).
+    pub tokens_generated: usize,
+    /// Tokens that came from jump-forward.
+    pub tokens_forced: usize,
+    /// Tokens rolled back to re-tokenize forced text.
+    pub tokens_rolled_back: usize,
+    /// Forward passes after the prefill.
+    pub forward_passes: usize,
+    /// Forward passes saved by jump-forward: output tokens fed minus passes run.
+    pub forward_passes_saved: usize,
+    /// Mask fill time percentiles (µs).
+    pub mask_us_p50: f64,
+    /// 99th percentile mask fill (µs).
+    pub mask_us_p99: f64,
+    /// Slowest mask fill (µs).
+    pub mask_us_max: f64,
+    /// Median forward pass (ms).
+    pub forward_ms_p50: f64,
+    /// Grammar time (mask + apply + accept) as % of all decode time.
+    pub grammar_overhead_pct: f64,
+    /// Prompt tokens per second.
+    pub prompt_tokens_per_s: f64,
+    /// Generated tokens per second (decode only).
+    pub generation_tokens_per_s: f64,
+    /// Why generation stopped.
+    pub stop_reason: String,
+}
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The grammar accepted a stop token or cannot continue.
+    Grammar,
+    /// The model sampled a stop token (no grammar).
+    StopToken,
+    /// `--max-tokens` reached.
+    MaxTokens,
+}
+
+impl StopReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Grammar => "grammar",
+            StopReason::StopToken => "stop token",
+            StopReason::MaxTokens => "max tokens",
+        }
+    }
+}
+
+/// The `q`-quantile (0..=1) of `values` by nearest rank; 0 when empty.
+pub fn percentile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+impl Summary {
+    /// The summary of `records` (of which `fed` output tokens went through the model) after a
+    /// prefill of `prompt_tokens` in `prefill_ms`.
+    pub fn from_records(
+        records: &[StepRecord],
+        fed: usize,
+        prompt_tokens: usize,
+        prefill_ms: f64,
+        stop: StopReason,
+    ) -> Summary {
+        let masks: Vec<f64> = records.iter().filter_map(|r| r.mask_us).collect();
+        let forwards: Vec<f64> = records.iter().filter_map(|r| r.forward_ms).collect();
+        let passes = forwards.len();
+        let kept = || records.iter().filter(|r| !r.replaced);
+        let forced = kept().filter(|r| r.origin == Origin::Forced).count();
+        let us = |f: fn(&StepRecord) -> Option<f64>| records.iter().filter_map(f).sum::<f64>();
+        let grammar_us = us(|r| r.mask_us) + us(|r| r.apply_us) + us(|r| Some(r.accept_us));
+        let decode_us = grammar_us + us(|r| r.sample_us) + forwards.iter().sum::<f64>() * 1e3;
+        let per_s = |n: usize, us: f64| if us > 0.0 { n as f64 / us * 1e6 } else { 0.0 };
+        Summary {
+            prompt_tokens,
+            prefill_ms,
+            tokens_generated: kept().count(),
+            tokens_forced: forced,
+            tokens_rolled_back: records.iter().map(|r| r.rolled_back).sum(),
+            forward_passes: passes,
+            forward_passes_saved: fed.saturating_sub(passes),
+            mask_us_p50: percentile(&masks, 0.5),
+            mask_us_p99: percentile(&masks, 0.99),
+            mask_us_max: masks.iter().copied().fold(0.0, f64::max),
+            forward_ms_p50: percentile(&forwards, 0.5),
+            grammar_overhead_pct: if decode_us > 0.0 {
+                grammar_us / decode_us * 100.0
+            } else {
+                0.0
+            },
+            prompt_tokens_per_s: per_s(prompt_tokens, prefill_ms * 1e3),
+            generation_tokens_per_s: per_s(kept().count(), decode_us),
+            stop_reason: stop.as_str().to_string(),
+        }
+    }
+
+    /// The summary as aligned text lines.
+    pub fn render(&self) -> String {
+        format!(
+            "tokens generated   {} ({} from jump-forward, {} rolled back)\n\
+             forward passes     {} after prefill ({} saved by jump-forward)\n\
+             mask               p50 {:.1} µs  p99 {:.1} µs  max {:.1} µs\n\
+             forward            p50 {:.2} ms\n\
+             grammar overhead   {:.2}% of decode time\n\
+             prompt             {} tokens in {:.1} ms ({:.1} tokens/s)\n\
+             generation         {:.2} tokens/s\n\
+             stopped by         {}",
+            self.tokens_generated,
+            self.tokens_forced,
+            self.tokens_rolled_back,
+            self.forward_passes,
+            self.forward_passes_saved,
+            self.mask_us_p50,
+            self.mask_us_p99,
+            self.mask_us_max,
+            self.forward_ms_p50,
+            self.grammar_overhead_pct,
+            self.prompt_tokens,
+            self.prefill_ms,
+            self.prompt_tokens_per_s,
+            self.generation_tokens_per_s,
+            self.stop_reason,
+        )
+    }
+}
+
+/// The header of the live table printed by `-v`.
+pub const TABLE_HEADER: &str =
+    " step  origin    token  text                  mask µs  apply µs  forward ms  sample µs  rollback";
+
+/// One live-table row.
+pub fn table_row(r: &StepRecord) -> String {
+    let opt = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
+    let mut text = format!("{:?}", r.text);
+    if text.chars().count() > 20 {
+        text = text.chars().take(19).collect::<String>() + "…";
+    }
+    format!(
+        "{:>5}  {:<8} {:>6}  {:<20} {:>8} {:>9} {:>11} {:>10} {:>9}",
+        r.step,
+        match r.origin {
+            Origin::Sampled => "sampled",
+            Origin::Forced => "forced",
+        },
+        r.token,
+        text,
+        opt(r.mask_us, 1),
+        opt(r.apply_us, 1),
+        opt(r.forward_ms, 2),
+        opt(r.sample_us, 1),
+        r.rolled_back,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(origin: Origin, mask: Option<f64>, fwd: Option<(f64, usize)>) -> StepRecord {
+        StepRecord {
+            step: 0,
+            token: 1,
+            text: "a".into(),
+            origin,
+            mask_us: mask,
+            apply_us: mask.map(|_| 1.0),
+            forward_ms: fwd.map(|f| f.0),
+            forward_tokens: fwd.map(|f| f.1),
+            sample_us: mask.map(|_| 1.0),
+            accept_us: 1.0,
+            rolled_back: 0,
+            allowed: None,
+            replaced: false,
+        }
+    }
+
+    #[test]
+    fn summary_counts_passes_and_saved() {
+        let records = vec![
+            rec(Origin::Sampled, Some(10.0), Some((2.0, 4))),
+            rec(Origin::Forced, None, None),
+            rec(Origin::Forced, None, None),
+            rec(Origin::Forced, None, None),
+            rec(Origin::Sampled, Some(30.0), Some((2.0, 1))),
+        ];
+        let s = Summary::from_records(&records, 5, 10, 5.0, StopReason::Grammar);
+        assert_eq!(s.forward_passes, 2);
+        assert_eq!(s.forward_passes_saved, 3);
+        assert_eq!(s.tokens_forced, 3);
+        assert_eq!(s.mask_us_max, 30.0);
+        assert_eq!(s.prompt_tokens_per_s, 2000.0);
+        assert!(s.grammar_overhead_pct > 0.0 && s.grammar_overhead_pct < 100.0);
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.5), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+}
