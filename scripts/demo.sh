@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The main job on the default model: fetch SmolLM2-135M-Instruct (GGUF) if missing, build, and trace
-# an assistant answer (a sentence, then a tool call) token by token under the grammar built from
-# grammars/tools/weather.json in the Hermes/Qwen call style, with the model's own vocabulary: per-step
-# mask size, mask time and jump-forward strings. Free text is open until `<tool_call>` starts a call;
-# from there only a valid call of a listed tool is allowed.
+# The main job on the default model: fetch SmolLM2-135M-Instruct (Q4_1 GGUF) if missing, build in
+# release, and let the model answer a question that needs a tool, under the grammar built from
+# grammars/tools/weather.json (Hermes-style calls): the live per-token table (sampled or forced by
+# jump-forward, mask / apply / forward / sample time, rollbacks), the answer, the parsed OpenAI
+# tool_calls and the timing summary. `--tool-choice required`: a 135M model rarely decides to call a
+# tool on its own, so the grammar makes the answer open with a call; extra arguments are passed on
+# (e.g. `scripts/demo.sh --no-jump-forward`, `--tool-choice auto`, `--device cuda`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-models.sh
 cargo build --release --locked --quiet
-text=$'Let me check the weather.\n<tool_call>\n{"name": "get_weather", "arguments": {"location": "Zürich", "unit": "celsius"}}\n</tool_call>'
-echo "tracing: $text" >&2
-./target/release/structgen trace \
-  --tokenizer models/SmolLM2-135M-Instruct.Q4_1.gguf \
-  --tools grammars/tools/weather.json --style qwen \
-  --text "$text"
+./target/release/structgen run \
+  --tools grammars/tools/weather.json \
+  --prompt "What's the weather like in Paris right now? Use celsius." \
+  --tool-choice required --max-tokens 96 -v "$@"

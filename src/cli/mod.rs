@@ -132,9 +132,9 @@ pub enum CliError {
     /// A model that cannot be resolved or loaded.
     #[error(transparent)]
     Model(#[from] crate::runtime::ModelError),
-    /// A chat template that cannot be rendered.
+    /// A request that cannot be prepared (template, tokenizer, tool grammar).
     #[error(transparent)]
-    Chat(#[from] crate::runtime::chat::ChatError),
+    Request(#[from] crate::runtime::request::RequestError),
     /// Generation stopped on an error.
     #[error("generation failed: {0}")]
     Generate(#[from] crate::runtime::GenerateError),

@@ -18,8 +18,8 @@ use super::{read_text, CliError, GrammarArgs};
 use crate::engine::{compile, GrammarMatcher};
 use crate::frontend::tool_calls::parse_calls;
 use crate::frontend::tools::{parse_tools, style, StyleSpec, Tool, STYLES};
-use crate::runtime::chat::ChatTemplate;
 use crate::runtime::generate::{generate, GenerateOptions};
+use crate::runtime::request::{prompt_tokens, stop_tokens};
 use crate::runtime::sampler::Sampling;
 use crate::runtime::source::{resolve, Manifest, ModelSpec};
 use crate::runtime::trace::{table_row, StepRecord, TABLE_HEADER};
@@ -253,37 +253,19 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
         }
         (None, None) => return Err(CliError::Usage("give --prompt or --messages".into())),
     };
-    let (src, origin) = template_src.ok_or_else(|| {
-        CliError::Usage("the model has no chat template; pass --chat-template FILE".into())
-    })?;
-    let template = ChatTemplate::new(&src, &origin, &model.bos, &model.eos)?;
-    let prompt_text = template.render(&messages, &tools_json, spec_style)?;
-    let prompt = model
-        .vocab
-        .tokenizer
-        .encode(prompt_text.as_str(), false)
-        .map_err(|e| CliError::Usage(format!("tokenizing the prompt: {e}")))?
-        .get_ids()
-        .to_vec();
-    let mut stop: Vec<u32> = model
-        .vocab
-        .vocab
-        .stop_tokens()
-        .iter()
-        .map(|t| t.0)
-        .collect();
+    let (_, prompt) = prompt_tokens(
+        &model,
+        template_src.as_ref(),
+        &messages,
+        &tools_json,
+        spec_style,
+    )?;
     let extra = resolved
         .entry
         .as_ref()
         .map(|e| e.stop.clone())
         .unwrap_or_default();
-    for s in extra.iter().chain(std::iter::once(&model.eos)) {
-        if let Some(t) = model.vocab.vocab.find_token(s) {
-            if !stop.contains(&t.0) {
-                stop.push(t.0);
-            }
-        }
-    }
+    let stop = stop_tokens(&model, &extra);
     let limits = Limits::default();
     let grammar_args = GrammarArgs {
         ebnf: cmd.ebnf.clone(),

@@ -10,7 +10,10 @@
 //! Jump-forward: after a sampled token, the text the grammar forces next is tokenized together
 //! with the last few generated tokens' text; the tokens whose boundaries change are rolled back
 //! (matcher and KV cache), the canonical tokens appended, and all of them fed in one forward
-//! pass. A token the grammar refuses after it was sampled from the grammar's own mask is a bug
+//! pass. The last forced token is held back when a longer token starts with it, so that the
+//! model can still choose the token it would have written across the end of the forced text
+//! (`{` then `"name` rather than a forced `{` the model never writes alone). A token the grammar
+//! refuses after it was sampled from the grammar's own mask is a bug
 //! and stops generation with the step and token.
 
 use std::time::Instant;
@@ -353,7 +356,15 @@ impl<'m> Session<'m> {
             .take_while(|(a, b)| a == b)
             .count();
         let roll = k - same;
-        let new = &canonical[same..];
+        let mut new = &canonical[same..];
+        if let Some((&last, rest)) = new.split_last() {
+            if vocab.has_extension(vocab.token_bytes(TokenId(last))) {
+                new = rest;
+            }
+        }
+        if new.is_empty() {
+            return Ok((0, 0));
+        }
         let mut trial = m.fork();
         if trial.rollback(roll).is_err() || !new.iter().all(|&c| trial.accept_token(TokenId(c))) {
             return Ok((0, 0));

@@ -8,6 +8,7 @@
 //! - [`chat`]: the model's chat template (minijinja) with messages and tools → prompt.
 //! - [`logits`]: grammar bitmask → logits at −∞ (in place on CPU, uploaded bitmask elsewhere).
 //! - [`sampler`]: greedy / temperature / top-k / top-p with a seed.
+//! - [`request`]: messages + tools + style → prompt tokens, matcher and stop tokens.
 //! - [`generate`]: the decoding loop with jump-forward and rollback.
 //! - [`trace`]: per-step records and the summary.
 
@@ -15,6 +16,7 @@ pub mod chat;
 pub mod generate;
 pub mod logits;
 pub mod model;
+pub mod request;
 pub mod sampler;
 pub mod source;
 pub mod trace;

@@ -249,6 +249,17 @@ impl Vocab {
         &self.lcp
     }
 
+    /// Whether some text token is strictly longer than `prefix` and starts with it.
+    pub fn has_extension(&self, prefix: &[u8]) -> bool {
+        let at = self
+            .sorted
+            .partition_point(|&t| self.token_bytes(t) < prefix);
+        self.sorted[at..]
+            .iter()
+            .take_while(|&&t| self.token_bytes(t).starts_with(prefix))
+            .any(|&t| self.token_bytes(t).len() > prefix.len())
+    }
+
     /// The id of the special or normal token whose bytes are exactly `text`, if any.
     pub fn find_token(&self, text: &str) -> Option<TokenId> {
         (0..self.size() as u32)

@@ -287,9 +287,11 @@ pub fn from_hf(config: &Json) -> Result<ArchConfig, String> {
             ));
         }
         Some("linear") => cfg.rope_linear_factor = scaling["factor"].as_f64().unwrap_or(1.0),
-        Some(other) => return Err(format!(
+        Some(other) => {
+            return Err(format!(
             "config.json: rope_scaling type {other:?} is not supported (supported: llama3, linear)"
-        )),
+        ))
+        }
     }
     Ok(cfg)
 }

@@ -160,12 +160,11 @@ fn invalid(e: String) -> ModelError {
     ModelError::Invalid(e)
 }
 
-fn load_gguf(
+/// Opens a GGUF file and builds its decoder (no tokenizer needed); also returns the header.
+pub fn gguf_decoder(
     path: &Path,
-    tokenizer: Option<&Path>,
-    tokenizer_config: Option<&Path>,
     device: &Device,
-) -> Result<Model, ModelError> {
+) -> Result<(Decoder, gguf_file::Content, String), ModelError> {
     let mut file = std::fs::File::open(path).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
         source,
@@ -195,6 +194,16 @@ fn load_gguf(
         };
         weights::build(cfg, &mut src, device).map_err(invalid)?
     };
+    Ok((decoder, content, description))
+}
+
+fn load_gguf(
+    path: &Path,
+    tokenizer: Option<&Path>,
+    tokenizer_config: Option<&Path>,
+    device: &Device,
+) -> Result<Model, ModelError> {
+    let (decoder, content, description) = gguf_decoder(path, device)?;
     let vocab = match tokenizer {
         Some(t) => vocab::load(t)?,
         None => vocab::load(path)?,
@@ -228,33 +237,30 @@ fn load_gguf(
     finish(decoder, vocab, template, bos, eos, description)
 }
 
-fn load_safetensors(
+/// Builds the decoder of a safetensors checkpoint from its `config.json` and shards.
+pub fn safetensors_decoder(
     config: &Path,
     weight_files: &[PathBuf],
-    tokenizer: &Path,
-    tokenizer_config: Option<&Path>,
     device: &Device,
-) -> Result<Model, ModelError> {
+) -> Result<(Decoder, String), ModelError> {
     let cfg_json = read_json(config)?;
     let cfg =
         config::from_hf(&cfg_json).map_err(|e| invalid(format!("{}: {e}", config.display())))?;
     for w in weight_files {
         check_safetensors_header(w)?;
     }
+    let shards = || {
+        weight_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     // SAFETY: the files are memory-mapped read-only; candle documents that they must not be
     // modified while mapped, which holds for model files we only read.
     let vb =
         unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(weight_files, DType::F32, device) }
-            .map_err(|e| {
-                invalid(format!(
-                    "{}: {e}",
-                    weight_files
-                        .iter()
-                        .map(|p| p.display().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })?;
+            .map_err(|e| invalid(format!("{}: {e}", shards())))?;
     let description = format!(
         "{} ({}, safetensors, {} layers, hidden {}, {} heads / {} KV)",
         config.parent().unwrap_or(config).display(),
@@ -264,13 +270,22 @@ fn load_safetensors(
         cfg.heads,
         cfg.kv_heads
     );
-    let decoder = {
-        let mut src = weights::Source::Safetensors {
-            vb,
-            paths: weight_files,
-        };
-        weights::build(cfg, &mut src, device).map_err(invalid)?
+    let mut src = weights::Source::Safetensors {
+        vb,
+        paths: weight_files,
     };
+    let decoder = weights::build(cfg, &mut src, device).map_err(invalid)?;
+    Ok((decoder, description))
+}
+
+fn load_safetensors(
+    config: &Path,
+    weight_files: &[PathBuf],
+    tokenizer: &Path,
+    tokenizer_config: Option<&Path>,
+    device: &Device,
+) -> Result<Model, ModelError> {
+    let (decoder, description) = safetensors_decoder(config, weight_files, device)?;
     let vocab = vocab::load(tokenizer)?;
     let (template, bos, eos) = match tokenizer_config {
         Some(tc) => {

@@ -1,0 +1,94 @@
+//! One tool-calling request for a loaded model: messages + tools + style → prompt tokens, the
+//! grammar matcher for the answer, and the stop tokens. Shared by `structgen run`, the tests and
+//! the evaluation commands so that all of them prompt and constrain a model the same way.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::chat::{ChatError, ChatTemplate};
+use super::model::Model;
+use crate::engine::{compile, GrammarMatcher};
+use crate::frontend::json_schema::JsonSchemaOptions;
+use crate::frontend::structural_tag::structural_tag_grammar;
+use crate::frontend::tools::{tools_structural_tag, StyleSpec, Tool, ToolOptions};
+use crate::util::{Limits, TokenId};
+
+/// Why a request could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// The model has no chat template and none was given.
+    #[error("the model has no chat template; pass one (--chat-template FILE)")]
+    NoTemplate,
+    /// The template failed.
+    #[error(transparent)]
+    Chat(#[from] ChatError),
+    /// The tokenizer failed on the prompt.
+    #[error("tokenizing the prompt: {0}")]
+    Tokenize(String),
+    /// The tools or options cannot become a grammar.
+    #[error("tool grammar: {0}")]
+    Grammar(String),
+}
+
+/// The prompt as token ids, rendered with `template` (or the model's own).
+pub fn prompt_tokens(
+    model: &Model,
+    template: Option<&(String, String)>,
+    messages: &[Value],
+    tools: &[Value],
+    style: &StyleSpec,
+) -> Result<(String, Vec<u32>), RequestError> {
+    let (src, origin) = template
+        .or(model.chat_template.as_ref())
+        .ok_or(RequestError::NoTemplate)?;
+    let t = ChatTemplate::new(src, origin, &model.bos, &model.eos)?;
+    let text = t.render(messages, tools, style)?;
+    let ids = model
+        .vocab
+        .tokenizer
+        .encode(text.as_str(), false)
+        .map_err(|e| RequestError::Tokenize(e.to_string()))?
+        .get_ids()
+        .to_vec();
+    Ok((text, ids))
+}
+
+/// The tokenizer's stop tokens plus the EOS text and `extra` texts that are single tokens.
+pub fn stop_tokens(model: &Model, extra: &[String]) -> Vec<u32> {
+    let vocab = &model.vocab.vocab;
+    let mut stop: Vec<u32> = vocab.stop_tokens().iter().map(|t| t.0).collect();
+    for s in extra.iter().chain(std::iter::once(&model.eos)) {
+        if let Some(t) = vocab.find_token(s) {
+            if !stop.contains(&t.0) {
+                stop.push(t.0);
+            }
+        }
+    }
+    stop
+}
+
+/// The matcher for an answer calling `tools` in `style`, and its compile time in ms.
+pub fn tools_matcher(
+    model: &Model,
+    tools: &[Tool],
+    style: &StyleSpec,
+    options: &ToolOptions,
+    stop: &[u32],
+) -> Result<(GrammarMatcher, f64), RequestError> {
+    let t = Instant::now();
+    let limits = Limits::default();
+    let tag = tools_structural_tag(tools, style, options)
+        .map_err(|e| RequestError::Grammar(e.to_string()))?;
+    let vocab = Arc::new(model.vocab.vocab.clone());
+    let grammar =
+        structural_tag_grammar(&tag, Some(&vocab), &JsonSchemaOptions::default(), &limits)
+            .map_err(|e| RequestError::Grammar(e.to_string()))?
+            .grammar;
+    let compiled =
+        compile(&grammar, vocab, &limits).map_err(|e| RequestError::Grammar(e.to_string()))?;
+    let matcher =
+        GrammarMatcher::with_stop_tokens(compiled, stop.iter().map(|&t| TokenId(t)).collect());
+    Ok((matcher, t.elapsed().as_secs_f64() * 1e3))
+}

@@ -1,0 +1,186 @@
+//! End-to-end generation with the real SmolLM2-135M-Instruct GGUF (greedy, short runs): tool calls
+//! under the grammar parse and validate against their tool's schema (checked by the independent
+//! `jsonschema` crate) with jump-forward on and off; jump-forward needs fewer forward passes; and a
+//! forced re-tokenization rollback leaves the matcher, the KV cache and the logits in step.
+
+mod common;
+
+use candle_core::Device;
+use serde_json::{json, Value};
+use structgen::frontend::tool_calls::parse_calls;
+use structgen::frontend::tools::{parse_tools, style, Tool, ToolChoice, ToolOptions};
+use structgen::runtime::generate::{generate, GenerateOptions, Generation, Session};
+use structgen::runtime::request::{prompt_tokens, stop_tokens, tools_matcher};
+use structgen::runtime::source::local_files;
+use structgen::runtime::Model;
+
+fn model(test: &str) -> Option<Model> {
+    let path = common::model_file(test)?;
+    Some(Model::load(&local_files(&path).unwrap(), &Device::Cpu).unwrap())
+}
+
+fn tools(file: &str) -> (Vec<Value>, Vec<Tool>) {
+    let v: Value = serde_json::from_str(&common::read(format!("grammars/tools/{file}"))).unwrap();
+    let tools = parse_tools(&v).unwrap();
+    (v.as_array().unwrap().clone(), tools)
+}
+
+const CASES: [(&str, &str); 3] = [
+    ("weather.json", "What's the weather in Paris right now?"),
+    (
+        "calendar.json",
+        "Put a meeting called Budget review on my calendar for 2025-03-04 at 10:00, one hour.",
+    ),
+    ("filesystem.json", "List the files in the folder /tmp."),
+];
+
+fn run_case(
+    model: &mut Model,
+    file: &str,
+    prompt: &str,
+    jump_forward: bool,
+) -> (Generation, Vec<Tool>) {
+    let hermes = style("hermes").unwrap();
+    let (tools_json, tools) = tools(file);
+    let messages = [json!({"role": "user", "content": prompt})];
+    let (_, ids) = prompt_tokens(model, None, &messages, &tools_json, hermes).unwrap();
+    let stop = stop_tokens(model, &[]);
+    let options = ToolOptions {
+        tool_choice: ToolChoice::Required,
+        parallel_tool_calls: false,
+        reasoning: None,
+    };
+    let (matcher, _) = tools_matcher(model, &tools, hermes, &options, &stop).unwrap();
+    let opts = GenerateOptions {
+        max_tokens: 160,
+        jump_forward,
+        ..GenerateOptions::default()
+    };
+    let gen = generate(model, &ids, Some(matcher), stop, opts, &mut |_| {}).unwrap();
+    (gen, tools)
+}
+
+#[test]
+fn constrained_calls_validate_with_and_without_jump_forward() {
+    let Some(mut model) = model("constrained_calls_validate") else {
+        return;
+    };
+    let hermes = style("hermes").unwrap();
+    let (mut passes_on, mut passes_off, mut differ) = (0, 0, 0);
+    for (file, prompt) in CASES {
+        let mut texts = Vec::new();
+        for jf in [true, false] {
+            let (gen, tools) = run_case(&mut model, file, prompt, jf);
+            let what = format!("{file} / jump-forward {jf}: {:?}", gen.text);
+            assert_eq!(gen.summary.stop_reason, "grammar", "{what}");
+            let parsed = parse_calls(&gen.text, hermes, &tools);
+            assert!(parsed.errors.is_empty(), "{what}: {:?}", parsed.errors);
+            assert_eq!(parsed.calls.len(), 1, "{what}");
+            for call in &parsed.calls {
+                let tool = tools.iter().find(|t| t.name == call.name).unwrap();
+                let validator = jsonschema::validator_for(&tool.parameters).unwrap();
+                let errors: Vec<String> = validator
+                    .iter_errors(&call.arguments)
+                    .map(|e| e.to_string())
+                    .collect();
+                assert!(errors.is_empty(), "{what}: {errors:?}");
+            }
+            if jf {
+                passes_on += gen.summary.forward_passes;
+                assert!(gen.summary.tokens_forced > 0, "{what}");
+            } else {
+                passes_off += gen.summary.forward_passes;
+                assert_eq!(gen.summary.tokens_forced, 0, "{what}");
+            }
+            texts.push(gen.text);
+        }
+        if texts[0] != texts[1] {
+            differ += 1;
+            eprintln!(
+                "{file}: jump-forward changed the answer:\n  on:  {:?}\n  off: {:?}",
+                texts[0], texts[1]
+            );
+        }
+    }
+    eprintln!("forward passes: {passes_on} with jump-forward, {passes_off} without; answers differ in {differ}/{}", CASES.len());
+    assert!(passes_on < passes_off, "{passes_on} vs {passes_off}");
+}
+
+#[test]
+fn retokenization_rollback_keeps_matcher_and_kv_in_step() {
+    let Some(mut model) = model("retokenization_rollback") else {
+        return;
+    };
+    let hermes = style("hermes").unwrap();
+    let (tools_json, tools) = tools("weather.json");
+    let messages = [json!({"role": "user", "content": "Weather in Oslo?"})];
+    let (_, prompt) = prompt_tokens(&model, None, &messages, &tools_json, hermes).unwrap();
+    let stop = stop_tokens(&model, &[]);
+    let options = ToolOptions {
+        tool_choice: ToolChoice::Required,
+        ..ToolOptions::default()
+    };
+    let (matcher, _) = tools_matcher(&model, &tools, hermes, &options, &stop).unwrap();
+    let single = |c: char| {
+        model
+            .vocab
+            .vocab
+            .find_token(&c.to_string())
+            .unwrap_or_else(|| panic!("no single-character token for {c:?}"))
+            .0
+    };
+    let typed = "<tool_call>\n{\"na";
+    let chars: Vec<u32> = typed.chars().map(single).collect();
+    let (roll, added, tokens, logits) = {
+        let mut session = Session::new(
+            &mut model,
+            Some(matcher),
+            stop.clone(),
+            GenerateOptions::default(),
+        )
+        .unwrap();
+        session.prefill(&prompt).unwrap();
+        for &t in &chars {
+            session.push_token(t).unwrap();
+        }
+        session.sync(&mut |_| {}).unwrap();
+        assert_eq!(session.kv_len(), prompt.len() + chars.len());
+        let (roll, added) = session.jump_forward(&mut |_| {}).unwrap();
+        session.sync(&mut |_| {}).unwrap();
+        let tokens = session.tokens().to_vec();
+        assert_eq!(session.matcher().unwrap().num_steps(), tokens.len());
+        assert_eq!(session.kv_len(), prompt.len() + tokens.len());
+        let logits: Vec<f32> = session.logits().unwrap().to_vec1().unwrap();
+        (roll, added, tokens, logits)
+    };
+    assert!(roll > 0, "the forced text must re-tokenize earlier tokens");
+    assert!(added > roll, "jump-forward must add tokens");
+    assert_eq!(&tokens[..chars.len() - roll], &chars[..chars.len() - roll]);
+    let text: Vec<u8> = tokens
+        .iter()
+        .flat_map(|&t| {
+            model
+                .vocab
+                .vocab
+                .token_bytes(structgen::TokenId(t))
+                .to_vec()
+        })
+        .collect();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        "<tool_call>\n{\"name\": \"get_".starts_with(&text),
+        "{text:?}"
+    );
+    assert!(text.len() > typed.len(), "{text:?}");
+    let all: Vec<u32> = prompt.iter().chain(&tokens).copied().collect();
+    model.decoder.truncate(0).unwrap();
+    let fresh: Vec<f32> = model.decoder.forward(&all).unwrap().to_vec1().unwrap();
+    let diff = fresh
+        .iter()
+        .zip(&logits)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        diff < 1e-2,
+        "logits after rollback differ from a fresh prefill by {diff}"
+    );
+}
