@@ -14,7 +14,7 @@ while IFS= read -r line; do
   tools=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tools"])' "$line")
   prompt=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["prompt"])' "$line")
   for mode in jf nojf free; do
-    flags=(--tool-choice required)
+    flags=(--tool-choice required --no-parallel-calls)
     case $mode in
       nojf) flags+=(--no-jump-forward) ;;
       free) flags=(--unconstrained) ;;
@@ -28,8 +28,24 @@ done < grammars/prompts.jsonl
 python3 - "$out" "$i" <<'PY'
 import json, statistics, sys
 out, n = sys.argv[1], int(sys.argv[2])
+try:
+    import jsonschema
+except ImportError:
+    jsonschema = None
+reqs = [json.loads(l) for l in open("grammars/prompts.jsonl")]
+def valid(k, call):
+    if jsonschema is None:
+        return True
+    tools = json.load(open(f"grammars/tools/{reqs[k]['tools']}"))
+    schema = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == call["function"]["name"])
+    return jsonschema.Draft202012Validator(schema).is_valid(json.loads(call["function"]["arguments"]))
 for mode in ["jf", "nojf", "free"]:
     runs = [json.load(open(f"{out}/{k}.{mode}.json")) for k in range(n)]
+    all_calls = [(k, c) for k, r in enumerate(runs) for c in r["tool_calls"]]
+    print(f"{mode:5} stopped by: " + ", ".join(f"{why} {sum(r['summary']['stop_reason'] == why for r in runs)}"
+          for why in ["grammar", "stop token", "max tokens"])
+          + f"; calls {len(all_calls)}, schema-valid {sum(valid(k, c) for k, c in all_calls)}"
+          + ("" if jsonschema else " (python jsonschema missing: not checked)"))
     s = [r["summary"] for r in runs]
     med = lambda key: statistics.median(x[key] for x in s)
     ratio = statistics.median(x["mask_us_p50"] / 1e3 / x["forward_ms_p50"] * 100 for x in s)
