@@ -161,6 +161,17 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
+/// Reads a JSON file; a syntax error names the file and line:col.
+pub(crate) fn read_json(path: &std::path::Path) -> Result<serde_json::Value, CliError> {
+    let text = read_text(path)?;
+    serde_json::from_str(&text).map_err(|e| CliError::Json {
+        path: path.to_path_buf(),
+        line: e.line(),
+        col: e.column(),
+        message: e.to_string(),
+    })
+}
+
 /// Reads a UTF-8 text file.
 pub(crate) fn read_text(path: &std::path::Path) -> Result<String, CliError> {
     let bytes = std::fs::read(path).map_err(|source| CliError::Io {

@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
 use super::source::SchemaArgs;
-use super::{read_text, CliError, GrammarArgs};
+use super::{read_json, read_text, CliError, GrammarArgs};
 use crate::engine::{compile, GrammarMatcher};
 use crate::frontend::tool_calls::parse_calls;
 use crate::frontend::tools::{parse_tools, style, StyleSpec, Tool, STYLES};
@@ -149,16 +149,6 @@ fn spinner(msg: &str) -> ProgressBar {
     pb
 }
 
-fn read_json(path: &Path) -> Result<Value, CliError> {
-    let text = read_text(path)?;
-    serde_json::from_str(&text).map_err(|e| CliError::Json {
-        path: path.to_path_buf(),
-        line: e.line(),
-        col: e.column(),
-        message: e.to_string(),
-    })
-}
-
 /// A style for a model outside the manifest, guessed from its chat template.
 fn guess_style(template: Option<&str>) -> &'static str {
     let t = template.unwrap_or_default();
@@ -212,26 +202,16 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
             names.join(", ")
         ))
     })?;
-    let tools_json: Vec<Value> = match &cmd.tools {
-        Some(p) => match read_json(p)? {
-            Value::Array(a) => a,
-            _ => {
-                return Err(CliError::Usage(format!(
-                    "{}: expected a JSON array of tools",
-                    p.display()
-                )))
-            }
-        },
-        None => Vec::new(),
-    };
-    let tools: Vec<Tool> = match &cmd.tools {
+    let (tools_json, tools): (Vec<Value>, Vec<Tool>) = match &cmd.tools {
         Some(p) => {
-            parse_tools(&Value::Array(tools_json.clone())).map_err(|error| CliError::Tools {
+            let value = read_json(p)?;
+            let tools = parse_tools(&value).map_err(|error| CliError::Tools {
                 path: p.clone(),
                 error,
-            })?
+            })?;
+            (value.as_array().cloned().unwrap_or_default(), tools)
         }
-        None => Vec::new(),
+        None => (Vec::new(), Vec::new()),
     };
     let messages: Vec<Value> = match (&cmd.messages, &cmd.prompt) {
         (Some(p), _) => match read_json(p)? {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Args};
 
-use super::{read_text, CliError};
+use super::{read_json, read_text, CliError};
 use crate::frontend::json_schema::post_check::PostCheck;
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use crate::frontend::regex::regex_grammar;
@@ -140,16 +140,6 @@ pub struct LoadedGrammar {
     pub post_check: Option<PostCheck>,
     /// The structural tag built from `--tools` (to show it).
     pub structural_tag: Option<serde_json::Value>,
-}
-
-fn read_json(path: &Path) -> Result<serde_json::Value, CliError> {
-    let text = read_text(path)?;
-    serde_json::from_str(&text).map_err(|e| CliError::Json {
-        path: path.to_path_buf(),
-        line: e.line(),
-        col: e.column(),
-        message: e.to_string(),
-    })
 }
 
 impl GrammarArgs {

@@ -178,15 +178,21 @@ impl Decoder {
         let positions: Vec<f32> = (offset..offset + seq).map(|p| p as f32).collect();
         let positions = Tensor::from_vec(positions, (seq, 1), &self.device)?;
         let global = rope_tables(&positions, &self.inv_freq.0, self.cfg.rope_linear_factor)?;
-        let local = rope_tables(&positions, &self.inv_freq.1, 1.0)?;
+        let rep = self.cfg.heads / self.cfg.kv_heads;
+        let total = offset + seq;
+        let global_mask = mask(seq, offset, total, None, rep, &self.device)?;
+        let local = match self.cfg.sliding_window {
+            Some((w, _)) => Some((
+                rope_tables(&positions, &self.inv_freq.1, 1.0)?,
+                mask(seq, offset, total, Some(w), rep, &self.device)?,
+            )),
+            None => None,
+        };
         for i in 0..self.layers.len() {
-            let local_layer = self.cfg.is_local_layer(i);
-            let rope = if local_layer { &local } else { &global };
-            let window = self
-                .cfg
-                .sliding_window
-                .filter(|_| local_layer)
-                .map(|(w, _)| w);
+            let (rope, attn_mask) = match &local {
+                Some((rope, m)) if self.cfg.is_local_layer(i) => (rope, m),
+                _ => (&global, &global_mask),
+            };
             let layer = &self.layers[i];
             let h = layer.attn_norm.forward(&x, self.cfg.eps)?;
             let (a, cache) = attention(
@@ -195,8 +201,7 @@ impl Decoder {
                 &h,
                 rope,
                 self.cache[i].take(),
-                offset,
-                window,
+                attn_mask.as_ref(),
             )?;
             self.cache[i] = Some(cache);
             let a = match &layer.post_attn_norm {
@@ -247,8 +252,7 @@ fn attention(
     h: &Tensor,
     rope: &(Tensor, Tensor),
     cache: Option<(Tensor, Tensor)>,
-    offset: usize,
-    window: Option<usize>,
+    attn_mask: Option<&Tensor>,
 ) -> candle_core::Result<(Tensor, (Tensor, Tensor))> {
     let (nh, nkv, d) = (cfg.heads, cfg.kv_heads, cfg.head_dim);
     let (q, k, v) = match &layer.qkv {
@@ -288,12 +292,10 @@ fn attention(
         Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
         None => (k, v),
     };
-    let total = k.dim(2)?;
-    let rep = nh / nkv;
-    let qg = q.reshape((1, nkv, rep * seq, d))?;
+    let qg = q.reshape((1, nkv, nh / nkv * seq, d))?;
     let scores = (qg.matmul(&k.t()?)? * cfg.attn_scale)?;
-    let scores = match mask(seq, offset, total, window, &q.device().clone())? {
-        Some(m) => scores.broadcast_add(&m.repeat((rep, 1))?)?,
+    let scores = match attn_mask {
+        Some(m) => scores.broadcast_add(m)?,
         None => scores,
     };
     let probs = candle_nn::ops::softmax_last_dim(&scores)?;
@@ -302,12 +304,15 @@ fn attention(
     Ok((layer.o.forward(&out)?, (k, v)))
 }
 
-/// The additive attention mask `(seq, total)`, or `None` when nothing is masked.
+/// The additive attention mask for `seq` queries from `offset` over `total` keys, its rows
+/// repeated for the `rep` query heads of each KV head: `(rep * seq, total)`, or `None` when
+/// nothing is masked. Built once per forward pass and shared by the layers.
 fn mask(
     seq: usize,
     offset: usize,
     total: usize,
     window: Option<usize>,
+    rep: usize,
     device: &Device,
 ) -> candle_core::Result<Option<Tensor>> {
     let hidden = |p: usize, j: usize| j > p || window.is_some_and(|w| p - j.min(p) >= w);
@@ -326,7 +331,9 @@ fn mask(
             })
         })
         .collect();
-    Tensor::from_vec(values, (seq, total), device).map(Some)
+    Tensor::from_vec(values, (seq, total), device)?
+        .repeat((rep, 1))
+        .map(Some)
 }
 
 fn mlp(cfg: &ArchConfig, layer: &Layer, h: &Tensor) -> candle_core::Result<Tensor> {
