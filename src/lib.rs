@@ -31,6 +31,7 @@
 //! assert!(matcher.is_terminated());
 //! ```
 
+pub mod bench;
 pub mod cli;
 pub mod engine;
 pub mod frontend;

@@ -2,6 +2,8 @@
 //! does the work. Every failure is a [`CliError`] printed as `error: ...` with the file and position
 //! it concerns; `run` turns it into a non-zero exit code and never panics on user input.
 
+mod atomic;
+mod bench_cmd;
 mod check;
 mod grammar_cmd;
 mod run_cmd;
@@ -39,6 +41,9 @@ pub enum Command {
     /// Generate with a model (GGUF or safetensors, CPU or CUDA) under the tool-calling grammar,
     /// with jump-forward and per-step timing.
     Run(Box<run_cmd::RunCmd>),
+    /// Compile and mask latency on tool-calling workloads or JSONSchemaBench, optionally side by
+    /// side with llguidance in the same process.
+    Bench(Box<bench_cmd::BenchCmd>),
 }
 
 /// Everything that can stop a subcommand.
@@ -150,6 +155,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Trace(cmd) => trace::run(cmd),
         Command::Check(cmd) => check::run(cmd),
         Command::Run(cmd) => run_cmd::run(*cmd),
+        Command::Bench(cmd) => bench_cmd::run(*cmd),
     };
     match result {
         Ok(code) => code,

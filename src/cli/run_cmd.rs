@@ -4,7 +4,7 @@
 //! the same as JSON Lines; `--json` prints one object with text, tool_calls and summary.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -13,6 +13,7 @@ use clap::{ArgGroup, Args};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
+use super::atomic::AtomicFile;
 use super::source::SchemaArgs;
 use super::{read_json, read_text, CliError, GrammarArgs};
 use crate::engine::{compile, GrammarMatcher};
@@ -363,49 +364,3 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// An output file written under a temporary name and renamed into place on success, so an
-/// interrupted run leaves the previous file intact.
-struct AtomicFile {
-    path: PathBuf,
-    tmp: PathBuf,
-    file: std::io::BufWriter<std::fs::File>,
-}
-
-impl AtomicFile {
-    fn create(path: &Path) -> Result<Self, CliError> {
-        let mut name = path
-            .file_name()
-            .map(|n| n.to_os_string())
-            .unwrap_or_default();
-        name.push(".tmp");
-        let tmp = path.with_file_name(name);
-        let file = std::fs::File::create(&tmp).map_err(|source| CliError::Io {
-            path: tmp.clone(),
-            source,
-        })?;
-        Ok(AtomicFile {
-            path: path.to_path_buf(),
-            tmp,
-            file: std::io::BufWriter::new(file),
-        })
-    }
-
-    fn write_line(&mut self, line: &str) -> Result<(), CliError> {
-        writeln!(self.file, "{line}").map_err(|source| CliError::Io {
-            path: self.tmp.clone(),
-            source,
-        })
-    }
-
-    fn commit(mut self) -> Result<(), CliError> {
-        let io = |source| CliError::Io {
-            path: self.tmp.clone(),
-            source,
-        };
-        self.file.flush().map_err(io)?;
-        std::fs::rename(&self.tmp, &self.path).map_err(|source| CliError::Io {
-            path: self.path.clone(),
-            source,
-        })
-    }
-}

@@ -2,30 +2,127 @@
 //!
 //! Steps: run [`passes::optimize`]; build each rule's minimal DFA; find the *productive* rules (those
 //! that derive at least one finite string) by fixpoint; drop reference edges to unproductive rules and
-//! states that can no longer reach acceptance; freeze everything into one [`CompactFsm`].
+//! states that can no longer reach acceptance; freeze everything into one [`CompactFsm`]; compute the
+//! one-byte lookahead and (with the cross-grammar cache) the structural hash of every state.
+//!
+//! Masks are JIT: a state's adaptive mask ([`super::mask_cache`]) is computed the first time a
+//! matcher needs it, or taken from the compiler's shared pool when a structurally equal state of
+//! any earlier grammar has one. [`Precompute`] moves the most expensive ones into compile time, where
+//! a server overlaps them with the model's prefill.
 //!
 //! Invariant the parser relies on: every state of every rule reachable by the parser can reach an
 //! accepting state, so every non-empty Earley set is a viable prefix — a byte is allowed exactly when
 //! scanning it leaves a non-empty set.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
+use super::lookahead::Lookahead;
+use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
 use crate::grammar::fsm::{CompactFsm, Dfa};
-use crate::grammar::{passes, Grammar, GrammarError};
+use crate::grammar::hash::structural_hashes;
+use crate::grammar::{passes, Expr, Grammar, GrammarError};
 use crate::util::marker::MARKER_BYTE;
 use crate::util::{Limits, RuleId, StateId};
 use crate::vocab::Vocab;
 
-/// A grammar ready for matching against one vocabulary. Immutable; share it with `Arc`.
+/// When the adaptive masks of a grammar's states are computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precompute {
+    /// At compile time for the `n` states estimated most expensive (the most tokens pass their
+    /// first byte), the others on first use; `Top(0)` is pure JIT.
+    Top(usize),
+    /// Every state that can need one, at compile time (ahead of time).
+    All,
+}
+
+/// How a [`GrammarCompiler`] compiles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Which masks are computed before the first `fill_next_token_bitmask`.
+    pub precompute: Precompute,
+    /// Share adaptive masks between the grammars of one compiler by structural hash.
+    pub cross_grammar_cache: bool,
+    /// Most bytes of masks the shared pool keeps (least recently used go first).
+    pub pool_bytes: usize,
+    /// Most whole compiled grammars kept for [`GrammarCompiler::compile_cached`].
+    pub grammar_cache_entries: usize,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            precompute: Precompute::Top(8),
+            cross_grammar_cache: true,
+            pool_bytes: 1 << 30,
+            grammar_cache_entries: 256,
+        }
+    }
+}
+
+/// A grammar ready for matching against one vocabulary. Immutable apart from the per-state masks,
+/// which are filled on first use (thread-safe); share it with `Arc`.
 #[derive(Debug)]
 pub struct CompiledGrammar {
     automaton: Automaton,
     vocab: Arc<Vocab>,
     /// Whether any byte edge takes the marker byte, i.e. the grammar has whole-token terminals.
     takes_whole_tokens: bool,
+    lookahead: Lookahead,
+    /// Structural hash of each state, when masks are shared through `pool`.
+    keys: Option<Vec<u128>>,
+    pool: Option<Arc<MaskPool>>,
+    masks: Vec<OnceLock<StateMask>>,
+    /// Per rule: its body has a TagDispatch (its calls to tag rules are opaque to the mask cache).
+    dispatcher: Vec<bool>,
+    /// Per rule: some TagDispatch calls it as a tag rule.
+    dispatched: Vec<bool>,
+}
+
+/// Per rule: whether its body has a TagDispatch, and whether a TagDispatch calls it.
+fn dispatch_flags(grammar: &Grammar) -> (Vec<bool>, Vec<bool>) {
+    fn visit(e: &Expr, targets: &mut Vec<RuleId>) -> bool {
+        match e {
+            Expr::Dispatch(d) => {
+                targets.extend(d.tags.iter().map(|(_, r)| *r));
+                true
+            }
+            Expr::Seq(items) | Expr::Alt(items) => items
+                .iter()
+                .fold(false, |found, i| visit(i, targets) || found),
+            Expr::Repeat { body, .. } => visit(body, targets),
+            _ => false,
+        }
+    }
+    let n = grammar.rules().len();
+    let mut dispatcher = vec![false; n];
+    let mut dispatched = vec![false; n];
+    for (i, rule) in grammar.rules().iter().enumerate() {
+        let mut targets = Vec::new();
+        dispatcher[i] = visit(&rule.body, &mut targets);
+        for t in targets {
+            dispatched[t.index()] = true;
+        }
+    }
+    (dispatcher, dispatched)
 }
 
 impl CompiledGrammar {
+    /// Whether the call from a state of `caller` to `callee` is a TagDispatch switching to a tag
+    /// rule. The mask cache does not look through such calls: a dispatching state's mask then
+    /// depends on the triggers only, not on the tools behind them, so it is shared by every
+    /// request with the same triggers; the tag rule's own item is consulted instead.
+    #[inline]
+    pub fn is_opaque_call(&self, caller: RuleId, callee: RuleId) -> bool {
+        self.dispatcher[caller.index()] && self.dispatched[callee.index()]
+    }
+
+    /// Whether some TagDispatch calls `rule` as a tag rule.
+    #[inline]
+    pub fn is_dispatched(&self, rule: RuleId) -> bool {
+        self.dispatched[rule.index()]
+    }
+
     /// The optimized grammar the automaton was built from.
     pub fn grammar(&self) -> &Grammar {
         &self.automaton.grammar
@@ -56,6 +153,76 @@ impl CompiledGrammar {
     /// The vocabulary masks are computed over.
     pub fn vocab(&self) -> &Arc<Vocab> {
         &self.vocab
+    }
+
+    /// First and follow bytes of the automaton.
+    pub fn lookahead(&self) -> &Lookahead {
+        &self.lookahead
+    }
+
+    /// The cached mask of state `s`, computed (or taken from the shared pool) on first use.
+    pub fn state_mask(&self, s: StateId) -> &StateMask {
+        self.masks[s.index()].get_or_init(|| {
+            let follow = self.lookahead.follow(self.fsm().rule_of(s));
+            match (&self.pool, &self.keys) {
+                (Some(pool), Some(keys)) => pool.get_or_compute(keys[s.index()], follow, || {
+                    AdaptiveMask::compute(self, s)
+                }),
+                _ => {
+                    let mask = Arc::new(AdaptiveMask::compute(self, s));
+                    let uncertain = mask.uncertain_for(follow);
+                    StateMask { mask, uncertain }
+                }
+            }
+        })
+    }
+
+    /// How many states have their mask computed or fetched so far.
+    pub fn masks_ready(&self) -> usize {
+        self.masks.iter().filter(|m| m.get().is_some()).count()
+    }
+
+    /// States whose items the matcher may consult for a mask: those an item can reach by a byte or
+    /// by a completed call (plus the root's start), and that can go on (bytes or calls).
+    fn consulted_states(&self) -> Vec<StateId> {
+        let fsm = self.fsm();
+        let mut mark = vec![false; fsm.num_states()];
+        mark[fsm.start(self.root()).index()] = true;
+        for s in 0..fsm.num_states() {
+            let s = StateId(s as u32);
+            for e in fsm.byte_edges(s) {
+                mark[e.target.index()] = true;
+            }
+            for &(_, t) in fsm.ref_edges(s) {
+                mark[t.index()] = true;
+            }
+        }
+        (0..fsm.num_states() as u32)
+            .map(StateId)
+            .filter(|&s| {
+                mark[s.index()] && !(fsm.byte_edges(s).is_empty() && fsm.ref_edges(s).is_empty())
+            })
+            .collect()
+    }
+
+    /// Computes the masks `precompute` asks for now.
+    fn precompute(&self, precompute: Precompute) {
+        let mut states = self.consulted_states();
+        if let Precompute::Top(n) = precompute {
+            let cost = |s: StateId| -> usize {
+                let first = self.lookahead.first(s);
+                (0..=255u8)
+                    .filter(|&b| super::lookahead::has_byte(first, b))
+                    .map(|b| self.vocab.first_byte_run(b).len())
+                    .sum()
+            };
+            let mut scored: Vec<(usize, StateId)> = states.iter().map(|&s| (cost(s), s)).collect();
+            scored.sort_unstable_by(|a, b| b.cmp(a));
+            states = scored.into_iter().take(n).map(|(_, s)| s).collect();
+        }
+        for s in states {
+            self.state_mask(s);
+        }
     }
 }
 
@@ -111,24 +278,152 @@ pub fn build_automaton(grammar: &Grammar, limits: &Limits) -> Result<Automaton, 
     })
 }
 
-/// Compiles `grammar` for `vocab`.
+/// Compiles `grammar` for `vocab` with the default options and a private mask pool.
 pub fn compile(
     grammar: &Grammar,
     vocab: Arc<Vocab>,
     limits: &Limits,
 ) -> Result<Arc<CompiledGrammar>, GrammarError> {
-    let automaton = build_automaton(grammar, limits)?;
-    let fsm = &automaton.fsm;
-    let takes_whole_tokens = (0..fsm.num_states()).any(|s| {
-        fsm.byte_edges(StateId(s as u32))
-            .iter()
-            .any(|e| e.hi == MARKER_BYTE)
-    });
-    Ok(Arc::new(CompiledGrammar {
-        automaton,
-        vocab,
-        takes_whole_tokens,
-    }))
+    GrammarCompiler::new(vocab, limits.clone(), CompileOptions::default()).compile(grammar)
+}
+
+/// Compiles many grammars for one vocabulary, sharing adaptive masks between them (the serving
+/// setting: every request brings its own tools, most of their structure repeats) and keeping whole
+/// compiled grammars by input key.
+#[derive(Debug)]
+pub struct GrammarCompiler {
+    vocab: Arc<Vocab>,
+    limits: Limits,
+    options: CompileOptions,
+    pool: Option<Arc<MaskPool>>,
+    grammars: Mutex<GrammarCache>,
+}
+
+#[derive(Debug, Default)]
+struct GrammarCache {
+    map: HashMap<String, (Arc<CompiledGrammar>, u64)>,
+    tick: u64,
+    hits: u64,
+}
+
+impl GrammarCompiler {
+    /// A compiler for `vocab`.
+    pub fn new(vocab: Arc<Vocab>, limits: Limits, options: CompileOptions) -> GrammarCompiler {
+        let pool = options
+            .cross_grammar_cache
+            .then(|| Arc::new(MaskPool::new(options.pool_bytes)));
+        GrammarCompiler {
+            vocab,
+            limits,
+            options,
+            pool,
+            grammars: Mutex::new(GrammarCache::default()),
+        }
+    }
+
+    /// The vocabulary.
+    pub fn vocab(&self) -> &Arc<Vocab> {
+        &self.vocab
+    }
+
+    /// The options in effect.
+    pub fn options(&self) -> &CompileOptions {
+        &self.options
+    }
+
+    /// The limits in effect.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Counters of the shared mask pool (`None` without the cross-grammar cache).
+    pub fn pool_stats(&self) -> Option<PoolStats> {
+        self.pool.as_ref().map(|p| p.stats())
+    }
+
+    /// How many [`GrammarCompiler::compile_cached`] calls were answered from the grammar cache.
+    pub fn grammar_cache_hits(&self) -> u64 {
+        self.lock().hits
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, GrammarCache> {
+        self.grammars.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Compiles `grammar`.
+    pub fn compile(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>, GrammarError> {
+        let automaton = build_automaton(grammar, &self.limits)?;
+        let fsm = &automaton.fsm;
+        let takes_whole_tokens = (0..fsm.num_states()).any(|s| {
+            fsm.byte_edges(StateId(s as u32))
+                .iter()
+                .any(|e| e.hi == MARKER_BYTE)
+        });
+        let lookahead = Lookahead::new(fsm, &automaton.nullable);
+        let (dispatcher, dispatched) = dispatch_flags(&automaton.grammar);
+        let keys = self.pool.as_ref().map(|_| {
+            let opaque = |caller: RuleId, callee: RuleId| {
+                dispatcher[caller.index()] && dispatched[callee.index()]
+            };
+            structural_hashes(fsm, &automaton.nullable, &opaque).states
+        });
+        let masks = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
+        let compiled = Arc::new(CompiledGrammar {
+            automaton,
+            vocab: Arc::clone(&self.vocab),
+            takes_whole_tokens,
+            lookahead,
+            keys,
+            pool: self.pool.clone(),
+            masks,
+            dispatcher,
+            dispatched,
+        });
+        compiled.precompute(self.options.precompute);
+        Ok(compiled)
+    }
+
+    /// The compiled grammar for `key` (any string that determines the grammar, e.g. the request's
+    /// structural tag as JSON): from the cache when the same key was compiled before, otherwise
+    /// `build` and compile it and keep the result.
+    pub fn compile_cached<E: From<GrammarError>>(
+        &self,
+        key: &str,
+        build: impl FnOnce() -> Result<Grammar, E>,
+    ) -> Result<Arc<CompiledGrammar>, E> {
+        {
+            let mut cache = self.lock();
+            cache.tick += 1;
+            let tick = cache.tick;
+            if let Some((g, used)) = cache.map.get_mut(key) {
+                *used = tick;
+                let g = Arc::clone(g);
+                cache.hits += 1;
+                return Ok(g);
+            }
+        }
+        let compiled = self.compile(&build()?)?;
+        let mut cache = self.lock();
+        if self.options.grammar_cache_entries == 0 {
+            return Ok(compiled);
+        }
+        while cache.map.len() >= self.options.grammar_cache_entries {
+            let Some(oldest) = cache
+                .map
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            cache.map.remove(&oldest);
+        }
+        let tick = cache.tick;
+        cache
+            .map
+            .insert(key.to_string(), (Arc::clone(&compiled), tick));
+        Ok(compiled)
+    }
 }
 
 /// Rules that derive at least one finite string (least fixpoint).

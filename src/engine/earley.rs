@@ -37,6 +37,8 @@ pub struct EarleyParser {
     items: Vec<Item>,
     starts: Vec<u32>,
     seen: HashSet<Item>,
+    /// Out-of-context mode: opaque calls ([`CompiledGrammar::is_opaque_call`]) are not predicted.
+    isolated: bool,
 }
 
 impl EarleyParser {
@@ -46,6 +48,7 @@ impl EarleyParser {
             items: Vec::new(),
             starts: Vec::new(),
             seen: HashSet::new(),
+            isolated: false,
         };
         p.reset(g);
         p
@@ -62,6 +65,39 @@ impl EarleyParser {
             origin: 0,
         });
         self.close(g);
+    }
+
+    /// A parser for one item out of context, for the mask cache: set 0 is an empty stand-in for the
+    /// unknown context and set 1 holds `(state, origin 0)` and its closure. When an item with origin
+    /// 0 completes, its rule (the one `state` belongs to) has ended and the bytes after that point
+    /// belong to whatever context surrounds it. Opaque calls are not predicted (nullable callees are
+    /// still stepped over). [`EarleyParser::unknown_continuations`] reports both.
+    pub fn isolated(g: &CompiledGrammar, state: crate::util::StateId) -> Self {
+        let mut p = EarleyParser {
+            items: Vec::new(),
+            starts: vec![0, 0],
+            seen: HashSet::new(),
+            isolated: true,
+        };
+        p.add(Item { state, origin: 0 });
+        p.close(g);
+        p
+    }
+
+    /// In an [`EarleyParser::isolated`] parser, after the bytes of the last set: whether the
+    /// isolated item's rule can end here, and whether an opaque call could start here.
+    pub fn unknown_continuations(&self, g: &CompiledGrammar) -> (bool, bool) {
+        let fsm = g.fsm();
+        let (mut ends, mut opaque) = (false, false);
+        for it in self.current() {
+            ends |= it.origin == 0 && fsm.is_accept(it.state);
+            let caller = fsm.rule_of(it.state);
+            opaque |= fsm
+                .ref_edges(it.state)
+                .iter()
+                .any(|&(r, _)| g.is_opaque_call(caller, r));
+        }
+        (ends, opaque)
     }
 
     /// Number of sets (bytes consumed + 1).
@@ -196,11 +232,14 @@ impl EarleyParser {
                     }
                 }
             }
+            let caller = fsm.rule_of(it.state);
             for &(r, t) in fsm.ref_edges(it.state) {
-                self.add(Item {
-                    state: fsm.start(r),
-                    origin: k as u32,
-                });
+                if !(self.isolated && g.is_opaque_call(caller, r)) {
+                    self.add(Item {
+                        state: fsm.start(r),
+                        origin: k as u32,
+                    });
+                }
                 if g.nullable(r) {
                     self.add(Item {
                         state: t,

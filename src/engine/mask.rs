@@ -10,8 +10,9 @@
 //! Whole-token terminals ([`crate::util::marker`]) are walked the same way when the parser can take
 //! the marker byte: every non-padding id in id order, which is the byte order of the markers.
 //!
-//! This walk decides every token exactly from the full Earley state; the adaptive cache of a later
-//! stage only shortcuts it and must agree with it.
+//! This walk decides every token exactly from the full Earley state. The matcher normally runs it
+//! only over the uncertain tokens of the adaptive cache ([`fill_listed_tokens`]); the whole-vocabulary
+//! form is the uncached reference the cache is tested against.
 
 use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
@@ -72,6 +73,34 @@ pub fn fill_marked_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: 
                 0
             } else {
                 shared(ids[i - 1].0, ids[i].0)
+            }
+        },
+        mask,
+    );
+}
+
+/// Sets the bit of every token among `positions` (increasing indices into [`crate::vocab::Vocab::sorted`])
+/// that the parser can scan from its current set. The parser is left exactly as it was.
+pub fn fill_listed_tokens(
+    g: &CompiledGrammar,
+    parser: &mut EarleyParser,
+    positions: &[u32],
+    mask: &mut TokenBitmask,
+) {
+    let vocab = g.vocab();
+    let sorted = vocab.sorted();
+    let bytes_at = |i: usize| vocab.token_bytes(sorted[positions[i] as usize]);
+    walk(
+        g,
+        parser,
+        positions.len(),
+        |i| (sorted[positions[i] as usize], bytes_at(i)),
+        |i| {
+            if i == 0 {
+                0
+            } else {
+                let (a, b) = (bytes_at(i - 1), bytes_at(i));
+                a.iter().zip(b).take_while(|(x, y)| x == y).count()
             }
         },
         mask,

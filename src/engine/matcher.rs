@@ -13,7 +13,7 @@ use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
 use super::mask;
 use crate::util::marker::{token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
-use crate::util::{TokenBitmask, TokenId};
+use crate::util::{StateId, TokenBitmask, TokenId};
 use crate::vocab::TokenKind;
 
 /// Scans `bytes` as one step; on refusal (or empty input) the parser is restored and `false` returned.
@@ -84,6 +84,14 @@ enum Step {
     Stop,
 }
 
+/// Reused buffers of the cached mask fill.
+#[derive(Debug, Clone, Default)]
+struct Scratch {
+    states: Vec<StateId>,
+    positions: Vec<u32>,
+    words: Vec<u32>,
+}
+
 /// Matching state of one sequence.
 #[derive(Debug, Clone)]
 pub struct GrammarMatcher {
@@ -91,6 +99,7 @@ pub struct GrammarMatcher {
     parser: EarleyParser,
     history: Vec<Step>,
     stop_tokens: Vec<TokenId>,
+    scratch: Scratch,
 }
 
 impl GrammarMatcher {
@@ -111,6 +120,7 @@ impl GrammarMatcher {
             grammar,
             history: Vec::new(),
             stop_tokens: stop,
+            scratch: Scratch::default(),
         }
     }
 
@@ -194,7 +204,80 @@ impl GrammarMatcher {
         if self.is_terminated() {
             return;
         }
+        self.fill_cached_text_tokens(mask);
+        self.finish_mask(mask);
+    }
+
+    /// [`GrammarMatcher::fill_next_token_bitmask`] without the adaptive cache: every token is walked
+    /// against the full Earley state. The same result, much slower; the reference the cache is
+    /// tested against.
+    pub fn fill_next_token_bitmask_uncached(&mut self, mask: &mut TokenBitmask) {
+        mask.clear();
+        if self.is_terminated() {
+            return;
+        }
         mask::fill_text_tokens(&self.grammar, &mut self.parser, mask);
+        self.finish_mask(mask);
+    }
+
+    /// Text tokens from the cached masks of the live items, then the uncertain ones by full parse.
+    ///
+    /// Only items that started before the current position (or the root item at the very start)
+    /// are consulted: an item predicted here was predicted by one of those, whose out-of-context
+    /// parse already went through it — except the start of a tag rule a TagDispatch switches to,
+    /// which the dispatching item's parse does not enter.
+    fn fill_cached_text_tokens(&mut self, mask: &mut TokenBitmask) {
+        let g = Arc::clone(&self.grammar);
+        let fsm = g.fsm();
+        let k = self.parser.num_sets() - 1;
+        let Scratch {
+            states,
+            positions,
+            words,
+        } = &mut self.scratch;
+        states.clear();
+        let root_start = fsm.start(g.root());
+        states.extend(
+            self.parser
+                .current()
+                .iter()
+                .filter(|it| {
+                    let rule = fsm.rule_of(it.state);
+                    let kernel = (it.origin as usize) < k
+                        || (k == 0 && it.state == root_start)
+                        || (g.is_dispatched(rule) && it.state == fsm.start(rule));
+                    kernel
+                        && !(fsm.byte_edges(it.state).is_empty()
+                            && fsm.ref_edges(it.state).is_empty())
+                })
+                .map(|it| it.state),
+        );
+        states.sort_unstable();
+        states.dedup();
+        let text = g.vocab().text_words();
+        positions.clear();
+        let mut lists = 0;
+        for (i, &s) in states.iter().enumerate() {
+            let cached = g.state_mask(s);
+            cached.mask.or_into(mask.words_mut(), text, i == 0, words);
+            if !cached.uncertain.is_empty() {
+                positions.extend_from_slice(&cached.uncertain);
+                lists += 1;
+            }
+        }
+        if lists > 1 {
+            positions.sort_unstable();
+            positions.dedup();
+        }
+        let sorted = g.vocab().sorted();
+        positions.retain(|&p| !mask.is_allowed(sorted[p as usize]));
+        if !positions.is_empty() {
+            mask::fill_listed_tokens(&g, &mut self.parser, positions, mask);
+        }
+    }
+
+    /// Stop tokens and whole-token terminals, after the text tokens are in `mask`.
+    fn finish_mask(&mut self, mask: &mut TokenBitmask) {
         for &t in &self.stop_tokens {
             mask.unset(t);
         }

@@ -1,18 +1,27 @@
 //! L3 — the engine: compile a grammar against a vocabulary once, then drive one matcher per sequence.
 //!
-//! - [`compiler`]: `Grammar` + `Vocab` → `Arc<CompiledGrammar>` (immutable, `Send + Sync`): passes,
-//!   per-rule DFAs, productive-rule trimming, the frozen global automaton.
+//! - [`compiler`]: `Grammar` + `Vocab` → `Arc<CompiledGrammar>` (`Send + Sync`): passes, per-rule
+//!   DFAs, productive-rule trimming, the frozen global automaton, lazily filled state masks;
+//!   [`GrammarCompiler`] shares masks and whole grammars across requests.
 //! - [`earley`]: the byte-level Earley parser over the rule automata, keeping every byte position's
 //!   item set so that any suffix can be dropped (rollback) in O(1).
+//! - [`lookahead`]: first and follow bytes of the automaton.
 //! - [`mask`]: the token-mask walk over the vocabulary's sorted order with prefix-trie skipping.
+//! - [`mask_cache`]: the adaptive accepted / rejected / uncertain split per state and the
+//!   cross-grammar pool that shares it.
 //! - [`matcher`]: [`GrammarMatcher`], the per-sequence state and its public API.
 //! - [`check`]: stepping a token sequence with a mask before every token (`structgen check`).
 
 pub mod check;
 pub mod compiler;
 pub mod earley;
+pub mod lookahead;
 pub mod mask;
+pub mod mask_cache;
 pub mod matcher;
 
-pub use compiler::{build_automaton, compile, Automaton, CompiledGrammar};
+pub use compiler::{
+    build_automaton, compile, Automaton, CompileOptions, CompiledGrammar, GrammarCompiler,
+    Precompute,
+};
 pub use matcher::{GrammarMatcher, MatcherError};

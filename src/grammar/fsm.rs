@@ -630,6 +630,21 @@ impl CompactFsm {
         self.byte_edges.len() + self.ref_edges.len()
     }
 
+    /// Number of rules.
+    pub fn num_rules(&self) -> usize {
+        self.rule_start.len()
+    }
+
+    /// The states of `rule`, a contiguous range of the global numbering.
+    pub fn rule_states(&self, rule: RuleId) -> std::ops::Range<usize> {
+        let lo = self.rule_start[rule.index()].index();
+        let hi = self
+            .rule_start
+            .get(rule.index() + 1)
+            .map_or(self.num_states(), |s| s.index());
+        lo..hi
+    }
+
     /// The start state of `rule`.
     #[inline]
     pub fn start(&self, rule: RuleId) -> StateId {

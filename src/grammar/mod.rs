@@ -8,7 +8,7 @@
 //!
 //! Stages: [`ebnf`] text → `Grammar`; [`passes`] normalize / inline / prune / nullable; [`fsm`] each rule
 //! → a byte FSM with rule-reference edges; [`print`] `Grammar` → EBNF that parses back to the same
-//! `Grammar`.
+//! `Grammar`; [`hash`] structural hashes of the frozen automaton (the cross-grammar cache key).
 
 pub mod algebra;
 pub mod builder;
@@ -16,6 +16,7 @@ pub mod dispatch;
 pub mod ebnf;
 pub mod error;
 pub mod fsm;
+pub mod hash;
 pub mod passes;
 pub mod print;
 

@@ -31,6 +31,11 @@ impl TokenBitmask {
         &self.words
     }
 
+    /// The packed words, for combining whole masks. Callers keep the bits past `vocab_size` at 0.
+    pub fn words_mut(&mut self) -> &mut [u32] {
+        &mut self.words
+    }
+
     /// Disallow every token.
     pub fn clear(&mut self) {
         self.words.fill(0);

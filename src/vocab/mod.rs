@@ -99,6 +99,7 @@ pub struct Vocab {
     lcp: Vec<u32>,
     first_byte_start: Vec<u32>,
     marked: Vec<TokenId>,
+    text_words: Vec<u32>,
 }
 
 impl Vocab {
@@ -133,6 +134,7 @@ impl Vocab {
             lcp: Vec::new(),
             first_byte_start: Vec::new(),
             marked: Vec::new(),
+            text_words: Vec::new(),
         };
         vocab.stop = stop.into_iter().filter(|t| t.index() < size).collect();
         vocab.build_sorted();
@@ -163,6 +165,10 @@ impl Vocab {
             starts.push(sorted.partition_point(|&t| {
                 self.token_bytes(t).first().map_or(0, |&f| usize::from(f)) < b
             }) as u32);
+        }
+        self.text_words = vec![0; self.size().div_ceil(32)];
+        for &t in &sorted {
+            self.text_words[t.index() / 32] |= 1 << (t.index() % 32);
         }
         self.sorted = sorted;
         self.lcp = lcp;
@@ -230,7 +236,13 @@ impl Vocab {
             self.kinds.push(TokenKind::Padding);
             self.offsets.push(self.bytes.len() as u32);
         }
+        self.text_words.resize(self.size().div_ceil(32), 0);
         self
+    }
+
+    /// The text tokens ([`Vocab::is_text`]) as a bitmask in [`crate::util::TokenBitmask`] layout.
+    pub fn text_words(&self) -> &[u32] {
+        &self.text_words
     }
 
     /// Normal non-empty tokens sorted by bytes.

@@ -1,0 +1,328 @@
+//! L5 — `structgen bench`: compile and mask latency on fixed workloads, side by side with other
+//! engines in the same process.
+//!
+//! Input: a workload file of `../shared/bench` (`{"id", "tools", "structural_tag", "output"}` per
+//! line) or a directory of JSONSchemaBench files (`{"id", "schema", "valid", ...}` per line), and a
+//! tokenizer. Each request becomes a [`Job`]: the grammar input and the token sequences to force
+//! through it (the output / every valid instance, tokenized without special tokens, then the stop
+//! token). [`run_job`] times compile (input → ready matcher, with the engine's caches: one engine per
+//! file, so the first request is cold) and every mask fill, and checks that every token is allowed
+//! and accepted and that the stop token ends the sequence. [`Summary`] reduces the results the way
+//! the report prints them.
+
+pub mod engine;
+pub mod lark;
+#[cfg(feature = "llguidance")]
+pub mod llg;
+pub mod report;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde_json::Value;
+
+use engine::{Engine, GrammarInput};
+
+/// A workload that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A file or directory could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A line that is not a valid request.
+    #[error("{path}:{line}: {message}")]
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A directory without any `*.jsonl` file.
+    #[error("{0}: no *.jsonl files")]
+    Empty(PathBuf),
+}
+
+/// One request: a grammar and the token sequences forced through it.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The request id.
+    pub id: String,
+    /// What constrains the output.
+    pub input: GrammarInput,
+    /// Token sequences, each ending with the stop token.
+    pub texts: Vec<Vec<u32>>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
+    move |source| BenchError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn lines(path: &Path) -> Result<Vec<(usize, Value)>, BenchError> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).map_err(|e| BenchError::Line {
+            path: path.to_path_buf(),
+            line: i + 1,
+            message: format!("invalid JSON at column {}: {e}", e.column()),
+        })?;
+        out.push((i + 1, v));
+    }
+    Ok(out)
+}
+
+fn field<'a>(v: &'a Value, key: &str, path: &Path, line: usize) -> Result<&'a Value, BenchError> {
+    v.get(key).ok_or_else(|| BenchError::Line {
+        path: path.to_path_buf(),
+        line,
+        message: format!("missing field \"{key}\""),
+    })
+}
+
+/// Tokenizes `text` (no special tokens added) and appends `stop`.
+fn tokens(
+    tokenizer: &tokenizers::Tokenizer,
+    text: &str,
+    stop: u32,
+    path: &Path,
+    line: usize,
+) -> Result<Vec<u32>, BenchError> {
+    let enc = tokenizer.encode(text, false).map_err(|e| BenchError::Line {
+        path: path.to_path_buf(),
+        line,
+        message: format!("cannot tokenize: {e}"),
+    })?;
+    let mut ids = enc.get_ids().to_vec();
+    ids.push(stop);
+    Ok(ids)
+}
+
+/// Reads a tool-calling workload (`../shared/bench/requests/*.jsonl`).
+pub fn read_requests(
+    path: &Path,
+    tokenizer: &tokenizers::Tokenizer,
+    stop: u32,
+) -> Result<Vec<Job>, BenchError> {
+    let mut jobs = Vec::new();
+    for (line, v) in lines(path)? {
+        let bad = |message: &str| BenchError::Line {
+            path: path.to_path_buf(),
+            line,
+            message: message.to_string(),
+        };
+        let id = field(&v, "id", path, line)?
+            .as_str()
+            .ok_or_else(|| bad("\"id\" is not a string"))?;
+        let tag = field(&v, "structural_tag", path, line)?.clone();
+        let output = field(&v, "output", path, line)?
+            .as_str()
+            .ok_or_else(|| bad("\"output\" is not a string"))?;
+        jobs.push(Job {
+            id: id.to_string(),
+            input: GrammarInput::StructuralTag(tag),
+            texts: vec![tokens(tokenizer, output, stop, path, line)?],
+        });
+    }
+    Ok(jobs)
+}
+
+/// Reads every `*.jsonl` file of a JSONSchemaBench directory (`../shared/jsonschema`), in name
+/// order: one job per schema, its valid instances serialized compactly with keys in their order.
+pub fn read_jsonschema(
+    dir: &Path,
+    tokenizer: &tokenizers::Tokenizer,
+    stop: u32,
+) -> Result<Vec<Job>, BenchError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io(dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(BenchError::Empty(dir.to_path_buf()));
+    }
+    let mut jobs = Vec::new();
+    for file in &files {
+        for (line, v) in lines(file)? {
+            let id = field(&v, "id", file, line)?
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let schema = field(&v, "schema", file, line)?.clone();
+            let valid = field(&v, "valid", file, line)?
+                .as_array()
+                .ok_or_else(|| BenchError::Line {
+                    path: file.clone(),
+                    line,
+                    message: "\"valid\" is not an array".into(),
+                })?;
+            let texts = valid
+                .iter()
+                .map(|x| tokens(tokenizer, &x.to_string(), stop, file, line))
+                .collect::<Result<_, _>>()?;
+            jobs.push(Job {
+                id,
+                input: GrammarInput::JsonSchema(schema),
+                texts,
+            });
+        }
+    }
+    Ok(jobs)
+}
+
+/// What happened to one job on one engine.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct JobResult {
+    /// The request id.
+    pub id: String,
+    /// Compiled, and every token of every sequence was allowed and accepted.
+    pub ok: bool,
+    /// Why not, when not.
+    pub error: Option<String>,
+    /// Input → ready matcher, milliseconds.
+    pub compile_ms: f64,
+    /// Every mask fill, microseconds.
+    pub mask_us: Vec<f64>,
+    /// All `accept` calls, microseconds in total.
+    pub accept_us: f64,
+}
+
+impl JobResult {
+    /// Compile + masks + accepts, milliseconds.
+    pub fn grammar_ms(&self) -> f64 {
+        self.compile_ms + (self.mask_us.iter().sum::<f64>() + self.accept_us) / 1000.0
+    }
+}
+
+/// Runs one job: compile, then for each sequence a fresh matcher, a mask before every token.
+pub fn run_job(engine: &dyn Engine, job: &Job) -> JobResult {
+    let mut result = JobResult {
+        id: job.id.clone(),
+        ok: false,
+        error: None,
+        compile_ms: 0.0,
+        mask_us: Vec::new(),
+        accept_us: 0.0,
+    };
+    let start = Instant::now();
+    let compiled = match engine.compile(&job.input) {
+        Ok(c) => c,
+        Err(e) => {
+            result.compile_ms = start.elapsed().as_secs_f64() * 1000.0;
+            result.error = Some(format!("compile: {e}"));
+            return result;
+        }
+    };
+    let first = compiled.start();
+    result.compile_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let mut first = Some(first);
+    for (n, text) in job.texts.iter().enumerate() {
+        let mut seq = first.take().unwrap_or_else(|| compiled.start());
+        for (i, &token) in text.iter().enumerate() {
+            let t = Instant::now();
+            seq.fill_mask();
+            result.mask_us.push(t.elapsed().as_secs_f64() * 1e6);
+            if !seq.allows(token) {
+                result.error = Some(format!("sequence {n}, token {i} (id {token}): not in the mask"));
+                return result;
+            }
+            let t = Instant::now();
+            let accepted = seq.accept(token);
+            result.accept_us += t.elapsed().as_secs_f64() * 1e6;
+            if let Err(e) = accepted {
+                result.error = Some(format!("sequence {n}, token {i} (id {token}): {e}"));
+                return result;
+            }
+        }
+    }
+    result.ok = true;
+    result
+}
+
+/// Runs every job in order on the calling thread, or across `threads` rayon workers.
+pub fn run_all(engine: &dyn Engine, jobs: &[Job], threads: usize) -> Result<Vec<JobResult>, String> {
+    if threads <= 1 {
+        return Ok(jobs.iter().map(|j| run_job(engine, j)).collect());
+    }
+    use rayon::prelude::*;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| format!("cannot start {threads} threads: {e}"))?;
+    Ok(pool.install(|| jobs.par_iter().map(|j| run_job(engine, j)).collect()))
+}
+
+/// Nearest-rank percentile of sorted values (0 when empty).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// The figures of one engine over one workload.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Summary {
+    /// Requests run.
+    pub requests: usize,
+    /// Requests that passed.
+    pub ok: usize,
+    /// Masks computed.
+    pub tokens: usize,
+    /// Compile of the first request (cold caches), ms.
+    pub compile_first_ms: f64,
+    /// Compile median, ms.
+    pub compile_p50_ms: f64,
+    /// Compile 99th percentile, ms.
+    pub compile_p99_ms: f64,
+    /// Mask mean, µs.
+    pub mask_mean_us: f64,
+    /// Mask median, µs.
+    pub mask_p50_us: f64,
+    /// Mask 99th percentile, µs.
+    pub mask_p99_us: f64,
+    /// Slowest mask, µs.
+    pub mask_max_us: f64,
+    /// Mean of compile + masks + accepts per request, ms.
+    pub grammar_ms_per_request: f64,
+}
+
+impl Summary {
+    /// Reduces job results.
+    pub fn of(results: &[JobResult]) -> Summary {
+        let mut compile: Vec<f64> = results.iter().map(|r| r.compile_ms).collect();
+        let first = compile.first().copied().unwrap_or(0.0);
+        compile.sort_by(f64::total_cmp);
+        let mut masks: Vec<f64> = results.iter().flat_map(|r| r.mask_us.iter().copied()).collect();
+        masks.sort_by(f64::total_cmp);
+        let n = results.len().max(1) as f64;
+        Summary {
+            requests: results.len(),
+            ok: results.iter().filter(|r| r.ok).count(),
+            tokens: masks.len(),
+            compile_first_ms: first,
+            compile_p50_ms: percentile(&compile, 50.0),
+            compile_p99_ms: percentile(&compile, 99.0),
+            mask_mean_us: masks.iter().sum::<f64>() / masks.len().max(1) as f64,
+            mask_p50_us: percentile(&masks, 50.0),
+            mask_p99_us: percentile(&masks, 99.0),
+            mask_max_us: masks.last().copied().unwrap_or(0.0),
+            grammar_ms_per_request: results.iter().map(JobResult::grammar_ms).sum::<f64>() / n,
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Text tables of benchmark summaries: one block per workload, one row per engine, and the ratios
+//! against llguidance when it ran in the same process.
+
+use super::Summary;
+
+/// One engine's figures on one workload.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineRow {
+    /// Engine name.
+    pub engine: String,
+    /// Its summary.
+    pub summary: Summary,
+    /// Cache counters, if the engine has any.
+    pub cache: Option<String>,
+    /// The first few failures, `id: reason`.
+    pub failures: Vec<String>,
+}
+
+/// The column header of [`row`].
+pub const HEADER: &str = "engine        ok/req   masks  compile ms: first     p50     p99 | mask µs: mean     p50      p99      max | grammar ms/req";
+
+/// One table row.
+pub fn row(r: &EngineRow) -> String {
+    let s = &r.summary;
+    format!(
+        "{:<12} {:>4}/{:<4} {:>6}  {:>17.2} {:>7.3} {:>7.2} | {:>13.2} {:>7.2} {:>8.1} {:>8.0} | {:>14.2}",
+        r.engine,
+        s.ok,
+        s.requests,
+        s.tokens,
+        s.compile_first_ms,
+        s.compile_p50_ms,
+        s.compile_p99_ms,
+        s.mask_mean_us,
+        s.mask_p50_us,
+        s.mask_p99_us,
+        s.mask_max_us,
+        s.grammar_ms_per_request
+    )
+}
+
+/// `llguidance / structgen` ratios of the figures the targets name, when both rows exist.
+pub fn ratios(rows: &[EngineRow]) -> Option<String> {
+    let ours = rows.iter().find(|r| r.engine == "structgen")?;
+    let theirs = rows.iter().find(|r| r.engine == "llguidance")?;
+    let (a, b) = (&ours.summary, &theirs.summary);
+    let x = |num: f64, den: f64| if den > 0.0 { num / den } else { f64::NAN };
+    Some(format!(
+        "structgen / llguidance: compile p50 {:.3}×, mask mean {:.4}× (1/{:.0}), mask p99 {:.4}× (1/{:.0})",
+        x(a.compile_p50_ms, b.compile_p50_ms),
+        x(a.mask_mean_us, b.mask_mean_us),
+        x(b.mask_mean_us, a.mask_mean_us),
+        x(a.mask_p99_us, b.mask_p99_us),
+        x(b.mask_p99_us, a.mask_p99_us),
+    ))
+}
+
+/// The block of one workload.
+pub fn render(title: &str, rows: &[EngineRow]) -> String {
+    let mut out = format!("{title}\n{HEADER}\n");
+    for r in rows {
+        out.push_str(&row(r));
+        out.push('\n');
+    }
+    if let Some(line) = ratios(rows) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    for r in rows {
+        if let Some(c) = &r.cache {
+            out.push_str(&format!("{}: {c}\n", r.engine));
+        }
+        for f in &r.failures {
+            out.push_str(&format!("{} failed: {f}\n", r.engine));
+        }
+    }
+    out
+}

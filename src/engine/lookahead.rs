@@ -1,0 +1,125 @@
+//! One-byte lookahead over the frozen automaton: which bytes can start the input from a state, and
+//! which bytes can follow a rule anywhere in the grammar.
+//!
+//! Input: a [`CompactFsm`] and the nullable rules. Output: [`Lookahead`] with `first(state)` (the
+//! bytes the parse can scan next from an item at that state, predictions included) and
+//! `follow(rule)` (the bytes that may come right after the rule ends, over every place it is
+//! referenced; nothing follows the root). Both are over-approximations computed by fixpoint, so a
+//! byte outside `follow(rule)` can never come after the rule: the mask cache uses that to reject
+//! tokens that would end a rule and go on with an impossible byte.
+
+use crate::grammar::fsm::CompactFsm;
+use crate::util::{RuleId, StateId};
+
+/// A set of bytes.
+pub type ByteSet = [u64; 4];
+
+/// Whether `b` is in `set`.
+#[inline]
+pub fn has_byte(set: &ByteSet, b: u8) -> bool {
+    set[usize::from(b >> 6)] & (1 << (b & 63)) != 0
+}
+
+fn add_range(set: &mut ByteSet, lo: u8, hi: u8) {
+    for b in lo..=hi {
+        set[usize::from(b >> 6)] |= 1 << (b & 63);
+    }
+}
+
+fn union(into: &mut ByteSet, from: &ByteSet) -> bool {
+    let mut changed = false;
+    for (a, b) in into.iter_mut().zip(from) {
+        let n = *a | *b;
+        changed |= n != *a;
+        *a = n;
+    }
+    changed
+}
+
+/// First and follow byte sets of an automaton.
+#[derive(Debug, Clone)]
+pub struct Lookahead {
+    first: Vec<ByteSet>,
+    follow: Vec<ByteSet>,
+}
+
+impl Lookahead {
+    /// Computes both sets for `fsm` with `nullable[rule]`. Nothing follows the root at the top
+    /// level; bytes after its recursive uses do.
+    pub fn new(fsm: &CompactFsm, nullable: &[bool]) -> Lookahead {
+        let n = fsm.num_states();
+        let mut first = vec![[0u64; 4]; n];
+        for (s, set) in first.iter_mut().enumerate() {
+            for e in fsm.byte_edges(StateId(s as u32)) {
+                add_range(set, e.lo, e.hi);
+            }
+        }
+        // An item can also end its rule (when accepting) or step over nullable callees; the bytes
+        // after those are follow bytes, not first bytes, so only predictions add to `first`.
+        loop {
+            let mut changed = false;
+            for s in 0..n {
+                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
+                    let callee = first[fsm.start(r).index()];
+                    changed |= union(&mut first[s], &callee);
+                    if nullable[r.index()] {
+                        let next = first[t.index()];
+                        changed |= union(&mut first[s], &next);
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut endable = (0..n).map(|s| fsm.is_accept(StateId(s as u32))).collect::<Vec<_>>();
+        loop {
+            let mut changed = false;
+            for s in 0..n {
+                if !endable[s]
+                    && fsm
+                        .ref_edges(StateId(s as u32))
+                        .iter()
+                        .any(|&(r, t)| nullable[r.index()] && endable[t.index()])
+                {
+                    endable[s] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let mut follow = vec![[0u64; 4]; fsm.num_rules()];
+        loop {
+            let mut changed = false;
+            for s in 0..n {
+                let caller = fsm.rule_of(StateId(s as u32));
+                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
+                    let after = first[t.index()];
+                    changed |= union(&mut follow[r.index()], &after);
+                    if endable[t.index()] {
+                        let up = follow[caller.index()];
+                        changed |= union(&mut follow[r.index()], &up);
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        Lookahead { first, follow }
+    }
+
+    /// Bytes an item at `s` can scan next (its own edges and those of the rules it predicts).
+    #[inline]
+    pub fn first(&self, s: StateId) -> &ByteSet {
+        &self.first[s.index()]
+    }
+
+    /// Bytes that can follow `rule`.
+    #[inline]
+    pub fn follow(&self, rule: RuleId) -> &ByteSet {
+        &self.follow[rule.index()]
+    }
+}

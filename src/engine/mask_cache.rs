@@ -1,0 +1,384 @@
+//! The adaptive token-mask cache: per automaton state, which tokens the state decides by itself.
+//!
+//! Take an Earley item at state `s` of rule `R` and parse every vocabulary token from it *out of
+//! context* ([`EarleyParser::isolated`]): `R`'s own states and everything `R` calls are parsed
+//! exactly, but what comes after `R` ends is unknown. Each token falls in one of three classes:
+//!
+//! - **accepted**: the whole token is consumed without `R` ending first. Then the token is allowed
+//!   from this item in every context, because every parse state can still reach the end.
+//! - **rejected**: the parse dies and `R` could not have ended at any point inside the token, or it
+//!   could only have ended right before a byte that never follows `R` anywhere in the grammar
+//!   ([`Lookahead::follow`]). No context can rescue it.
+//! - **uncertain**: `R` could end inside the token before a byte that may follow it. Whether the rest
+//!   of the token fits depends on the items below this one, so the matcher decides it at run time
+//!   with the full Earley state.
+//!
+//! The matcher's mask is the union, over the live items that do not merely repeat a prediction of
+//! another live item, of their accepted sets, plus the uncertain tokens that the full parse accepts.
+//! Accepted tokens are stored as the smallest of three forms ([`TokenSet`]): accepted ids, the ids
+//! of the other text tokens, or a bitset. The lookahead-free part ([`AdaptiveMask`]) depends only on
+//! the automaton below `s`, so [`MaskPool`] shares it between grammars by structural hash
+//! ([`crate::grammar::hash`]); the uncertain list after the follow-byte filter is kept per follow
+//! set beside it. Pool memory is bounded, least recently used entries go first.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::compiler::CompiledGrammar;
+use super::earley::EarleyParser;
+use super::lookahead::{has_byte, ByteSet};
+use crate::util::StateId;
+
+/// Accepted tokens of one state, in whichever form is smallest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSet {
+    /// Ids of the accepted tokens (few accepted).
+    Accepted(Box<[u32]>),
+    /// Ids of the text tokens that are *not* accepted (few refused): the accepted set is every other
+    /// text token.
+    Rejected(Box<[u32]>),
+    /// One bit per token id, in [`crate::util::TokenBitmask`] layout.
+    Bitset(Box<[u32]>),
+}
+
+/// The byte of an uncertain entry that no follow set filters out: an opaque call (a TagDispatch
+/// switching to a tag) could take the rest of the token.
+pub const ANY_BYTE: u16 = 256;
+
+/// What one state decides about every text token, before the follow-byte filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdaptiveMask {
+    accepted: TokenSet,
+    accepted_count: usize,
+    /// `(position in Vocab::sorted, byte)`: the token can end the state's rule right before its byte
+    /// `byte` ([`ANY_BYTE`]: an opaque call could take the rest); sorted by position.
+    uncertain: Box<[(u32, u16)]>,
+}
+
+impl AdaptiveMask {
+    /// Parses every text token from `state` out of context and classifies it.
+    pub fn compute(g: &CompiledGrammar, state: StateId) -> AdaptiveMask {
+        let vocab = g.vocab();
+        let sorted = vocab.sorted();
+        let lcp = vocab.sorted_lcp();
+        let mut parser = EarleyParser::isolated(g, state);
+        let first = parser.next_bytes(g);
+        let base = parser.num_sets();
+        let mut accepted: Vec<u32> = Vec::new();
+        let mut uncertain: Vec<(u32, u16)> = Vec::new();
+        // ends[d]: (the rule can end, an opaque call can start) after the first d bytes of the
+        // current token.
+        let mut ends: Vec<(bool, bool)> = vec![(false, false)];
+        for b in 0..=255u8 {
+            if !has_byte(&first, b) {
+                continue;
+            }
+            let run = vocab.first_byte_run(b);
+            let mut depth = 0usize;
+            let mut i = run.start;
+            while i < run.end {
+                let token = sorted[i];
+                let bytes = vocab.token_bytes(token);
+                let keep = if i == run.start {
+                    0
+                } else {
+                    depth.min(lcp[i] as usize)
+                };
+                parser.truncate(base + keep);
+                ends.truncate(keep + 1);
+                depth = keep;
+                let mut refused_at = None;
+                while depth < bytes.len() {
+                    if !parser.push_byte(g, bytes[depth]) {
+                        refused_at = Some(depth);
+                        break;
+                    }
+                    depth += 1;
+                    ends.push(parser.unknown_continuations(g));
+                }
+                let Some(d) = refused_at else {
+                    accepted.push(token.0);
+                    i += 1;
+                    continue;
+                };
+                // Every following token sharing the first d + 1 bytes is refused at d the same way.
+                let mut end = i + 1;
+                while end < run.end && lcp[end] as usize > d {
+                    end += 1;
+                }
+                for (j, &(may_end, opaque)) in ends.iter().enumerate().take(d + 1).skip(1) {
+                    if may_end {
+                        let byte = u16::from(bytes[j]);
+                        uncertain.extend((i..end).map(|p| (p as u32, byte)));
+                    }
+                    if opaque {
+                        uncertain.extend((i..end).map(|p| (p as u32, ANY_BYTE)));
+                    }
+                }
+                i = end;
+            }
+            parser.truncate(base);
+        }
+        uncertain.sort_unstable();
+        uncertain.dedup();
+        let words = vocab.size().div_ceil(32);
+        let accepted_count = accepted.len();
+        let others = sorted.len() - accepted_count;
+        let accepted = if accepted_count <= others && accepted_count < words {
+            accepted.sort_unstable();
+            TokenSet::Accepted(accepted.into())
+        } else {
+            let mut bits = vec![0u32; words];
+            for &t in &accepted {
+                bits[t as usize / 32] |= 1 << (t % 32);
+            }
+            if others < words {
+                let mut rest: Vec<u32> = sorted
+                    .iter()
+                    .map(|t| t.0)
+                    .filter(|&t| bits[t as usize / 32] & (1 << (t % 32)) == 0)
+                    .collect();
+                rest.sort_unstable();
+                TokenSet::Rejected(rest.into())
+            } else {
+                TokenSet::Bitset(bits.into())
+            }
+        };
+        AdaptiveMask {
+            accepted,
+            accepted_count,
+            uncertain: uncertain.into(),
+        }
+    }
+
+    /// The accepted set.
+    pub fn accepted(&self) -> &TokenSet {
+        &self.accepted
+    }
+
+    /// Number of accepted tokens.
+    pub fn accepted_count(&self) -> usize {
+        self.accepted_count
+    }
+
+    /// Heap bytes held.
+    pub fn bytes(&self) -> usize {
+        let set = match &self.accepted {
+            TokenSet::Accepted(v) | TokenSet::Rejected(v) | TokenSet::Bitset(v) => v.len() * 4,
+        };
+        set + self.uncertain.len() * 8 + std::mem::size_of::<Self>()
+    }
+
+    /// The uncertain tokens (positions in `Vocab::sorted`, increasing) that survive `follow`.
+    pub fn uncertain_for(&self, follow: &ByteSet) -> Arc<[u32]> {
+        let mut out: Vec<u32> = Vec::new();
+        for &(pos, byte) in self.uncertain.iter() {
+            let kept = byte == ANY_BYTE || has_byte(follow, byte as u8);
+            if kept && out.last() != Some(&pos) {
+                out.push(pos);
+            }
+        }
+        out.into()
+    }
+
+    /// ORs the accepted set into `mask`. `text` is the vocabulary's text-token bitmask; `empty` says
+    /// `mask` is all zero (so the complement form can be written in place); `scratch` is reused.
+    pub fn or_into(&self, mask: &mut [u32], text: &[u32], empty: bool, scratch: &mut Vec<u32>) {
+        match &self.accepted {
+            TokenSet::Accepted(ids) => {
+                for &t in ids.iter() {
+                    mask[t as usize / 32] |= 1 << (t % 32);
+                }
+            }
+            TokenSet::Bitset(bits) => {
+                if empty {
+                    mask.copy_from_slice(bits);
+                } else {
+                    for (m, b) in mask.iter_mut().zip(bits.iter()) {
+                        *m |= *b;
+                    }
+                }
+            }
+            TokenSet::Rejected(ids) => {
+                let target: &mut [u32] = if empty {
+                    mask.copy_from_slice(text);
+                    mask
+                } else {
+                    scratch.clear();
+                    scratch.extend_from_slice(text);
+                    scratch
+                };
+                for &t in ids.iter() {
+                    target[t as usize / 32] &= !(1 << (t % 32));
+                }
+                if !empty {
+                    for (m, b) in mask.iter_mut().zip(scratch.iter()) {
+                        *m |= *b;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A state's cached decision in one grammar: the shared adaptive mask and the uncertain tokens left
+/// after this grammar's follow bytes.
+#[derive(Debug, Clone)]
+pub struct StateMask {
+    /// Accepted / uncertain split, shared across grammars.
+    pub mask: Arc<AdaptiveMask>,
+    /// Positions in `Vocab::sorted` to decide at run time, increasing.
+    pub uncertain: Arc<[u32]>,
+}
+
+/// Counters of a [`MaskPool`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Same structure and same follow bytes: reused as is.
+    pub perfect_hits: u64,
+    /// Same structure, other follow bytes: only the uncertain list was filtered again.
+    pub partial_hits: u64,
+    /// Computed.
+    pub misses: u64,
+    /// Entries dropped to stay under the byte budget.
+    pub evicted: u64,
+    /// Entries held now.
+    pub entries: usize,
+    /// Bytes held now.
+    pub bytes: usize,
+}
+
+#[derive(Debug)]
+struct PoolEntry {
+    mask: Arc<AdaptiveMask>,
+    filtered: Vec<(ByteSet, Arc<[u32]>)>,
+    used: u64,
+    bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct PoolInner {
+    map: HashMap<u128, PoolEntry>,
+    bytes: usize,
+    tick: u64,
+}
+
+/// Adaptive masks of one vocabulary shared by every grammar of a compiler, keyed by the structural
+/// hash of the state. Thread-safe; bounded by bytes (least recently used first out).
+#[derive(Debug)]
+pub struct MaskPool {
+    inner: Mutex<PoolInner>,
+    capacity: usize,
+    perfect: AtomicU64,
+    partial: AtomicU64,
+    misses: AtomicU64,
+    evicted: AtomicU64,
+}
+
+impl MaskPool {
+    /// An empty pool holding at most `capacity` bytes of masks.
+    pub fn new(capacity: usize) -> MaskPool {
+        MaskPool {
+            inner: Mutex::new(PoolInner::default()),
+            capacity,
+            perfect: AtomicU64::new(0),
+            partial: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `key` is held (no counters change).
+    pub fn contains(&self, key: u128) -> bool {
+        self.lock().map.contains_key(&key)
+    }
+
+    /// The state mask for `key` under `follow`, computing it with `compute` on a miss (outside the
+    /// lock, so other threads keep going).
+    pub fn get_or_compute(
+        &self,
+        key: u128,
+        follow: &ByteSet,
+        compute: impl FnOnce() -> AdaptiveMask,
+    ) -> StateMask {
+        {
+            let mut inner = self.lock();
+            inner.tick += 1;
+            let tick = inner.tick;
+            if let Some(e) = inner.map.get_mut(&key) {
+                e.used = tick;
+                if let Some((_, u)) = e.filtered.iter().find(|(f, _)| f == follow) {
+                    self.perfect.fetch_add(1, Ordering::Relaxed);
+                    return StateMask {
+                        mask: Arc::clone(&e.mask),
+                        uncertain: Arc::clone(u),
+                    };
+                }
+                self.partial.fetch_add(1, Ordering::Relaxed);
+                let uncertain = e.mask.uncertain_for(follow);
+                let added = uncertain.len() * 4 + 48;
+                e.filtered.push((*follow, Arc::clone(&uncertain)));
+                e.bytes += added;
+                let mask = Arc::clone(&e.mask);
+                inner.bytes += added;
+                self.evict(&mut inner, key);
+                return StateMask { mask, uncertain };
+            }
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let mask = Arc::new(compute());
+        let uncertain = mask.uncertain_for(follow);
+        let bytes = mask.bytes() + uncertain.len() * 4 + 96;
+        let mut inner = self.lock();
+        inner.tick += 1;
+        let used = inner.tick;
+        let entry = PoolEntry {
+            mask: Arc::clone(&mask),
+            filtered: vec![(*follow, Arc::clone(&uncertain))],
+            used,
+            bytes,
+        };
+        if let Some(old) = inner.map.insert(key, entry) {
+            inner.bytes -= old.bytes;
+        }
+        inner.bytes += bytes;
+        self.evict(&mut inner, key);
+        StateMask { mask, uncertain }
+    }
+
+    /// Drops least recently used entries (never `keep`) until under capacity.
+    fn evict(&self, inner: &mut PoolInner, keep: u128) {
+        while inner.bytes > self.capacity && inner.map.len() > 1 {
+            let Some((&victim, _)) = inner
+                .map
+                .iter()
+                .filter(|(k, _)| **k != keep)
+                .min_by_key(|(_, e)| e.used)
+            else {
+                return;
+            };
+            if let Some(e) = inner.map.remove(&victim) {
+                inner.bytes -= e.bytes;
+                self.evicted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> PoolStats {
+        let inner = self.lock();
+        PoolStats {
+            perfect_hits: self.perfect.load(Ordering::Relaxed),
+            partial_hits: self.partial.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evicted: self.evicted.load(Ordering::Relaxed),
+            entries: inner.map.len(),
+            bytes: inner.bytes,
+        }
+    }
+}

@@ -1,0 +1,339 @@
+//! Structural hashes of rule automata: the key of the cross-grammar mask cache.
+//!
+//! Input: a frozen [`CompactFsm`]. Output: a 128-bit hash per rule and per state such that two
+//! states (of the same or different grammars) with equal hashes have the same language and the same
+//! item structure below them, so any per-state result computed from the automaton alone (the
+//! adaptive token mask) can be shared between them.
+//!
+//! Rules are hashed hierarchically, callees first (Tarjan's strongly connected components come out
+//! in that order): a rule's hash serializes its states in a canonical BFS numbering (byte edges in
+//! byte order, then reference edges), writing each reference edge as the callee's hash. A rule on a
+//! reference cycle is serialized together with the rules of its cycle that it reaches, each numbered
+//! by discovery order in the same BFS, so recursion needs no fixpoint. The serialization is a full
+//! description of the structure, so equal hashes mean isomorphic automata (up to a 128-bit
+//! collision). Components too large to serialize per member within [`CYCLE_BUDGET`] get hashes salted
+//! with a process-unique counter: correct, but never shared.
+
+use std::collections::VecDeque;
+use std::hash::{DefaultHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::fsm::CompactFsm;
+use crate::util::{RuleId, StateId};
+
+/// Most state visits spent serializing one cycle (members × states reached).
+pub const CYCLE_BUDGET: usize = 4_000_000;
+
+/// Per-rule and per-state structural hashes.
+#[derive(Debug, Clone)]
+pub struct StructuralHashes {
+    /// Hash of each rule (its language and structure, callees included).
+    pub rules: Vec<u128>,
+    /// Hash of each state: its rule's hash and its canonical index in that rule.
+    pub states: Vec<u128>,
+}
+
+/// Two SipHash streams with different seeds, giving 128 bits.
+struct Hash128(DefaultHasher, DefaultHasher);
+
+impl Hash128 {
+    fn new() -> Self {
+        let mut b = DefaultHasher::new();
+        b.write_u64(0x9E37_79B9_7F4A_7C15);
+        Hash128(DefaultHasher::new(), b)
+    }
+
+    fn put(&mut self, v: u64) {
+        self.0.write_u64(v);
+        self.1.write_u64(v);
+    }
+
+    fn put128(&mut self, v: u128) {
+        self.put(v as u64);
+        self.put((v >> 64) as u64);
+    }
+
+    fn finish(&self) -> u128 {
+        (u128::from(self.0.finish()) << 64) | u128::from(self.1.finish())
+    }
+}
+
+/// A hash no other call ever returns.
+fn unique() -> u128 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let mut h = Hash128::new();
+    h.put(u64::MAX);
+    h.put(NEXT.fetch_add(1, Ordering::Relaxed));
+    h.put(std::process::id().into());
+    h.finish()
+}
+
+/// Computes the structural hashes of every rule and state of `fsm`. Calls for which
+/// `opaque(caller, callee)` holds are hashed as "a call to some rule", with only the callee's
+/// `nullable` flag: results keyed by these hashes must not look through such calls.
+pub fn structural_hashes(
+    fsm: &CompactFsm,
+    nullable: &[bool],
+    opaque: &dyn Fn(RuleId, RuleId) -> bool,
+) -> StructuralHashes {
+    let n = fsm.num_rules();
+    let mut rules = vec![0u128; n];
+    let mut states = vec![0u128; fsm.num_states()];
+    let mut component = vec![usize::MAX; n];
+    let mut scratch = vec![u32::MAX; fsm.num_states()];
+    for (ci, members) in sccs(fsm).into_iter().enumerate() {
+        for &r in &members {
+            component[r] = ci;
+        }
+        let cyclic = members.len() > 1
+            || fsm
+                .rule_states(RuleId(members[0] as u32))
+                .any(|s| fsm.ref_edges(StateId(s as u32)).iter().any(|&(c, _)| c.index() == members[0]));
+        let size: usize = members
+            .iter()
+            .map(|&r| fsm.rule_states(RuleId(r as u32)).len())
+            .sum();
+        if cyclic && size.saturating_mul(members.len()) > CYCLE_BUDGET {
+            for &r in &members {
+                rules[r] = unique();
+                for s in fsm.rule_states(RuleId(r as u32)) {
+                    states[s] = unique();
+                }
+            }
+            continue;
+        }
+        for &r in &members {
+            let rule = RuleId(r as u32);
+            let ctx = Context {
+                fsm,
+                comp: ci,
+                component: &component,
+                hashes: &rules,
+                nullable,
+                opaque,
+            };
+            let (hash, order) = serialize(&ctx, rule, &mut scratch);
+            rules[r] = hash;
+            for s in fsm.rule_states(rule) {
+                states[s] = match order[s - fsm.rule_states(rule).start] {
+                    u32::MAX => unique(),
+                    i => {
+                        let mut h = Hash128::new();
+                        h.put128(hash);
+                        h.put(i.into());
+                        h.finish()
+                    }
+                };
+            }
+        }
+    }
+    StructuralHashes { rules, states }
+}
+
+/// What [`serialize`] reads besides the rule.
+struct Context<'a> {
+    fsm: &'a CompactFsm,
+    comp: usize,
+    component: &'a [usize],
+    hashes: &'a [u128],
+    nullable: &'a [bool],
+    opaque: &'a dyn Fn(RuleId, RuleId) -> bool,
+}
+
+/// Serializes `rule` (and the rules of its cycle it reaches) in BFS order; returns the hash and the
+/// canonical index of each of the rule's own states (`u32::MAX` when unreachable from its start).
+fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u32>) {
+    let Context {
+        fsm,
+        comp,
+        component,
+        hashes,
+        nullable,
+        opaque,
+    } = *ctx;
+    let mut h = Hash128::new();
+    let mut order: Vec<StateId> = Vec::new();
+    let mut queue = VecDeque::new();
+    let mut visit = |s: StateId, order: &mut Vec<StateId>, queue: &mut VecDeque<StateId>| -> u64 {
+        if index[s.index()] == u32::MAX {
+            index[s.index()] = order.len() as u32;
+            order.push(s);
+            queue.push_back(s);
+        }
+        index[s.index()].into()
+    };
+    visit(fsm.start(rule), &mut order, &mut queue);
+    while let Some(s) = queue.pop_front() {
+        h.put(u64::from(fsm.is_accept(s)));
+        let edges = fsm.byte_edges(s);
+        h.put(edges.len() as u64);
+        for e in edges {
+            h.put(u64::from(e.lo) << 8 | u64::from(e.hi));
+            let t = visit(e.target, &mut order, &mut queue);
+            h.put(t);
+        }
+        let caller = fsm.rule_of(s);
+        // 0: opaque (hash = nullable flag), 1: same cycle, 2: callee hash.
+        let mut refs: Vec<(u8, u128, RuleId, StateId)> = fsm
+            .ref_edges(s)
+            .iter()
+            .map(|&(c, t)| {
+                if opaque(caller, c) {
+                    (0, u128::from(nullable[c.index()]), c, t)
+                } else if component[c.index()] == comp {
+                    (1, 0, c, t)
+                } else {
+                    (2, hashes[c.index()], c, t)
+                }
+            })
+            .collect();
+        refs.sort_unstable();
+        h.put(refs.len() as u64);
+        for (kind, callee, c, t) in refs {
+            if kind == 0 {
+                h.put(3);
+                h.put128(callee);
+            } else if kind == 1 {
+                let start = visit(fsm.start(c), &mut order, &mut queue);
+                h.put(1);
+                h.put(start);
+            } else {
+                h.put(2);
+                h.put128(callee);
+            }
+            let t = visit(t, &mut order, &mut queue);
+            h.put(t);
+        }
+    }
+    let own = fsm.rule_states(rule);
+    let canonical = own.clone().map(|s| index[s]).collect();
+    for s in order {
+        index[s.index()] = u32::MAX;
+    }
+    (h.finish(), canonical)
+}
+
+/// Strongly connected components of the rule reference graph, callees before callers (iterative
+/// Tarjan, so deep grammars cannot overflow the stack).
+fn sccs(fsm: &CompactFsm) -> Vec<Vec<usize>> {
+    let n = fsm.num_rules();
+    let callees: Vec<Vec<usize>> = (0..n)
+        .map(|r| {
+            let mut c: Vec<usize> = fsm
+                .rule_states(RuleId(r as u32))
+                .flat_map(|s| fsm.ref_edges(StateId(s as u32)).iter().map(|&(c, _)| c.index()))
+                .collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        })
+        .collect();
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0usize;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        let mut frames: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut i)) = frames.last_mut() {
+            if let Some(&w) = callees[v].get(*i) {
+                *i += 1;
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    frames.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            frames.pop();
+            if let Some(&(parent, _)) = frames.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut members = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    members.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                members.sort_unstable();
+                out.push(members);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::build_automaton;
+    use crate::grammar::ebnf;
+    use crate::util::Limits;
+
+    fn hashes(src: &str) -> (StructuralHashes, crate::engine::Automaton) {
+        let g = ebnf::parse(src, "root", &Limits::default()).expect("parses");
+        let a = build_automaton(&g, &Limits::default()).expect("builds");
+        (structural_hashes(&a.fsm, &a.nullable, &|_, _| false), a)
+    }
+
+    fn rule_hash(src: &str, name: &str) -> u128 {
+        let (h, a) = hashes(src);
+        let id = a
+            .grammar
+            .rules()
+            .iter()
+            .position(|r| r.name == name)
+            .expect("rule exists");
+        h.rules[id]
+    }
+
+    #[test]
+    fn same_structure_same_hash_across_grammars() {
+        let a = rule_hash(
+            "root ::= s s \"x\"\ns ::= \"\\\"\" [a-z]* \"\\\"\" | \"n\"",
+            "s",
+        );
+        let b = rule_hash("root ::= \"[\" str \"]\" str\nstr ::= \"\\\"\" [a-z]* \"\\\"\" | \"n\"", "str");
+        assert_eq!(a, b);
+        let c = rule_hash("root ::= s s \"x\"\ns ::= \"\\\"\" [a-y]* \"\\\"\" | \"n\"", "s");
+        assert_ne!(a, c, "a different byte range changes the hash");
+    }
+
+    #[test]
+    fn callees_are_part_of_the_hash() {
+        let a = rule_hash("root ::= v v\nv ::= \"<\" w \">\"\nw ::= [0-9]+", "v");
+        let b = rule_hash("root ::= v\nv ::= \"<\" q \">\"\nq ::= [0-9]+", "v");
+        let c = rule_hash("root ::= v\nv ::= \"<\" q \">\"\nq ::= [0-8]+", "v");
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn recursive_rules_hash_without_looping() {
+        let src = |x: &str| {
+            format!("root ::= v \"!\"\nv ::= \"[\" (v (\",\" v)*)? \"]\" | \"{x}\"")
+        };
+        let a = rule_hash(&src("1"), "v");
+        let b = rule_hash(&src("1"), "v");
+        let c = rule_hash(&src("2"), "v");
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+}
