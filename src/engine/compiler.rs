@@ -166,7 +166,10 @@ impl CompiledGrammar {
             let follow = self.lookahead.follow(self.fsm().rule_of(s));
             match (&self.pool, &self.keys) {
                 (Some(pool), Some(keys)) => pool.get_or_compute(keys[s.index()], follow, || {
-                    AdaptiveMask::compute(self, s)
+                    let t = std::time::Instant::now();
+                    let m = AdaptiveMask::compute(self, s);
+                    if std::env::var("SG_DEBUG").is_ok() { eprintln!("DEBUG compute {:.3}ms state {} rule {} acc {} unc {}", t.elapsed().as_secs_f64()*1e3, s.0 - self.fsm().start(self.fsm().rule_of(s)).0, self.grammar().rule(self.fsm().rule_of(s)).name, m.accepted_count(), m.uncertain_for(follow).len()); }
+                    m
                 }),
                 _ => {
                     let mask = Arc::new(AdaptiveMask::compute(self, s));
@@ -238,14 +241,78 @@ pub struct Automaton {
     pub nullable: Vec<bool>,
 }
 
+/// Rule DFAs by rule body with its references renumbered in order of appearance, shared by the
+/// grammars of one compiler (tools that repeat between requests build their DFAs once).
+#[derive(Debug, Default)]
+pub struct DfaCache {
+    map: Mutex<HashMap<Expr, Arc<Dfa>>>,
+}
+
+/// Most rule DFAs a [`DfaCache`] keeps before it starts over.
+const DFA_CACHE_ENTRIES: usize = 1 << 16;
+
+impl DfaCache {
+    /// The DFA of `body`, from the cache or built (and kept).
+    fn dfa(&self, body: &Expr, name: &str, limit: usize) -> Result<Dfa, GrammarError> {
+        let mut refs: Vec<RuleId> = Vec::new();
+        let mut key = body.clone();
+        key.map_refs(&mut |r| {
+            let i = refs.iter().position(|&x| x == r).unwrap_or_else(|| {
+                refs.push(r);
+                refs.len() - 1
+            });
+            Expr::Ref(RuleId(i as u32))
+        });
+        let cached = self
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        let canonical = match cached {
+            Some(d) => d,
+            None => {
+                let d = Arc::new(Dfa::from_expr(&key, name, limit)?);
+                let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+                if map.len() >= DFA_CACHE_ENTRIES {
+                    map.clear();
+                }
+                map.insert(key, Arc::clone(&d));
+                d
+            }
+        };
+        let mut dfa = (*canonical).clone();
+        for state in &mut dfa.states {
+            for (r, _) in &mut state.refs {
+                *r = refs[r.index()];
+            }
+            state.refs.sort_unstable();
+        }
+        Ok(dfa)
+    }
+}
+
 /// Optimizes `grammar` and builds its automaton. Fails if a limit is hit or the root rule cannot
 /// match any finite string.
 pub fn build_automaton(grammar: &Grammar, limits: &Limits) -> Result<Automaton, GrammarError> {
+    build_automaton_cached(grammar, limits, None)
+}
+
+/// [`build_automaton`] taking rule DFAs from `cache` when given.
+pub fn build_automaton_cached(
+    grammar: &Grammar,
+    limits: &Limits,
+    cache: Option<&DfaCache>,
+) -> Result<Automaton, GrammarError> {
     let grammar = passes::optimize(grammar.clone());
     let mut dfas = Vec::with_capacity(grammar.rules().len());
     let mut total = 0usize;
     for rule in grammar.rules() {
-        let dfa = Dfa::from_expr(&rule.body, &rule.name, limits.max_nfa_states_per_rule)?;
+        let limit = limits.max_nfa_states_per_rule;
+        let dfa = match cache {
+            Some(c) => c.dfa(&rule.body, &rule.name, limit)?,
+            None => Dfa::from_expr(&rule.body, &rule.name, limit)?,
+        };
         total += dfa.states.len();
         if total > limits.max_fsm_states {
             return Err(GrammarError::TooManyStates {
@@ -297,6 +364,7 @@ pub struct GrammarCompiler {
     options: CompileOptions,
     pool: Option<Arc<MaskPool>>,
     grammars: Mutex<GrammarCache>,
+    dfas: DfaCache,
 }
 
 #[derive(Debug, Default)]
@@ -318,6 +386,7 @@ impl GrammarCompiler {
             options,
             pool,
             grammars: Mutex::new(GrammarCache::default()),
+            dfas: DfaCache::default(),
         }
     }
 
@@ -352,7 +421,7 @@ impl GrammarCompiler {
 
     /// Compiles `grammar`.
     pub fn compile(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>, GrammarError> {
-        let automaton = build_automaton(grammar, &self.limits)?;
+        let automaton = build_automaton_cached(grammar, &self.limits, Some(&self.dfas))?;
         let fsm = &automaton.fsm;
         let takes_whole_tokens = (0..fsm.num_states()).any(|s| {
             fsm.byte_edges(StateId(s as u32))

@@ -157,6 +157,34 @@ impl EarleyParser {
         true
     }
 
+    /// Adds a set in which `rule`, started at set `origin`, has just ended: the items of set
+    /// `origin` that call it, advanced, and their closure. Used to parse what follows the rule
+    /// without the bytes that ended it; drop the set with [`EarleyParser::truncate`]. Returns
+    /// `false` (adding nothing) when no item waits for the rule there.
+    pub fn push_completion(&mut self, g: &CompiledGrammar, rule: crate::util::RuleId, origin: usize) -> bool {
+        let fsm = g.fsm();
+        let hi = self.items.len();
+        self.starts.push(hi as u32);
+        let (plo, phi) = (self.starts[origin] as usize, self.starts[origin + 1] as usize);
+        for j in plo..phi {
+            let parent = self.items[j];
+            for &(r, t) in fsm.ref_edges(parent.state) {
+                if r == rule {
+                    self.add(Item {
+                        state: t,
+                        origin: parent.origin,
+                    });
+                }
+            }
+        }
+        if self.items.len() == hi {
+            self.starts.pop();
+            return false;
+        }
+        self.close(g);
+        true
+    }
+
     /// Whether the root rule, started at position 0, can end here.
     pub fn can_complete(&self, g: &CompiledGrammar) -> bool {
         let fsm = g.fsm();

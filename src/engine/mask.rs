@@ -17,7 +17,7 @@
 use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
 use crate::util::marker::{token_marker, MARKER_BYTE};
-use crate::util::{TokenBitmask, TokenId};
+use crate::util::TokenBitmask;
 
 /// Sets the bit of every normal token whose bytes the parser can scan from its current set. The
 /// parser is left exactly as it was. The caller then decides the stop tokens (which may also be
@@ -25,25 +25,18 @@ use crate::util::{TokenBitmask, TokenId};
 pub fn fill_text_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: &mut TokenBitmask) {
     let vocab = g.vocab();
     let sorted = vocab.sorted();
-    let lcp = vocab.sorted_lcp();
     let first_bytes = parser.next_bytes(g);
     for b in 0..=255u8 {
         if first_bytes[usize::from(b >> 6)] & (1 << (b & 63)) == 0 {
             continue;
         }
         let run = vocab.first_byte_run(b);
-        walk(
+        walk_sorted(
             g,
             parser,
             run.len(),
-            |i| {
-                (
-                    sorted[run.start + i],
-                    vocab.token_bytes(sorted[run.start + i]),
-                )
-            },
-            |i| lcp[run.start + i] as usize,
-            mask,
+            |i| vocab.token_bytes(sorted[run.start + i]),
+            |i| mask.set(sorted[run.start + i]),
         );
     }
 }
@@ -59,23 +52,12 @@ pub fn fill_marked_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: 
         return;
     }
     let ids = g.vocab().marked();
-    let shared = |a: u32, b: u32| -> usize {
-        let (x, y) = (token_marker(a), token_marker(b));
-        x.iter().zip(&y).take_while(|(p, q)| p == q).count()
-    };
-    walk(
+    walk_sorted(
         g,
         parser,
         ids.len(),
-        |i| (ids[i], token_marker(ids[i].0)),
-        |i| {
-            if i == 0 {
-                0
-            } else {
-                shared(ids[i - 1].0, ids[i].0)
-            }
-        },
-        mask,
+        |i| token_marker(ids[i].0),
+        |i| mask.set(ids[i]),
     );
 }
 
@@ -89,59 +71,88 @@ pub fn fill_listed_tokens(
 ) {
     let vocab = g.vocab();
     let sorted = vocab.sorted();
-    let bytes_at = |i: usize| vocab.token_bytes(sorted[positions[i] as usize]);
-    walk(
+    walk_sorted(
         g,
         parser,
         positions.len(),
-        |i| (sorted[positions[i] as usize], bytes_at(i)),
-        |i| {
-            if i == 0 {
-                0
-            } else {
-                let (a, b) = (bytes_at(i - 1), bytes_at(i));
-                a.iter().zip(b).take_while(|(x, y)| x == y).count()
-            }
-        },
-        mask,
+        |i| vocab.token_bytes(sorted[positions[i] as usize]),
+        |i| mask.set(sorted[positions[i] as usize]),
     );
 }
 
-/// Walks `count` entries sorted by bytes, with `lcp(i)` the common prefix of entry `i` and `i - 1`.
-fn walk<B: AsRef<[u8]>>(
+/// Calls `accepted(i)` for every entry `i` of `count` entries (sorted by bytes, `bytes(i)`) that the
+/// parser can scan from its current set. Shared prefixes are parsed once; after a refusal at depth
+/// `d` the following entries that share those `d + 1` bytes are skipped. The parser is left as it
+/// was.
+pub fn walk_sorted<B: AsRef<[u8]>>(
     g: &CompiledGrammar,
     parser: &mut EarleyParser,
     count: usize,
-    entry: impl Fn(usize) -> (TokenId, B),
-    lcp: impl Fn(usize) -> usize,
-    mask: &mut TokenBitmask,
+    bytes: impl Fn(usize) -> B,
+    mut accepted: impl FnMut(usize),
 ) {
     let base = parser.num_sets();
     let mut depth = 0usize;
+    let mut prev: Option<B> = None;
     let mut i = 0;
     while i < count {
-        let (token, bytes) = entry(i);
-        let bytes = bytes.as_ref();
-        let keep = if i == 0 { 0 } else { depth.min(lcp(i)) };
+        let entry = bytes(i);
+        let cur = entry.as_ref();
+        let shared = prev.as_ref().map_or(0, |p| common_prefix(p.as_ref(), cur));
+        let keep = depth.min(shared);
         parser.truncate(base + keep);
         depth = keep;
         let mut refused_at = None;
-        while depth < bytes.len() {
-            if !parser.push_byte(g, bytes[depth]) {
+        while depth < cur.len() {
+            if !parser.push_byte(g, cur[depth]) {
                 refused_at = Some(depth);
                 break;
             }
             depth += 1;
         }
-        i += 1;
-        match refused_at {
-            None => mask.set(token),
-            Some(d) => {
-                while i < count && lcp(i) > d {
-                    i += 1;
-                }
+        let next = match refused_at {
+            None => {
+                accepted(i);
+                i + 1
             }
-        }
+            Some(d) => skip_prefix(i + 1, count, &cur[..=d], &bytes),
+        };
+        prev = Some(entry);
+        i = next;
     }
     parser.truncate(base);
+}
+
+/// The first index in `from..to` whose entry does not start with `prefix`, the entries being sorted
+/// and those with the prefix forming a run starting at `from`: a short linear probe, then binary
+/// search.
+pub fn skip_prefix<B: AsRef<[u8]>>(
+    from: usize,
+    to: usize,
+    prefix: &[u8],
+    bytes: &impl Fn(usize) -> B,
+) -> usize {
+    let mut i = from;
+    for _ in 0..8 {
+        if i >= to || !bytes(i).as_ref().starts_with(prefix) {
+            return i;
+        }
+        i += 1;
+    }
+    let (mut lo, mut hi) = (i, to);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if bytes(mid).as_ref().starts_with(prefix) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Length of the common prefix of `a` and `b`.
+#[inline]
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
+use super::mask::skip_prefix;
 use super::lookahead::{has_byte, ByteSet};
 use crate::util::StateId;
 
@@ -42,18 +43,26 @@ pub enum TokenSet {
     Bitset(Box<[u32]>),
 }
 
-/// The byte of an uncertain entry that no follow set filters out: an opaque call (a TagDispatch
-/// switching to a tag) could take the rest of the token.
-pub const ANY_BYTE: u16 = 256;
+/// Uncertain tokens that share what is left of them after the state's rule ends: the context must
+/// accept `suffix` for any of `tokens` to be allowed this way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The rest of the token after the point where the rule can end (never empty).
+    pub suffix: Box<[u8]>,
+    /// Token ids with a rule end right before this suffix.
+    pub tokens: Box<[u32]>,
+}
 
 /// What one state decides about every text token, before the follow-byte filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdaptiveMask {
     accepted: TokenSet,
     accepted_count: usize,
-    /// `(position in Vocab::sorted, byte)`: the token can end the state's rule right before its byte
-    /// `byte` ([`ANY_BYTE`]: an opaque call could take the rest); sorted by position.
-    uncertain: Box<[(u32, u16)]>,
+    /// Uncertain because the rule can end inside the token; sorted by suffix.
+    completions: Box<[Completion]>,
+    /// Uncertain because an opaque call (a TagDispatch switching to a tag) could take the rest of
+    /// the token: positions in `Vocab::sorted`, increasing. Decided by a full parse.
+    opaque: Box<[u32]>,
 }
 
 impl AdaptiveMask {
@@ -62,11 +71,13 @@ impl AdaptiveMask {
         let vocab = g.vocab();
         let sorted = vocab.sorted();
         let lcp = vocab.sorted_lcp();
+        let token_at = |i: usize| vocab.token_bytes(sorted[i]);
         let mut parser = EarleyParser::isolated(g, state);
         let first = parser.next_bytes(g);
         let base = parser.num_sets();
         let mut accepted: Vec<u32> = Vec::new();
-        let mut uncertain: Vec<(u32, u16)> = Vec::new();
+        let mut ends_before: Vec<(&[u8], u32)> = Vec::new();
+        let mut opaque: Vec<u32> = Vec::new();
         // ends[d]: (the rule can end, an opaque call can start) after the first d bytes of the
         // current token.
         let mut ends: Vec<(bool, bool)> = vec![(false, false)];
@@ -78,8 +89,7 @@ impl AdaptiveMask {
             let mut depth = 0usize;
             let mut i = run.start;
             while i < run.end {
-                let token = sorted[i];
-                let bytes = vocab.token_bytes(token);
+                let bytes = token_at(i);
                 let keep = if i == run.start {
                     0
                 } else {
@@ -98,30 +108,41 @@ impl AdaptiveMask {
                     ends.push(parser.unknown_continuations(g));
                 }
                 let Some(d) = refused_at else {
-                    accepted.push(token.0);
+                    accepted.push(sorted[i].0);
                     i += 1;
                     continue;
                 };
                 // Every following token sharing the first d + 1 bytes is refused at d the same way.
-                let mut end = i + 1;
-                while end < run.end && lcp[end] as usize > d {
-                    end += 1;
+                let end = skip_prefix(i + 1, run.end, &bytes[..=d], &token_at);
+                let points = &ends[1..=d];
+                if points.iter().any(|&(e, _)| e) {
+                    for p in i..end {
+                        let t = token_at(p);
+                        for (j, _) in points.iter().enumerate().filter(|(_, e)| e.0) {
+                            ends_before.push((&t[j + 1..], sorted[p].0));
+                        }
+                    }
                 }
-                for (j, &(may_end, opaque)) in ends.iter().enumerate().take(d + 1).skip(1) {
-                    if may_end {
-                        let byte = u16::from(bytes[j]);
-                        uncertain.extend((i..end).map(|p| (p as u32, byte)));
-                    }
-                    if opaque {
-                        uncertain.extend((i..end).map(|p| (p as u32, ANY_BYTE)));
-                    }
+                if points.iter().any(|&(_, o)| o) {
+                    opaque.extend((i..end).map(|p| p as u32));
                 }
                 i = end;
             }
             parser.truncate(base);
         }
-        uncertain.sort_unstable();
-        uncertain.dedup();
+        ends_before.sort_unstable();
+        ends_before.dedup();
+        let mut completions: Vec<Completion> = Vec::new();
+        let mut k = 0;
+        while k < ends_before.len() {
+            let suffix = ends_before[k].0;
+            let n = ends_before[k..].iter().take_while(|e| e.0 == suffix).count();
+            completions.push(Completion {
+                suffix: suffix.into(),
+                tokens: ends_before[k..k + n].iter().map(|e| e.1).collect(),
+            });
+            k += n;
+        }
         let words = vocab.size().div_ceil(32);
         let accepted_count = accepted.len();
         let others = sorted.len() - accepted_count;
@@ -148,8 +169,19 @@ impl AdaptiveMask {
         AdaptiveMask {
             accepted,
             accepted_count,
-            uncertain: uncertain.into(),
+            completions: completions.into(),
+            opaque: opaque.into(),
         }
+    }
+
+    /// Uncertain tokens grouped by what is left after the rule ends, sorted by that suffix.
+    pub fn completions(&self) -> &[Completion] {
+        &self.completions
+    }
+
+    /// Uncertain tokens behind opaque calls (positions in `Vocab::sorted`, increasing).
+    pub fn opaque(&self) -> &[u32] {
+        &self.opaque
     }
 
     /// The accepted set.
@@ -167,19 +199,23 @@ impl AdaptiveMask {
         let set = match &self.accepted {
             TokenSet::Accepted(v) | TokenSet::Rejected(v) | TokenSet::Bitset(v) => v.len() * 4,
         };
-        set + self.uncertain.len() * 8 + std::mem::size_of::<Self>()
+        let completions: usize = self
+            .completions
+            .iter()
+            .map(|c| c.suffix.len() + c.tokens.len() * 4 + 32)
+            .sum();
+        set + completions + self.opaque.len() * 4 + std::mem::size_of::<Self>()
     }
 
-    /// The uncertain tokens (positions in `Vocab::sorted`, increasing) that survive `follow`.
+    /// Indices into [`AdaptiveMask::completions`] whose suffix starts with a byte of `follow` (the
+    /// others can never be accepted).
     pub fn uncertain_for(&self, follow: &ByteSet) -> Arc<[u32]> {
-        let mut out: Vec<u32> = Vec::new();
-        for &(pos, byte) in self.uncertain.iter() {
-            let kept = byte == ANY_BYTE || has_byte(follow, byte as u8);
-            if kept && out.last() != Some(&pos) {
-                out.push(pos);
-            }
-        }
-        out.into()
+        self.completions
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| has_byte(follow, c.suffix[0]))
+            .map(|(i, _)| i as u32)
+            .collect()
     }
 
     /// ORs the accepted set into `mask`. `text` is the vocabulary's text-token bitmask; `empty` says
@@ -228,7 +264,7 @@ impl AdaptiveMask {
 pub struct StateMask {
     /// Accepted / uncertain split, shared across grammars.
     pub mask: Arc<AdaptiveMask>,
-    /// Positions in `Vocab::sorted` to decide at run time, increasing.
+    /// Indices of the mask's completions that this grammar's follow bytes keep.
     pub uncertain: Arc<[u32]>,
 }
 

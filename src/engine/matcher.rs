@@ -88,6 +88,7 @@ enum Step {
 #[derive(Debug, Clone, Default)]
 struct Scratch {
     states: Vec<StateId>,
+    kernel: Vec<(StateId, u32)>,
     positions: Vec<u32>,
     words: Vec<u32>,
 }
@@ -232,26 +233,29 @@ impl GrammarMatcher {
         let k = self.parser.num_sets() - 1;
         let Scratch {
             states,
+            kernel,
             positions,
             words,
         } = &mut self.scratch;
-        states.clear();
+        kernel.clear();
         let root_start = fsm.start(g.root());
-        states.extend(
+        kernel.extend(
             self.parser
                 .current()
                 .iter()
                 .filter(|it| {
                     let rule = fsm.rule_of(it.state);
-                    let kernel = (it.origin as usize) < k
+                    let consulted = (it.origin as usize) < k
                         || (k == 0 && it.state == root_start)
                         || (g.is_dispatched(rule) && it.state == fsm.start(rule));
-                    kernel
+                    consulted
                         && !(fsm.byte_edges(it.state).is_empty()
                             && fsm.ref_edges(it.state).is_empty())
                 })
-                .map(|it| it.state),
+                .map(|it| (it.state, it.origin)),
         );
+        states.clear();
+        states.extend(kernel.iter().map(|&(s, _)| s));
         states.sort_unstable();
         states.dedup();
         let text = g.vocab().text_words();
@@ -260,10 +264,35 @@ impl GrammarMatcher {
         for (i, &s) in states.iter().enumerate() {
             let cached = g.state_mask(s);
             cached.mask.or_into(mask.words_mut(), text, i == 0, words);
-            if !cached.uncertain.is_empty() {
-                positions.extend_from_slice(&cached.uncertain);
+            if !cached.mask.opaque().is_empty() {
+                positions.extend_from_slice(cached.mask.opaque());
                 lists += 1;
             }
+        }
+        // Tokens the rule of a kernel item can end inside: the context must accept the rest.
+        for &(s, origin) in kernel.iter() {
+            let cached = g.state_mask(s);
+            if cached.uncertain.is_empty()
+                || !self
+                    .parser
+                    .push_completion(&g, fsm.rule_of(s), origin as usize)
+            {
+                continue;
+            }
+            let completions = cached.mask.completions();
+            let kept = &cached.uncertain;
+            mask::walk_sorted(
+                &g,
+                &mut self.parser,
+                kept.len(),
+                |i| &completions[kept[i] as usize].suffix[..],
+                |i| {
+                    for &t in completions[kept[i] as usize].tokens.iter() {
+                        mask.set(TokenId(t));
+                    }
+                },
+            );
+            self.parser.truncate(k + 1);
         }
         if lists > 1 {
             positions.sort_unstable();
