@@ -82,11 +82,14 @@ impl StructgenEngine {
     fn grammar(&self, input: &GrammarInput) -> Result<Grammar, String> {
         let limits = self.compiler.limits();
         match input {
-            GrammarInput::StructuralTag(tag) => {
-                structural_tag_grammar(tag, Some(self.compiler.vocab()), &self.schema_options, limits)
-                    .map(|t| t.grammar)
-                    .map_err(|e| e.to_string())
-            }
+            GrammarInput::StructuralTag(tag) => structural_tag_grammar(
+                tag,
+                Some(self.compiler.vocab()),
+                &self.schema_options,
+                limits,
+            )
+            .map(|t| t.grammar)
+            .map_err(|e| e.to_string()),
             GrammarInput::JsonSchema(schema) => {
                 json_schema_grammar(schema, &self.schema_options, limits)
                     .map(|s| s.grammar)

@@ -19,7 +19,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::frontend::structural_tag::format::{parse_structural_tag, Delimiter, Format, Node, Style, Tag};
+use crate::frontend::structural_tag::format::{
+    parse_structural_tag, Delimiter, Format, Node, Style, Tag,
+};
 
 /// The Lark text equivalent to structural tag `tag`.
 pub fn structural_tag_to_lark(tag: &Value) -> Result<String, String> {
@@ -57,13 +59,20 @@ pub fn closed_schema(schema: &Value) -> Value {
                     other => other.clone(),
                 }
             }
-            "items" | "additionalProperties" | "not" | "if" | "then" | "else" | "contains"
-            | "propertyNames" | "additionalItems" | "unevaluatedProperties" | "unevaluatedItems" => {
-                match v {
-                    Value::Array(a) => Value::Array(a.iter().map(closed_schema).collect()),
-                    other => closed_schema(other),
-                }
-            }
+            "items"
+            | "additionalProperties"
+            | "not"
+            | "if"
+            | "then"
+            | "else"
+            | "contains"
+            | "propertyNames"
+            | "additionalItems"
+            | "unevaluatedProperties"
+            | "unevaluatedItems" => match v {
+                Value::Array(a) => Value::Array(a.iter().map(closed_schema).collect()),
+                other => closed_schema(other),
+            },
             "anyOf" | "oneOf" | "allOf" | "prefixItems" => match v {
                 Value::Array(a) => Value::Array(a.iter().map(closed_schema).collect()),
                 other => other.clone(),
@@ -72,7 +81,8 @@ pub fn closed_schema(schema: &Value) -> Value {
         };
         out.insert(k.clone(), v);
     }
-    if map.get("properties").is_some_and(Value::is_object) && !map.contains_key("additionalProperties")
+    if map.get("properties").is_some_and(Value::is_object)
+        && !map.contains_key("additionalProperties")
     {
         out.insert("additionalProperties".into(), Value::Bool(false));
     }
@@ -105,7 +115,10 @@ impl Lark {
 
     fn tag_body(&mut self, tag: &Tag, begin: &str) -> Result<String, String> {
         let [end] = tag.end.as_slice() else {
-            return Err(format!("{}: a tag with several ends is not translated", tag.path));
+            return Err(format!(
+                "{}: a tag with several ends is not translated",
+                tag.path
+            ));
         };
         let end = Self::text(end, &tag.path)?;
         let content = match &tag.content.format {
@@ -136,11 +149,17 @@ impl Lark {
                 Ok("TAG_TEXT".into())
             }
             Format::Sequence(items) => {
-                let parts = items.iter().map(|i| self.node(i)).collect::<Result<Vec<_>, _>>()?;
+                let parts = items
+                    .iter()
+                    .map(|i| self.node(i))
+                    .collect::<Result<Vec<_>, _>>()?;
                 Ok(format!("({})", parts.join(" ")))
             }
             Format::Or(items) => {
-                let parts = items.iter().map(|i| self.node(i)).collect::<Result<Vec<_>, _>>()?;
+                let parts = items
+                    .iter()
+                    .map(|i| self.node(i))
+                    .collect::<Result<Vec<_>, _>>()?;
                 Ok(format!("({})", parts.join(" | ")))
             }
             Format::Tag(tag) => {
@@ -205,7 +224,10 @@ mod tests {
                           {"type": "object", "properties": {"a": {"type": "integer"}}}}}]}});
         let lark = structural_tag_to_lark(&tag).expect("translates");
         assert!(lark.contains("start: ((tag_2)* TAG_TEXT)"), "{lark}");
-        assert!(lark.contains("tag_trig_1[lazy]: TAG_TEXT \"<function=\""), "{lark}");
+        assert!(
+            lark.contains("tag_trig_1[lazy]: TAG_TEXT \"<function=\""),
+            "{lark}"
+        );
         assert!(lark.contains(
             "tag_2: tag_trig_1 \"f>\" %json {\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false} \"</function>\""
         ), "{lark}");
@@ -217,7 +239,10 @@ mod tests {
             "begin": "<a>", "content": {"type": "any_text"}, "end": "<|end|>"}});
         let lark = structural_tag_to_lark(&tag).expect("translates");
         assert!(lark.contains("start: (\"<a>\" text_1)"), "{lark}");
-        assert!(lark.contains("text_1[lazy]: /(.|\\n)*/ \"<|end|>\""), "{lark}");
+        assert!(
+            lark.contains("text_1[lazy]: /(.|\\n)*/ \"<|end|>\""),
+            "{lark}"
+        );
     }
 
     #[test]
@@ -226,7 +251,10 @@ mod tests {
             "properties": {"x": {"type": "string"}}}}});
         let c = closed_schema(&s);
         assert_eq!(c["additionalProperties"], json!(false));
-        assert_eq!(c["properties"]["properties"]["additionalProperties"], json!(false));
+        assert_eq!(
+            c["properties"]["properties"]["additionalProperties"],
+            json!(false)
+        );
         assert!(c["properties"].get("additionalProperties").is_none());
     }
 

@@ -52,8 +52,8 @@ impl LlgEngine {
     pub fn new(tokenizer: &Path, size: usize, stop: u32) -> Result<LlgEngine, String> {
         let text = std::fs::read_to_string(tokenizer)
             .map_err(|e| format!("{}: {e}", tokenizer.display()))?;
-        let json: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: {e}", tokenizer.display()))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", tokenizer.display()))?;
         let mut words = llguidance::token_bytes_from_tokenizer_json(&json)
             .map_err(|e| format!("{}: {e}", tokenizer.display()))?;
         for t in json["added_tokens"].as_array().into_iter().flatten() {
@@ -61,7 +61,11 @@ impl LlgEngine {
                 continue;
             };
             let id = id as usize;
-            if content.starts_with('<') && content.ends_with('>') && id < words.len() && words[id].first() != Some(&0xFF) {
+            if content.starts_with('<')
+                && content.ends_with('>')
+                && id < words.len()
+                && words[id].first() != Some(&0xFF)
+            {
                 words[id] = [&[0xFFu8][..], content.as_bytes()].concat();
             }
         }
@@ -97,8 +101,12 @@ impl Engine for LlgEngine {
 
     fn compile(&self, input: &GrammarInput) -> Result<Box<dyn Compiled>, String> {
         let grammar = match input {
-            GrammarInput::StructuralTag(tag) => TopLevelGrammar::from_lark(structural_tag_to_lark(tag)?),
-            GrammarInput::JsonSchema(schema) => TopLevelGrammar::from_json_schema(closed_schema(schema)),
+            GrammarInput::StructuralTag(tag) => {
+                TopLevelGrammar::from_lark(structural_tag_to_lark(tag)?)
+            }
+            GrammarInput::JsonSchema(schema) => {
+                TopLevelGrammar::from_json_schema(closed_schema(schema))
+            }
         };
         let parser = self
             .factory

@@ -100,11 +100,13 @@ fn tokens(
     path: &Path,
     line: usize,
 ) -> Result<Vec<u32>, BenchError> {
-    let enc = tokenizer.encode(text, false).map_err(|e| BenchError::Line {
-        path: path.to_path_buf(),
-        line,
-        message: format!("cannot tokenize: {e}"),
-    })?;
+    let enc = tokenizer
+        .encode(text, false)
+        .map_err(|e| BenchError::Line {
+            path: path.to_path_buf(),
+            line,
+            message: format!("cannot tokenize: {e}"),
+        })?;
     let mut ids = enc.get_ids().to_vec();
     ids.push(stop);
     Ok(ids)
@@ -163,13 +165,14 @@ pub fn read_jsonschema(
                 .unwrap_or_default()
                 .to_string();
             let schema = field(&v, "schema", file, line)?.clone();
-            let valid = field(&v, "valid", file, line)?
-                .as_array()
-                .ok_or_else(|| BenchError::Line {
-                    path: file.clone(),
-                    line,
-                    message: "\"valid\" is not an array".into(),
-                })?;
+            let valid =
+                field(&v, "valid", file, line)?
+                    .as_array()
+                    .ok_or_else(|| BenchError::Line {
+                        path: file.clone(),
+                        line,
+                        message: "\"valid\" is not an array".into(),
+                    })?;
             let texts = valid
                 .iter()
                 .map(|x| tokens(tokenizer, &x.to_string(), stop, file, line))
@@ -237,7 +240,9 @@ pub fn run_job(engine: &dyn Engine, job: &Job) -> JobResult {
             seq.fill_mask();
             result.mask_us.push(t.elapsed().as_secs_f64() * 1e6);
             if !seq.allows(token) {
-                result.error = Some(format!("sequence {n}, token {i} (id {token}): not in the mask"));
+                result.error = Some(format!(
+                    "sequence {n}, token {i} (id {token}): not in the mask"
+                ));
                 return result;
             }
             let t = Instant::now();
@@ -254,7 +259,11 @@ pub fn run_job(engine: &dyn Engine, job: &Job) -> JobResult {
 }
 
 /// Runs every job in order on the calling thread, or across `threads` rayon workers.
-pub fn run_all(engine: &dyn Engine, jobs: &[Job], threads: usize) -> Result<Vec<JobResult>, String> {
+pub fn run_all(
+    engine: &dyn Engine,
+    jobs: &[Job],
+    threads: usize,
+) -> Result<Vec<JobResult>, String> {
     if threads <= 1 {
         return Ok(jobs.iter().map(|j| run_job(engine, j)).collect());
     }
@@ -308,7 +317,10 @@ impl Summary {
         let mut compile: Vec<f64> = results.iter().map(|r| r.compile_ms).collect();
         let first = compile.first().copied().unwrap_or(0.0);
         compile.sort_by(f64::total_cmp);
-        let mut masks: Vec<f64> = results.iter().flat_map(|r| r.mask_us.iter().copied()).collect();
+        let mut masks: Vec<f64> = results
+            .iter()
+            .flat_map(|r| r.mask_us.iter().copied())
+            .collect();
         masks.sort_by(f64::total_cmp);
         let n = results.len().max(1) as f64;
         Summary {

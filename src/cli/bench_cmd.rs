@@ -73,9 +73,11 @@ fn precompute(text: &str) -> Result<Precompute, CliError> {
     if text == "all" {
         return Ok(Precompute::All);
     }
-    text.parse()
-        .map(Precompute::Top)
-        .map_err(|_| CliError::Usage(format!("--jit-precompute: expected a number or `all`, got `{text}`")))
+    text.parse().map(Precompute::Top).map_err(|_| {
+        CliError::Usage(format!(
+            "--jit-precompute: expected a number or `all`, got `{text}`"
+        ))
+    })
 }
 
 struct Setup {
@@ -159,9 +161,17 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
                 loaded.vocab.size()
             )))
         }
-        None => loaded.vocab.stop_tokens().first().map(|t| t.0).ok_or_else(|| {
-            CliError::Usage(format!("{}: no stop token known; pass --stop-token", cmd.tokenizer.display()))
-        })?,
+        None => loaded
+            .vocab
+            .stop_tokens()
+            .first()
+            .map(|t| t.0)
+            .ok_or_else(|| {
+                CliError::Usage(format!(
+                    "{}: no stop token known; pass --stop-token",
+                    cmd.tokenizer.display()
+                ))
+            })?,
     };
     let options = CompileOptions {
         precompute: precompute(&cmd.jit_precompute)?,
@@ -185,7 +195,10 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
     for path in &cmd.requests {
         let jobs = read_requests(path, &setup.loaded.tokenizer, stop)
             .map_err(|e| CliError::Usage(e.to_string()))?;
-        let name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         workloads.push((name, limit(jobs)));
     }
     if let Some(dir) = &cmd.jsonschema {
@@ -199,19 +212,43 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
         let engines = setup.engines(cmd.engine)?;
         let (rows, details) = run_engines(title, &engines, jobs, cmd.threads)?;
         all_ok &= rows.iter().all(|r| r.summary.ok == r.summary.requests);
-        print!("{}", render(&format!("{title} — {} requests, tokenizer {}, stop {stop}, threads {}", jobs.len(), cmd.tokenizer.display(), cmd.threads), &rows));
+        print!(
+            "{}",
+            render(
+                &format!(
+                    "{title} — {} requests, tokenizer {}, stop {stop}, threads {}",
+                    jobs.len(),
+                    cmd.tokenizer.display(),
+                    cmd.threads
+                ),
+                &rows
+            )
+        );
         println!();
         report.push(json!({"workload": title, "rows": rows, "details": details}));
     }
     if cmd.ablation {
-        let (_, jobs) = workloads.last().ok_or_else(|| CliError::Usage("--ablation needs --jsonschema".into()))?;
+        let (_, jobs) = workloads
+            .last()
+            .ok_or_else(|| CliError::Usage("--ablation needs --jsonschema".into()))?;
         let steps = [
-            ("baseline (ahead of time, no sharing)", Precompute::All, false),
+            (
+                "baseline (ahead of time, no sharing)",
+                Precompute::All,
+                false,
+            ),
             ("+ JIT", Precompute::Top(0), false),
             ("+ cross-grammar cache", Precompute::Top(0), true),
         ];
         println!("Ablation (structgen, JSON Schema, {} schemas):", jobs.len());
-        println!("{:<40} {:>18} {:>18} {:>14} {:>14}", "configuration", "preprocess ms mean", "preprocess ms p50", "mask µs mean", "mask µs p99");
+        println!(
+            "{:<40} {:>18} {:>18} {:>14} {:>14}",
+            "configuration",
+            "preprocess ms mean",
+            "preprocess ms p50",
+            "mask µs mean",
+            "mask µs p99"
+        );
         let mut table = Vec::new();
         for (name, pre, cross) in steps {
             let engine = setup.structgen(CompileOptions {
@@ -221,9 +258,15 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
             });
             let results = run_all(engine.as_ref(), jobs, cmd.threads).map_err(CliError::Usage)?;
             let s = Summary::of(&results);
-            let mean_compile = results.iter().map(|r| r.compile_ms).sum::<f64>() / results.len().max(1) as f64;
-            println!("{name:<40} {mean_compile:>18.2} {:>18.3} {:>14.2} {:>14.1}", s.compile_p50_ms, s.mask_mean_us, s.mask_p99_us);
-            table.push(json!({"configuration": name, "preprocess_ms_mean": mean_compile, "summary": s}));
+            let mean_compile =
+                results.iter().map(|r| r.compile_ms).sum::<f64>() / results.len().max(1) as f64;
+            println!(
+                "{name:<40} {mean_compile:>18.2} {:>18.3} {:>14.2} {:>14.1}",
+                s.compile_p50_ms, s.mask_mean_us, s.mask_p99_us
+            );
+            table.push(
+                json!({"configuration": name, "preprocess_ms_mean": mean_compile, "summary": s}),
+            );
         }
         report.push(json!({"ablation": table}));
     }
@@ -232,5 +275,9 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
         out.write_line(&serde_json::Value::Array(report).to_string())?;
         out.commit()?;
     }
-    Ok(if all_ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

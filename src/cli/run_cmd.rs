@@ -363,4 +363,3 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
     }
     Ok(ExitCode::SUCCESS)
 }
-

@@ -165,12 +165,9 @@ impl CompiledGrammar {
         self.masks[s.index()].get_or_init(|| {
             let follow = self.lookahead.follow(self.fsm().rule_of(s));
             match (&self.pool, &self.keys) {
-                (Some(pool), Some(keys)) => pool.get_or_compute(keys[s.index()], follow, || {
-                    let t = std::time::Instant::now();
-                    let m = AdaptiveMask::compute(self, s);
-                    if std::env::var("SG_DEBUG").is_ok() { eprintln!("DEBUG compute {:.3}ms state {} rule {} acc {} unc {}", t.elapsed().as_secs_f64()*1e3, s.0 - self.fsm().start(self.fsm().rule_of(s)).0, self.grammar().rule(self.fsm().rule_of(s)).name, m.accepted_count(), m.uncertain_for(follow).len()); }
-                    m
-                }),
+                (Some(pool), Some(keys)) => {
+                    pool.get_or_compute(keys[s.index()], follow, || AdaptiveMask::compute(self, s))
+                }
                 _ => {
                     let mask = Arc::new(AdaptiveMask::compute(self, s));
                     let uncertain = mask.uncertain_for(follow);

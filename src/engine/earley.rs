@@ -161,11 +161,19 @@ impl EarleyParser {
     /// `origin` that call it, advanced, and their closure. Used to parse what follows the rule
     /// without the bytes that ended it; drop the set with [`EarleyParser::truncate`]. Returns
     /// `false` (adding nothing) when no item waits for the rule there.
-    pub fn push_completion(&mut self, g: &CompiledGrammar, rule: crate::util::RuleId, origin: usize) -> bool {
+    pub fn push_completion(
+        &mut self,
+        g: &CompiledGrammar,
+        rule: crate::util::RuleId,
+        origin: usize,
+    ) -> bool {
         let fsm = g.fsm();
         let hi = self.items.len();
         self.starts.push(hi as u32);
-        let (plo, phi) = (self.starts[origin] as usize, self.starts[origin + 1] as usize);
+        let (plo, phi) = (
+            self.starts[origin] as usize,
+            self.starts[origin + 1] as usize,
+        );
         for j in plo..phi {
             let parent = self.items[j];
             for &(r, t) in fsm.ref_edges(parent.state) {

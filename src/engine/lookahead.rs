@@ -72,7 +72,9 @@ impl Lookahead {
                 break;
             }
         }
-        let mut endable = (0..n).map(|s| fsm.is_accept(StateId(s as u32))).collect::<Vec<_>>();
+        let mut endable = (0..n)
+            .map(|s| fsm.is_accept(StateId(s as u32)))
+            .collect::<Vec<_>>();
         loop {
             let mut changed = false;
             for s in 0..n {

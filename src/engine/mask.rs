@@ -94,6 +94,8 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
     let base = parser.num_sets();
     let mut depth = 0usize;
     let mut prev: Option<B> = None;
+    // refusable[d]: the bytes the set after d bytes can scan, once a byte was refused there.
+    let mut refusable: Vec<Option<[u64; 4]>> = vec![None];
     let mut i = 0;
     while i < count {
         let entry = bytes(i);
@@ -101,14 +103,22 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
         let shared = prev.as_ref().map_or(0, |p| common_prefix(p.as_ref(), cur));
         let keep = depth.min(shared);
         parser.truncate(base + keep);
+        refusable.truncate(keep + 1);
         depth = keep;
         let mut refused_at = None;
         while depth < cur.len() {
-            if !parser.push_byte(g, cur[depth]) {
+            let b = cur[depth];
+            let known_bad =
+                refusable[depth].is_some_and(|set| set[usize::from(b >> 6)] & (1 << (b & 63)) == 0);
+            if known_bad || !parser.push_byte(g, b) {
+                if refusable[depth].is_none() {
+                    refusable[depth] = Some(parser.next_bytes(g));
+                }
                 refused_at = Some(depth);
                 break;
             }
             depth += 1;
+            refusable.push(None);
         }
         let next = match refused_at {
             None => {

@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex};
 
 use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
-use super::mask::skip_prefix;
 use super::lookahead::{has_byte, ByteSet};
+use super::mask::skip_prefix;
 use crate::util::StateId;
 
 /// Accepted tokens of one state, in whichever form is smallest.
@@ -81,6 +81,9 @@ impl AdaptiveMask {
         // ends[d]: (the rule can end, an opaque call can start) after the first d bytes of the
         // current token.
         let mut ends: Vec<(bool, bool)> = vec![(false, false)];
+        // refusable[d]: the bytes the set after d bytes can scan, once a byte was refused there
+        // (siblings are then refused without a parse step).
+        let mut refusable: Vec<Option<ByteSet>> = vec![None];
         for b in 0..=255u8 {
             if !has_byte(&first, b) {
                 continue;
@@ -97,15 +100,22 @@ impl AdaptiveMask {
                 };
                 parser.truncate(base + keep);
                 ends.truncate(keep + 1);
+                refusable.truncate(keep + 1);
                 depth = keep;
                 let mut refused_at = None;
                 while depth < bytes.len() {
-                    if !parser.push_byte(g, bytes[depth]) {
+                    let byte = bytes[depth];
+                    let known_bad = refusable[depth].is_some_and(|set| !has_byte(&set, byte));
+                    if known_bad || !parser.push_byte(g, byte) {
+                        if refusable[depth].is_none() {
+                            refusable[depth] = Some(parser.next_bytes(g));
+                        }
                         refused_at = Some(depth);
                         break;
                     }
                     depth += 1;
                     ends.push(parser.unknown_continuations(g));
+                    refusable.push(None);
                 }
                 let Some(d) = refused_at else {
                     accepted.push(sorted[i].0);
@@ -136,7 +146,10 @@ impl AdaptiveMask {
         let mut k = 0;
         while k < ends_before.len() {
             let suffix = ends_before[k].0;
-            let n = ends_before[k..].iter().take_while(|e| e.0 == suffix).count();
+            let n = ends_before[k..]
+                .iter()
+                .take_while(|e| e.0 == suffix)
+                .count();
             completions.push(Completion {
                 suffix: suffix.into(),
                 tokens: ends_before[k..k + n].iter().map(|e| e.1).collect(),

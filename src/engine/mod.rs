@@ -10,8 +10,10 @@
 //! - [`mask_cache`]: the adaptive accepted / rejected / uncertain split per state and the
 //!   cross-grammar pool that shares it.
 //! - [`matcher`]: [`GrammarMatcher`], the per-sequence state and its public API.
+//! - [`batch`]: masks of many sequences filled in parallel with rayon.
 //! - [`check`]: stepping a token sequence with a mask before every token (`structgen check`).
 
+pub mod batch;
 pub mod check;
 pub mod compiler;
 pub mod earley;

@@ -86,9 +86,11 @@ pub fn structural_hashes(
             component[r] = ci;
         }
         let cyclic = members.len() > 1
-            || fsm
-                .rule_states(RuleId(members[0] as u32))
-                .any(|s| fsm.ref_edges(StateId(s as u32)).iter().any(|&(c, _)| c.index() == members[0]));
+            || fsm.rule_states(RuleId(members[0] as u32)).any(|s| {
+                fsm.ref_edges(StateId(s as u32))
+                    .iter()
+                    .any(|&(c, _)| c.index() == members[0])
+            });
         let size: usize = members
             .iter()
             .map(|&r| fsm.rule_states(RuleId(r as u32)).len())
@@ -221,7 +223,11 @@ fn sccs(fsm: &CompactFsm) -> Vec<Vec<usize>> {
         .map(|r| {
             let mut c: Vec<usize> = fsm
                 .rule_states(RuleId(r as u32))
-                .flat_map(|s| fsm.ref_edges(StateId(s as u32)).iter().map(|&(c, _)| c.index()))
+                .flat_map(|s| {
+                    fsm.ref_edges(StateId(s as u32))
+                        .iter()
+                        .map(|&(c, _)| c.index())
+                })
                 .collect();
             c.sort_unstable();
             c.dedup();
@@ -310,9 +316,15 @@ mod tests {
             "root ::= s s \"x\"\ns ::= \"\\\"\" [a-z]* \"\\\"\" | \"n\"",
             "s",
         );
-        let b = rule_hash("root ::= \"[\" str \"]\" str\nstr ::= \"\\\"\" [a-z]* \"\\\"\" | \"n\"", "str");
+        let b = rule_hash(
+            "root ::= \"[\" str \"]\" str\nstr ::= \"\\\"\" [a-z]* \"\\\"\" | \"n\"",
+            "str",
+        );
         assert_eq!(a, b);
-        let c = rule_hash("root ::= s s \"x\"\ns ::= \"\\\"\" [a-y]* \"\\\"\" | \"n\"", "s");
+        let c = rule_hash(
+            "root ::= s s \"x\"\ns ::= \"\\\"\" [a-y]* \"\\\"\" | \"n\"",
+            "s",
+        );
         assert_ne!(a, c, "a different byte range changes the hash");
     }
 
@@ -327,9 +339,8 @@ mod tests {
 
     #[test]
     fn recursive_rules_hash_without_looping() {
-        let src = |x: &str| {
-            format!("root ::= v \"!\"\nv ::= \"[\" (v (\",\" v)*)? \"]\" | \"{x}\"")
-        };
+        let src =
+            |x: &str| format!("root ::= v \"!\"\nv ::= \"[\" (v (\",\" v)*)? \"]\" | \"{x}\"");
         let a = rule_hash(&src("1"), "v");
         let b = rule_hash(&src("1"), "v");
         let c = rule_hash(&src("2"), "v");
