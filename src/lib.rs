@@ -8,7 +8,9 @@
 //! | [`grammar`] | L1 | the grammar IR, EBNF parsing and printing, passes, per-rule byte FSMs |
 //! | [`frontend`] | L2 | regex and JSON Schema → grammar |
 //! | [`vocab`] | L2 | [`Vocab`] and its loaders (tokenizer.json, GGUF, tiktoken) |
-//! | [`engine`] | L3 | compiling a grammar for a vocabulary; the Earley [`GrammarMatcher`] |
+//! | [`engine`] | L3 | compiling a grammar for a vocabulary (adaptive mask cache, cross-grammar pool, JIT); the Earley [`GrammarMatcher`] |
+//! | [`runtime`] | L4 | models on Candle, chat templates, constrained generation |
+//! | [`bench`] | L5 | `structgen bench`: workloads, engines side by side, reports |
 //! | [`cli`] | L6 | the `structgen` command line |
 //!
 //! ```

@@ -45,6 +45,7 @@ impl TokenizerEnv for HfEnv {
 pub struct LlgEngine {
     factory: ParserFactory,
     words: usize,
+    stop: u32,
 }
 
 impl LlgEngine {
@@ -90,6 +91,7 @@ impl LlgEngine {
         Ok(LlgEngine {
             factory,
             words: size.div_ceil(32),
+            stop,
         })
     }
 }
@@ -115,6 +117,7 @@ impl Engine for LlgEngine {
         Ok(Box::new(LlgCompiled {
             parser,
             words: self.words,
+            stop: self.stop,
         }))
     }
 }
@@ -122,6 +125,7 @@ impl Engine for LlgEngine {
 struct LlgCompiled {
     parser: TokenParser,
     words: usize,
+    stop: u32,
 }
 
 impl Compiled for LlgCompiled {
@@ -130,6 +134,7 @@ impl Compiled for LlgCompiled {
             matcher: Matcher::new(Ok(self.parser.deep_clone())),
             mask: None,
             words: self.words,
+            stop: self.stop,
         })
     }
 }
@@ -138,6 +143,7 @@ struct LlgSequence {
     matcher: Matcher,
     mask: Option<SimpleVob>,
     words: usize,
+    stop: u32,
 }
 
 impl Sequence for LlgSequence {
@@ -154,6 +160,15 @@ impl Sequence for LlgSequence {
     }
 
     fn accept(&mut self, token: u32) -> Result<(), String> {
+        // llguidance stops by itself when nothing can follow (e.g. after a complete JSON value);
+        // the stop token is then what its mask allows, and there is nothing left to consume.
+        if self.matcher.is_stopped() {
+            return if token == self.stop && self.matcher.stop_reason().is_ok() {
+                Ok(())
+            } else {
+                Err(format!("token {token} after the matcher stopped"))
+            };
+        }
         self.matcher
             .consume_token(token as TokenId)
             .map_err(|e| e.to_string())

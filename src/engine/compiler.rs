@@ -87,9 +87,13 @@ fn dispatch_flags(grammar: &Grammar) -> (Vec<bool>, Vec<bool>) {
                 targets.extend(d.tags.iter().map(|(_, r)| *r));
                 true
             }
-            Expr::Seq(items) | Expr::Alt(items) => items
-                .iter()
-                .fold(false, |found, i| visit(i, targets) || found),
+            Expr::Seq(items) | Expr::Alt(items) => {
+                let mut found = false;
+                for item in items {
+                    found |= visit(item, targets);
+                }
+                found
+            }
             Expr::Repeat { body, .. } => visit(body, targets),
             _ => false,
         }

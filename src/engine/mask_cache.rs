@@ -126,10 +126,10 @@ impl AdaptiveMask {
                 let end = skip_prefix(i + 1, run.end, &bytes[..=d], &token_at);
                 let points = &ends[1..=d];
                 if points.iter().any(|&(e, _)| e) {
-                    for p in i..end {
+                    for (p, token) in sorted.iter().enumerate().take(end).skip(i) {
                         let t = token_at(p);
                         for (j, _) in points.iter().enumerate().filter(|(_, e)| e.0) {
-                            ends_before.push((&t[j + 1..], sorted[p].0));
+                            ends_before.push((&t[j + 1..], token.0));
                         }
                     }
                 }
