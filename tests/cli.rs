@@ -16,6 +16,28 @@ fn structgen(args: &[&str]) -> Output {
         .expect("run structgen")
 }
 
+/// `structgen check` of `inputs` (JSON Lines) against the JSON Schema file `schema`, SmolLM2
+/// tokenizer, each line a JSON value when `json`.
+fn check_schema(schema: &std::path::Path, inputs: &std::path::Path, json: bool) -> Output {
+    let (s, i) = (
+        schema.to_str().unwrap_or_default(),
+        inputs.to_str().unwrap_or_default(),
+    );
+    let mut args = vec![
+        "check",
+        "--tokenizer",
+        "../shared/tokenizers/smollm2-135m.tokenizer.json",
+        "--json-schema",
+        s,
+        "--inputs",
+        i,
+    ];
+    if json {
+        args.push("--json");
+    }
+    structgen(&args)
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -215,26 +237,12 @@ fn check_reports_each_input_and_a_summary() {
     let Some(_) = common::shared_dir("check_reports_each_input_and_a_summary") else {
         return;
     };
-    let tok = "../shared/tokenizers/smollm2-135m.tokenizer.json";
     let schema = temp_file(
         "count.schema.json",
         br#"{"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}, "required": ["n"]}"#,
     );
     let inputs = temp_file("count.jsonl", b"{\"n\": 1}\n{\"n\": -1}\n\n{\"m\": 1}\n");
-    let (s, i) = (
-        schema.to_str().unwrap_or_default(),
-        inputs.to_str().unwrap_or_default(),
-    );
-    let out = structgen(&[
-        "check",
-        "--tokenizer",
-        tok,
-        "--json-schema",
-        s,
-        "--inputs",
-        i,
-        "--json",
-    ]);
+    let out = check_schema(&schema, &inputs, true);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -258,15 +266,7 @@ fn check_reports_each_input_and_a_summary() {
     assert!(lines[1]["failed_at_token"].as_u64().is_some());
     assert_eq!(lines[3]["summary"]["completed"], 1);
     assert_eq!(lines[3]["summary"]["inputs"], 3);
-    let strings = structgen(&[
-        "check",
-        "--tokenizer",
-        tok,
-        "--json-schema",
-        s,
-        "--inputs",
-        i,
-    ]);
+    let strings = check_schema(&schema, &inputs, false);
     assert_clean_error(
         &strings,
         "expected a JSON string, found an object (use --json",
@@ -280,7 +280,6 @@ fn check_rejects_repeated_unique_items_with_their_pointer() {
     else {
         return;
     };
-    let tok = "../shared/tokenizers/smollm2-135m.tokenizer.json";
     let schema = temp_file(
         "unique.schema.json",
         br#"{"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}}}"#,
@@ -289,20 +288,7 @@ fn check_rejects_repeated_unique_items_with_their_pointer() {
         "unique.jsonl",
         b"{\"tags\": [\"a\", \"b\"]}\n{\"tags\": [\"a\", \"b\", \"a\"]}\n",
     );
-    let (s, i) = (
-        schema.to_str().unwrap_or_default(),
-        inputs.to_str().unwrap_or_default(),
-    );
-    let out = structgen(&[
-        "check",
-        "--tokenizer",
-        tok,
-        "--json-schema",
-        s,
-        "--inputs",
-        i,
-        "--json",
-    ]);
+    let out = check_schema(&schema, &inputs, true);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let lines: Vec<Value> = text(&out.stdout)
         .lines()

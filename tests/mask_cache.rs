@@ -22,6 +22,20 @@ struct Request {
     output: String,
 }
 
+impl Request {
+    /// The grammar of the request's structural tag.
+    fn grammar(&self, compiler: &GrammarCompiler) -> structgen::Grammar {
+        structural_tag_grammar(
+            &self.tag,
+            Some(compiler.vocab()),
+            &JsonSchemaOptions::default(),
+            &Limits::default(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", self.id))
+        .grammar
+    }
+}
+
 fn requests(file: &std::path::Path, n: usize) -> Vec<Request> {
     std::fs::read_to_string(file)
         .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
@@ -102,14 +116,7 @@ fn workloads(loaded: &LoadedVocab, per_file: usize, name: &str) {
     for file in &files {
         let compiler = compiler(loaded, CompileOptions::default());
         for r in requests(file, per_file) {
-            let grammar = structural_tag_grammar(
-                &r.tag,
-                Some(compiler.vocab()),
-                &JsonSchemaOptions::default(),
-                &Limits::default(),
-            )
-            .unwrap_or_else(|e| panic!("{}: {e}", r.id))
-            .grammar;
+            let grammar = r.grammar(&compiler);
             let tokens = common::encode(loaded, &r.output);
             steps += compare(&compiler, &r.tag.to_string(), &grammar, &tokens, &r.id);
         }
@@ -198,14 +205,7 @@ fn masks_under(
     let compiler = compiler(loaded, options);
     let mut out = Vec::new();
     for r in requests(file, 4) {
-        let grammar = structural_tag_grammar(
-            &r.tag,
-            Some(compiler.vocab()),
-            &JsonSchemaOptions::default(),
-            &Limits::default(),
-        )
-        .expect("converts")
-        .grammar;
+        let grammar = r.grammar(&compiler);
         let g = compiler.compile(&grammar).expect("compiles");
         let mut m = GrammarMatcher::new(g);
         let mut mask = TokenBitmask::new(compiler.vocab().size());
@@ -287,14 +287,7 @@ fn batch_fill_equals_one_by_one() {
     let mut matchers: Vec<GrammarMatcher> = Vec::new();
     let mut texts = Vec::new();
     for r in &reqs {
-        let grammar = structural_tag_grammar(
-            &r.tag,
-            Some(compiler.vocab()),
-            &JsonSchemaOptions::default(),
-            &Limits::default(),
-        )
-        .expect("converts")
-        .grammar;
+        let grammar = r.grammar(&compiler);
         matchers.push(GrammarMatcher::new(
             compiler.compile(&grammar).expect("compiles"),
         ));

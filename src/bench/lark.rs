@@ -137,6 +137,15 @@ impl Lark {
             .join(" "))
     }
 
+    /// `(a b ...)` or `(a | b | ...)`.
+    fn group(&mut self, items: &[Node], separator: &str) -> Result<String, String> {
+        let parts = items
+            .iter()
+            .map(|i| self.node(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(format!("({})", parts.join(separator)))
+    }
+
     fn node(&mut self, n: &Node) -> Result<String, String> {
         match &n.format {
             Format::ConstString(s) => Ok(quote(s)),
@@ -148,20 +157,8 @@ impl Lark {
                 self.text_used = true;
                 Ok("TAG_TEXT".into())
             }
-            Format::Sequence(items) => {
-                let parts = items
-                    .iter()
-                    .map(|i| self.node(i))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(format!("({})", parts.join(" ")))
-            }
-            Format::Or(items) => {
-                let parts = items
-                    .iter()
-                    .map(|i| self.node(i))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(format!("({})", parts.join(" | ")))
-            }
+            Format::Sequence(items) => self.group(items, " "),
+            Format::Or(items) => self.group(items, " | "),
             Format::Tag(tag) => {
                 let begin = Self::text(&tag.begin, &tag.path)?;
                 let body = self.tag_body(tag, &begin)?;

@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use crate::runtime::trace::percentile;
 use engine::{Engine, GrammarInput};
 
 /// A workload that cannot be read.
@@ -92,6 +93,16 @@ fn field<'a>(v: &'a Value, key: &str, path: &Path, line: usize) -> Result<&'a Va
     })
 }
 
+fn str_field<'a>(v: &'a Value, key: &str, path: &Path, line: usize) -> Result<&'a str, BenchError> {
+    field(v, key, path, line)?
+        .as_str()
+        .ok_or_else(|| BenchError::Line {
+            path: path.to_path_buf(),
+            line,
+            message: format!("\"{key}\" is not a string"),
+        })
+}
+
 /// Tokenizes `text` (no special tokens added) and appends `stop`.
 fn tokens(
     tokenizer: &tokenizers::Tokenizer,
@@ -120,18 +131,9 @@ pub fn read_requests(
 ) -> Result<Vec<Job>, BenchError> {
     let mut jobs = Vec::new();
     for (line, v) in lines(path)? {
-        let bad = |message: &str| BenchError::Line {
-            path: path.to_path_buf(),
-            line,
-            message: message.to_string(),
-        };
-        let id = field(&v, "id", path, line)?
-            .as_str()
-            .ok_or_else(|| bad("\"id\" is not a string"))?;
+        let id = str_field(&v, "id", path, line)?;
         let tag = field(&v, "structural_tag", path, line)?.clone();
-        let output = field(&v, "output", path, line)?
-            .as_str()
-            .ok_or_else(|| bad("\"output\" is not a string"))?;
+        let output = str_field(&v, "output", path, line)?;
         jobs.push(Job {
             id: id.to_string(),
             input: GrammarInput::StructuralTag(tag),
@@ -160,10 +162,7 @@ pub fn read_jsonschema(
     let mut jobs = Vec::new();
     for file in &files {
         for (line, v) in lines(file)? {
-            let id = field(&v, "id", file, line)?
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let id = str_field(&v, "id", file, line)?.to_string();
             let schema = field(&v, "schema", file, line)?.clone();
             let valid =
                 field(&v, "valid", file, line)?
@@ -275,15 +274,6 @@ pub fn run_all(
     Ok(pool.install(|| jobs.par_iter().map(|j| run_job(engine, j)).collect()))
 }
 
-/// Nearest-rank percentile of sorted values (0 when empty).
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 /// The figures of one engine over one workload.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Summary {
@@ -314,26 +304,23 @@ pub struct Summary {
 impl Summary {
     /// Reduces job results.
     pub fn of(results: &[JobResult]) -> Summary {
-        let mut compile: Vec<f64> = results.iter().map(|r| r.compile_ms).collect();
-        let first = compile.first().copied().unwrap_or(0.0);
-        compile.sort_by(f64::total_cmp);
-        let mut masks: Vec<f64> = results
+        let compile: Vec<f64> = results.iter().map(|r| r.compile_ms).collect();
+        let masks: Vec<f64> = results
             .iter()
             .flat_map(|r| r.mask_us.iter().copied())
             .collect();
-        masks.sort_by(f64::total_cmp);
         let n = results.len().max(1) as f64;
         Summary {
             requests: results.len(),
             ok: results.iter().filter(|r| r.ok).count(),
             tokens: masks.len(),
-            compile_first_ms: first,
-            compile_p50_ms: percentile(&compile, 50.0),
-            compile_p99_ms: percentile(&compile, 99.0),
+            compile_first_ms: compile.first().copied().unwrap_or(0.0),
+            compile_p50_ms: percentile(&compile, 0.5),
+            compile_p99_ms: percentile(&compile, 0.99),
             mask_mean_us: masks.iter().sum::<f64>() / masks.len().max(1) as f64,
-            mask_p50_us: percentile(&masks, 50.0),
-            mask_p99_us: percentile(&masks, 99.0),
-            mask_max_us: masks.last().copied().unwrap_or(0.0),
+            mask_p50_us: percentile(&masks, 0.5),
+            mask_p99_us: percentile(&masks, 0.99),
+            mask_max_us: masks.iter().copied().fold(0.0, f64::max),
             grammar_ms_per_request: results.iter().map(JobResult::grammar_ms).sum::<f64>() / n,
         }
     }

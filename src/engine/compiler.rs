@@ -159,11 +159,6 @@ impl CompiledGrammar {
         &self.vocab
     }
 
-    /// First and follow bytes of the automaton.
-    pub fn lookahead(&self) -> &Lookahead {
-        &self.lookahead
-    }
-
     /// The cached mask of state `s`, computed (or taken from the shared pool) on first use.
     pub fn state_mask(&self, s: StateId) -> &StateMask {
         self.masks[s.index()].get_or_init(|| {
@@ -181,9 +176,11 @@ impl CompiledGrammar {
         })
     }
 
-    /// How many states have their mask computed or fetched so far.
-    pub fn masks_ready(&self) -> usize {
-        self.masks.iter().filter(|m| m.get().is_some()).count()
+    /// Whether an item at `s` can go on (it has byte or call edges); only such items have a mask.
+    #[inline]
+    pub fn continues(&self, s: StateId) -> bool {
+        let fsm = self.fsm();
+        !(fsm.byte_edges(s).is_empty() && fsm.ref_edges(s).is_empty())
     }
 
     /// States whose items the matcher may consult for a mask: those an item can reach by a byte or
@@ -203,9 +200,7 @@ impl CompiledGrammar {
         }
         (0..fsm.num_states() as u32)
             .map(StateId)
-            .filter(|&s| {
-                mark[s.index()] && !(fsm.byte_edges(s).is_empty() && fsm.ref_edges(s).is_empty())
-            })
+            .filter(|&s| mark[s.index()] && self.continues(s))
             .collect()
     }
 
@@ -394,11 +389,6 @@ impl GrammarCompiler {
     /// The vocabulary.
     pub fn vocab(&self) -> &Arc<Vocab> {
         &self.vocab
-    }
-
-    /// The options in effect.
-    pub fn options(&self) -> &CompileOptions {
-        &self.options
     }
 
     /// The limits in effect.

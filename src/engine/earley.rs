@@ -17,7 +17,8 @@
 use std::collections::HashSet;
 
 use super::compiler::CompiledGrammar;
-use crate::util::StateId;
+use super::lookahead::{add_range, ByteSet};
+use crate::util::{RuleId, StateId};
 
 /// A dotted rule: a state of some rule's DFA plus the byte position where the rule began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,7 +73,7 @@ impl EarleyParser {
     /// 0 completes, its rule (the one `state` belongs to) has ended and the bytes after that point
     /// belong to whatever context surrounds it. Opaque calls are not predicted (nullable callees are
     /// still stepped over). [`EarleyParser::unknown_continuations`] reports both.
-    pub fn isolated(g: &CompiledGrammar, state: crate::util::StateId) -> Self {
+    pub fn isolated(g: &CompiledGrammar, state: StateId) -> Self {
         let mut p = EarleyParser {
             items: Vec::new(),
             starts: vec![0, 0],
@@ -149,6 +150,22 @@ impl EarleyParser {
                 });
             }
         }
+        self.close_or_drop(g, hi)
+    }
+
+    /// Adds a set in which `rule`, started at set `origin`, has just ended: the items of set
+    /// `origin` that call it, advanced, and their closure. Used to parse what follows the rule
+    /// without the bytes that ended it; drop the set with [`EarleyParser::truncate`]. Returns
+    /// `false` (adding nothing) when no item waits for the rule there.
+    pub fn push_completion(&mut self, g: &CompiledGrammar, rule: RuleId, origin: usize) -> bool {
+        let hi = self.items.len();
+        self.starts.push(hi as u32);
+        self.advance_callers(g, rule, origin);
+        self.close_or_drop(g, hi)
+    }
+
+    /// Ends the set begun at item index `hi`: closes it if scanning added items, otherwise drops it.
+    fn close_or_drop(&mut self, g: &CompiledGrammar, hi: usize) -> bool {
         if self.items.len() == hi {
             self.starts.pop();
             return false;
@@ -157,24 +174,14 @@ impl EarleyParser {
         true
     }
 
-    /// Adds a set in which `rule`, started at set `origin`, has just ended: the items of set
-    /// `origin` that call it, advanced, and their closure. Used to parse what follows the rule
-    /// without the bytes that ended it; drop the set with [`EarleyParser::truncate`]. Returns
-    /// `false` (adding nothing) when no item waits for the rule there.
-    pub fn push_completion(
-        &mut self,
-        g: &CompiledGrammar,
-        rule: crate::util::RuleId,
-        origin: usize,
-    ) -> bool {
+    /// Adds to the last set every item of set `origin` that calls `rule`, advanced past the call.
+    fn advance_callers(&mut self, g: &CompiledGrammar, rule: RuleId, origin: usize) {
         let fsm = g.fsm();
-        let hi = self.items.len();
-        self.starts.push(hi as u32);
-        let (plo, phi) = (
+        let (lo, hi) = (
             self.starts[origin] as usize,
             self.starts[origin + 1] as usize,
         );
-        for j in plo..phi {
+        for j in lo..hi {
             let parent = self.items[j];
             for &(r, t) in fsm.ref_edges(parent.state) {
                 if r == rule {
@@ -185,12 +192,6 @@ impl EarleyParser {
                 }
             }
         }
-        if self.items.len() == hi {
-            self.starts.pop();
-            return false;
-        }
-        self.close(g);
-        true
     }
 
     /// Whether the root rule, started at position 0, can end here.
@@ -203,21 +204,11 @@ impl EarleyParser {
     }
 
     /// The bytes some item of the last set can scan, as a 256-bit set.
-    pub fn next_bytes(&self, g: &CompiledGrammar) -> [u64; 4] {
+    pub fn next_bytes(&self, g: &CompiledGrammar) -> ByteSet {
         let mut bits = [0u64; 4];
         for it in self.current() {
             for e in g.fsm().byte_edges(it.state) {
-                let (lo, hi) = (usize::from(e.lo), usize::from(e.hi));
-                for (w, word) in bits.iter_mut().enumerate().take(hi / 64 + 1).skip(lo / 64) {
-                    let from = lo.max(w * 64) - w * 64;
-                    let to = hi.min(w * 64 + 63) - w * 64;
-                    let span = if to - from == 63 {
-                        u64::MAX
-                    } else {
-                        ((1u64 << (to - from + 1)) - 1) << from
-                    };
-                    *word |= span;
-                }
+                add_range(&mut bits, e.lo, e.hi);
             }
         }
         bits
@@ -253,20 +244,7 @@ impl EarleyParser {
             let it = self.items[i];
             i += 1;
             if fsm.is_accept(it.state) && it.origin as usize != k {
-                let rule = fsm.rule_of(it.state);
-                let o = it.origin as usize;
-                let (plo, phi) = (self.starts[o] as usize, self.starts[o + 1] as usize);
-                for j in plo..phi {
-                    let parent = self.items[j];
-                    for &(r, t) in fsm.ref_edges(parent.state) {
-                        if r == rule {
-                            self.add(Item {
-                                state: t,
-                                origin: parent.origin,
-                            });
-                        }
-                    }
-                }
+                self.advance_callers(g, fsm.rule_of(it.state), it.origin as usize);
             }
             let caller = fsm.rule_of(it.state);
             for &(r, t) in fsm.ref_edges(it.state) {

@@ -20,9 +20,17 @@ pub fn has_byte(set: &ByteSet, b: u8) -> bool {
     set[usize::from(b >> 6)] & (1 << (b & 63)) != 0
 }
 
-fn add_range(set: &mut ByteSet, lo: u8, hi: u8) {
-    for b in lo..=hi {
-        set[usize::from(b >> 6)] |= 1 << (b & 63);
+/// Adds the bytes `lo..=hi` to `set`, a word at a time.
+pub fn add_range(set: &mut ByteSet, lo: u8, hi: u8) {
+    let (lo, hi) = (usize::from(lo), usize::from(hi));
+    for (w, word) in set.iter_mut().enumerate().take(hi / 64 + 1).skip(lo / 64) {
+        let from = lo.max(w * 64) - w * 64;
+        let to = hi.min(w * 64 + 63) - w * 64;
+        *word |= if to - from == 63 {
+            u64::MAX
+        } else {
+            ((1u64 << (to - from + 1)) - 1) << from
+        };
     }
 }
 

@@ -16,8 +16,10 @@
 
 use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
+use super::lookahead::{has_byte, ByteSet};
 use crate::util::marker::{token_marker, MARKER_BYTE};
 use crate::util::TokenBitmask;
+use crate::vocab::common_prefix;
 
 /// Sets the bit of every normal token whose bytes the parser can scan from its current set. The
 /// parser is left exactly as it was. The caller then decides the stop tokens (which may also be
@@ -27,7 +29,7 @@ pub fn fill_text_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: &m
     let sorted = vocab.sorted();
     let first_bytes = parser.next_bytes(g);
     for b in 0..=255u8 {
-        if first_bytes[usize::from(b >> 6)] & (1 << (b & 63)) == 0 {
+        if !has_byte(&first_bytes, b) {
             continue;
         }
         let run = vocab.first_byte_run(b);
@@ -48,7 +50,7 @@ pub fn fill_marked_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: 
         return;
     }
     let first = parser.next_bytes(g);
-    if first[usize::from(MARKER_BYTE >> 6)] & (1 << (MARKER_BYTE & 63)) == 0 {
+    if !has_byte(&first, MARKER_BYTE) {
         return;
     }
     let ids = g.vocab().marked();
@@ -95,7 +97,7 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
     let mut depth = 0usize;
     let mut prev: Option<B> = None;
     // refusable[d]: the bytes the set after d bytes can scan, once a byte was refused there.
-    let mut refusable: Vec<Option<[u64; 4]>> = vec![None];
+    let mut refusable: Vec<Option<ByteSet>> = vec![None];
     let mut i = 0;
     while i < count {
         let entry = bytes(i);
@@ -108,8 +110,7 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
         let mut refused_at = None;
         while depth < cur.len() {
             let b = cur[depth];
-            let known_bad =
-                refusable[depth].is_some_and(|set| set[usize::from(b >> 6)] & (1 << (b & 63)) == 0);
+            let known_bad = refusable[depth].is_some_and(|set| !has_byte(&set, b));
             if known_bad || !parser.push_byte(g, b) {
                 if refusable[depth].is_none() {
                     refusable[depth] = Some(parser.next_bytes(g));
@@ -159,10 +160,4 @@ pub fn skip_prefix<B: AsRef<[u8]>>(
         }
     }
     lo
-}
-
-/// Length of the common prefix of `a` and `b`.
-#[inline]
-pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

@@ -53,11 +53,22 @@ pub struct Completion {
     pub tokens: Box<[u32]>,
 }
 
+/// What the out-of-context walk knows about the set after some bytes of the current token.
+#[derive(Debug, Clone, Copy, Default)]
+struct Depth {
+    /// The isolated item's rule can end here.
+    may_end: bool,
+    /// An opaque call could start here.
+    opaque: bool,
+    /// The bytes this set can scan, once a byte was refused here (siblings are then refused
+    /// without a parse step).
+    refusable: Option<ByteSet>,
+}
+
 /// What one state decides about every text token, before the follow-byte filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdaptiveMask {
     accepted: TokenSet,
-    accepted_count: usize,
     /// Uncertain because the rule can end inside the token; sorted by suffix.
     completions: Box<[Completion]>,
     /// Uncertain because an opaque call (a TagDispatch switching to a tag) could take the rest of
@@ -78,12 +89,8 @@ impl AdaptiveMask {
         let mut accepted: Vec<u32> = Vec::new();
         let mut ends_before: Vec<(&[u8], u32)> = Vec::new();
         let mut opaque: Vec<u32> = Vec::new();
-        // ends[d]: (the rule can end, an opaque call can start) after the first d bytes of the
-        // current token.
-        let mut ends: Vec<(bool, bool)> = vec![(false, false)];
-        // refusable[d]: the bytes the set after d bytes can scan, once a byte was refused there
-        // (siblings are then refused without a parse step).
-        let mut refusable: Vec<Option<ByteSet>> = vec![None];
+        // depths[d]: the set after the first d bytes of the current token.
+        let mut depths: Vec<Depth> = vec![Depth::default()];
         for b in 0..=255u8 {
             if !has_byte(&first, b) {
                 continue;
@@ -99,23 +106,27 @@ impl AdaptiveMask {
                     depth.min(lcp[i] as usize)
                 };
                 parser.truncate(base + keep);
-                ends.truncate(keep + 1);
-                refusable.truncate(keep + 1);
+                depths.truncate(keep + 1);
                 depth = keep;
                 let mut refused_at = None;
                 while depth < bytes.len() {
                     let byte = bytes[depth];
-                    let known_bad = refusable[depth].is_some_and(|set| !has_byte(&set, byte));
+                    let here = &mut depths[depth];
+                    let known_bad = here.refusable.is_some_and(|set| !has_byte(&set, byte));
                     if known_bad || !parser.push_byte(g, byte) {
-                        if refusable[depth].is_none() {
-                            refusable[depth] = Some(parser.next_bytes(g));
+                        if here.refusable.is_none() {
+                            here.refusable = Some(parser.next_bytes(g));
                         }
                         refused_at = Some(depth);
                         break;
                     }
                     depth += 1;
-                    ends.push(parser.unknown_continuations(g));
-                    refusable.push(None);
+                    let (may_end, opaque) = parser.unknown_continuations(g);
+                    depths.push(Depth {
+                        may_end,
+                        opaque,
+                        refusable: None,
+                    });
                 }
                 let Some(d) = refused_at else {
                     accepted.push(sorted[i].0);
@@ -124,16 +135,16 @@ impl AdaptiveMask {
                 };
                 // Every following token sharing the first d + 1 bytes is refused at d the same way.
                 let end = skip_prefix(i + 1, run.end, &bytes[..=d], &token_at);
-                let points = &ends[1..=d];
-                if points.iter().any(|&(e, _)| e) {
+                let points = &depths[1..=d];
+                if points.iter().any(|p| p.may_end) {
                     for (p, token) in sorted.iter().enumerate().take(end).skip(i) {
                         let t = token_at(p);
-                        for (j, _) in points.iter().enumerate().filter(|(_, e)| e.0) {
+                        for (j, _) in points.iter().enumerate().filter(|(_, e)| e.may_end) {
                             ends_before.push((&t[j + 1..], token.0));
                         }
                     }
                 }
-                if points.iter().any(|&(_, o)| o) {
+                if points.iter().any(|p| p.opaque) {
                     opaque.extend((i..end).map(|p| p as u32));
                 }
                 i = end;
@@ -181,7 +192,6 @@ impl AdaptiveMask {
         };
         AdaptiveMask {
             accepted,
-            accepted_count,
             completions: completions.into(),
             opaque: opaque.into(),
         }
@@ -195,16 +205,6 @@ impl AdaptiveMask {
     /// Uncertain tokens behind opaque calls (positions in `Vocab::sorted`, increasing).
     pub fn opaque(&self) -> &[u32] {
         &self.opaque
-    }
-
-    /// The accepted set.
-    pub fn accepted(&self) -> &TokenSet {
-        &self.accepted
-    }
-
-    /// Number of accepted tokens.
-    pub fn accepted_count(&self) -> usize {
-        self.accepted_count
     }
 
     /// Heap bytes held.
@@ -340,11 +340,6 @@ impl MaskPool {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PoolInner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether `key` is held (no counters change).
-    pub fn contains(&self, key: u128) -> bool {
-        self.lock().map.contains_key(&key)
     }
 
     /// The state mask for `key` under `follow`, computing it with `compute` on a miss (outside the

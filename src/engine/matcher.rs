@@ -228,7 +228,7 @@ impl GrammarMatcher {
     /// parse already went through it — except the start of a tag rule a TagDispatch switches to,
     /// which the dispatching item's parse does not enter.
     fn fill_cached_text_tokens(&mut self, mask: &mut TokenBitmask) {
-        let g = Arc::clone(&self.grammar);
+        let g: &CompiledGrammar = &self.grammar;
         let fsm = g.fsm();
         let k = self.parser.num_sets() - 1;
         let Scratch {
@@ -248,9 +248,7 @@ impl GrammarMatcher {
                     let consulted = (it.origin as usize) < k
                         || (k == 0 && it.state == root_start)
                         || (g.is_dispatched(rule) && it.state == fsm.start(rule));
-                    consulted
-                        && !(fsm.byte_edges(it.state).is_empty()
-                            && fsm.ref_edges(it.state).is_empty())
+                    consulted && g.continues(it.state)
                 })
                 .map(|it| (it.state, it.origin)),
         );
@@ -275,14 +273,14 @@ impl GrammarMatcher {
             if cached.uncertain.is_empty()
                 || !self
                     .parser
-                    .push_completion(&g, fsm.rule_of(s), origin as usize)
+                    .push_completion(g, fsm.rule_of(s), origin as usize)
             {
                 continue;
             }
             let completions = cached.mask.completions();
             let kept = &cached.uncertain;
             mask::walk_sorted(
-                &g,
+                g,
                 &mut self.parser,
                 kept.len(),
                 |i| &completions[kept[i] as usize].suffix[..],
@@ -301,7 +299,7 @@ impl GrammarMatcher {
         let sorted = g.vocab().sorted();
         positions.retain(|&p| !mask.is_allowed(sorted[p as usize]));
         if !positions.is_empty() {
-            mask::fill_listed_tokens(&g, &mut self.parser, positions, mask);
+            mask::fill_listed_tokens(g, &mut self.parser, positions, mask);
         }
     }
 

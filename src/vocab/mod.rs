@@ -280,7 +280,8 @@ impl Vocab {
     }
 }
 
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+/// Length of the common prefix of `a` and `b`.
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
