@@ -44,14 +44,22 @@ pub fn ratios(rows: &[EngineRow]) -> Option<String> {
     let ours = rows.iter().find(|r| r.engine == "structgen")?;
     let theirs = rows.iter().find(|r| r.engine == "llguidance")?;
     let (a, b) = (&ours.summary, &theirs.summary);
-    let x = |num: f64, den: f64| if den > 0.0 { num / den } else { f64::NAN };
+    let ratio = |ours: f64, theirs: f64| {
+        if ours <= 0.0 || theirs <= 0.0 {
+            return "n/a".to_string();
+        }
+        let r = ours / theirs;
+        if r <= 1.0 {
+            format!("{r:.4}× (1/{:.1})", 1.0 / r)
+        } else {
+            format!("{r:.3}× (slower)")
+        }
+    };
     Some(format!(
-        "structgen / llguidance: compile p50 {:.3}×, mask mean {:.4}× (1/{:.0}), mask p99 {:.4}× (1/{:.0})",
-        x(a.compile_p50_ms, b.compile_p50_ms),
-        x(a.mask_mean_us, b.mask_mean_us),
-        x(b.mask_mean_us, a.mask_mean_us),
-        x(a.mask_p99_us, b.mask_p99_us),
-        x(b.mask_p99_us, a.mask_p99_us),
+        "structgen / llguidance: compile p50 {}, mask mean {}, mask p99 {}",
+        ratio(a.compile_p50_ms, b.compile_p50_ms),
+        ratio(a.mask_mean_us, b.mask_mean_us),
+        ratio(a.mask_p99_us, b.mask_p99_us),
     ))
 }
 
