@@ -26,6 +26,10 @@ use crate::util::marker::MARKER_BYTE;
 use crate::util::{Limits, RuleId, StateId};
 use crate::vocab::Vocab;
 
+/// Most uncertain suffix groups a callee start may leave to the matcher when it stands in for the
+/// item calling it ([`CompiledGrammar::stand_ins`]).
+pub const MAX_STAND_IN_UNCERTAIN: usize = 64;
+
 /// When the adaptive masks of a grammar's states are computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precompute {
@@ -73,6 +77,9 @@ pub struct CompiledGrammar {
     keys: Option<Vec<u128>>,
     pool: Option<Arc<MaskPool>>,
     masks: Vec<OnceLock<StateMask>>,
+    /// Per state: the callee starts consulted in place of an item at that state (see
+    /// [`CompiledGrammar::stand_ins`]), decided on first use.
+    stand_ins: Vec<OnceLock<Option<Box<[StateId]>>>>,
     /// Per rule: its body has a TagDispatch (its calls to tag rules are opaque to the mask cache).
     dispatcher: Vec<bool>,
     /// Per rule: some TagDispatch calls it as a tag rule.
@@ -174,6 +181,58 @@ impl CompiledGrammar {
                 }
             }
         })
+    }
+
+    /// For an item at `s` that started before the current position and can only go on by calls: the
+    /// start states of its callees (recursively through starts that only make non-nullable calls),
+    /// whose cached masks together stand in for the item's own. Each callee start is predicted in
+    /// the same Earley set, and a token the item allows either stays inside a callee (the callee's
+    /// accepted set) or ends it inside the token (the callee's uncertain list, finished against the
+    /// full parse); the callees the item skips because they are nullable leave items of their own
+    /// that are consulted directly. Taken only when every stand-in leaves at most
+    /// [`MAX_STAND_IN_UNCERTAIN`] uncertain groups, so the run-time work stays small. This is what
+    /// makes the masks after an object key shared: the key's state is per object, the value rule it
+    /// calls is not. `None`: consult `s` itself.
+    pub fn stand_ins(&self, s: StateId) -> Option<&[StateId]> {
+        self.stand_ins[s.index()]
+            .get_or_init(|| {
+                let fsm = self.fsm();
+                if !fsm.byte_edges(s).is_empty() {
+                    return None;
+                }
+                let mut seen = vec![s];
+                let mut out = Vec::new();
+                self.expand_calls(s, &mut seen, &mut out)
+                    .then(|| out.into())
+            })
+            .as_deref()
+    }
+
+    /// Adds to `out` the stand-ins for the calls of `s` (see [`CompiledGrammar::stand_ins`]);
+    /// `false` when some call has none.
+    fn expand_calls(&self, s: StateId, seen: &mut Vec<StateId>, out: &mut Vec<StateId>) -> bool {
+        let fsm = self.fsm();
+        let caller = fsm.rule_of(s);
+        for &(callee, _) in fsm.ref_edges(s) {
+            let start = fsm.start(callee);
+            if self.is_opaque_call(caller, callee) || seen.contains(&start) {
+                return false;
+            }
+            seen.push(start);
+            let deeper = fsm.byte_edges(start).is_empty()
+                && !fsm.is_accept(start)
+                && fsm.ref_edges(start).iter().all(|&(r, _)| !self.nullable(r));
+            let mark = out.len();
+            if deeper && self.expand_calls(start, seen, out) {
+                continue;
+            }
+            out.truncate(mark);
+            if self.state_mask(start).uncertain.len() > MAX_STAND_IN_UNCERTAIN {
+                return false;
+            }
+            out.push(start);
+        }
+        true
     }
 
     /// Whether an item at `s` can go on (it has byte or call edges); only such items have a mask.
@@ -428,6 +487,7 @@ impl GrammarCompiler {
             structural_hashes(fsm, &automaton.nullable, &opaque).states
         });
         let masks = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
+        let stand_ins = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
         let compiled = Arc::new(CompiledGrammar {
             automaton,
             vocab: Arc::clone(&self.vocab),
@@ -436,6 +496,7 @@ impl GrammarCompiler {
             keys,
             pool: self.pool.clone(),
             masks,
+            stand_ins,
             dispatcher,
             dispatched,
         });

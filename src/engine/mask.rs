@@ -37,7 +37,7 @@ pub fn fill_text_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: &m
             g,
             parser,
             run.len(),
-            |i| vocab.token_bytes(sorted[run.start + i]),
+            |i| vocab.sorted_bytes(run.start + i),
             |i| mask.set(sorted[run.start + i]),
         );
     }
@@ -77,7 +77,7 @@ pub fn fill_listed_tokens(
         g,
         parser,
         positions.len(),
-        |i| vocab.token_bytes(sorted[positions[i] as usize]),
+        |i| vocab.sorted_bytes(positions[i] as usize),
         |i| mask.set(sorted[positions[i] as usize]),
     );
 }

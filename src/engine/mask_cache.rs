@@ -28,7 +28,6 @@ use std::sync::{Arc, Mutex};
 use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
-use super::mask::skip_prefix;
 use crate::util::StateId;
 
 /// Accepted tokens of one state, in whichever form is smallest.
@@ -82,7 +81,7 @@ impl AdaptiveMask {
         let vocab = g.vocab();
         let sorted = vocab.sorted();
         let lcp = vocab.sorted_lcp();
-        let token_at = |i: usize| vocab.token_bytes(sorted[i]);
+        let token_at = |i: usize| vocab.sorted_bytes(i);
         let mut parser = EarleyParser::isolated(g, state);
         let first = parser.next_bytes(g);
         let base = parser.num_sets();
@@ -134,7 +133,7 @@ impl AdaptiveMask {
                     continue;
                 };
                 // Every following token sharing the first d + 1 bytes is refused at d the same way.
-                let end = skip_prefix(i + 1, run.end, &bytes[..=d], &token_at);
+                let end = vocab.skip_sharing(i + 1, d);
                 let points = &depths[1..=d];
                 if points.iter().any(|p| p.may_end) {
                     for (p, token) in sorted.iter().enumerate().take(end).skip(i) {

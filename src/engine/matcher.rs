@@ -226,7 +226,8 @@ impl GrammarMatcher {
     /// Only items that started before the current position (or the root item at the very start)
     /// are consulted: an item predicted here was predicted by one of those, whose out-of-context
     /// parse already went through it — except the start of a tag rule a TagDispatch switches to,
-    /// which the dispatching item's parse does not enter.
+    /// which the dispatching item's parse does not enter. An item that can only go on by calls is
+    /// consulted through its callees' starts when [`CompiledGrammar::stand_ins`] allows.
     fn fill_cached_text_tokens(&mut self, mask: &mut TokenBitmask) {
         let g: &CompiledGrammar = &self.grammar;
         let fsm = g.fsm();
@@ -252,6 +253,19 @@ impl GrammarMatcher {
                 })
                 .map(|it| (it.state, it.origin)),
         );
+        let mut i = 0;
+        while i < kernel.len() {
+            let (s, origin) = kernel[i];
+            match g.stand_ins(s).filter(|_| (origin as usize) < k) {
+                Some(starts) => {
+                    kernel.swap_remove(i);
+                    kernel.extend(starts.iter().map(|&c| (c, k as u32)));
+                }
+                None => i += 1,
+            }
+        }
+        kernel.sort_unstable();
+        kernel.dedup();
         states.clear();
         states.extend(kernel.iter().map(|&(s, _)| s));
         states.sort_unstable();

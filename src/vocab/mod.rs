@@ -97,6 +97,12 @@ pub struct Vocab {
     stop: Vec<TokenId>,
     sorted: Vec<TokenId>,
     lcp: Vec<u32>,
+    /// The bytes of the `sorted` entries, back to back in that order (walks read them sequentially).
+    sorted_bytes: Vec<u8>,
+    /// `sorted_bytes[sorted_offsets[i]..sorted_offsets[i + 1]]` is entry `i`.
+    sorted_offsets: Vec<u32>,
+    /// For each entry of `sorted`, the first later entry with a smaller `lcp` (or the length).
+    lcp_drop: Vec<u32>,
     first_byte_start: Vec<u32>,
     marked: Vec<TokenId>,
     text_words: Vec<u32>,
@@ -132,6 +138,9 @@ impl Vocab {
             stop: Vec::new(),
             sorted: Vec::new(),
             lcp: Vec::new(),
+            sorted_bytes: Vec::new(),
+            sorted_offsets: Vec::new(),
+            lcp_drop: Vec::new(),
             first_byte_start: Vec::new(),
             marked: Vec::new(),
             text_words: Vec::new(),
@@ -170,8 +179,30 @@ impl Vocab {
         for &t in &sorted {
             self.text_words[t.index() / 32] |= 1 << (t.index() % 32);
         }
+        let mut lcp_drop = vec![lcp.len() as u32; lcp.len()];
+        let mut open: Vec<usize> = Vec::new();
+        for (j, &l) in lcp.iter().enumerate() {
+            while let Some(&top) = open.last() {
+                if lcp[top] <= l {
+                    break;
+                }
+                lcp_drop[top] = j as u32;
+                open.pop();
+            }
+            open.push(j);
+        }
+        let mut sorted_bytes = Vec::new();
+        let mut sorted_offsets = Vec::with_capacity(sorted.len() + 1);
+        sorted_offsets.push(0);
+        for &t in &sorted {
+            sorted_bytes.extend_from_slice(self.token_bytes(t));
+            sorted_offsets.push(sorted_bytes.len() as u32);
+        }
+        self.sorted_bytes = sorted_bytes;
+        self.sorted_offsets = sorted_offsets;
         self.sorted = sorted;
         self.lcp = lcp;
+        self.lcp_drop = lcp_drop;
         self.first_byte_start = starts;
     }
 
@@ -250,6 +281,13 @@ impl Vocab {
         &self.sorted
     }
 
+    /// The bytes of entry `i` of [`Vocab::sorted`] (from a copy laid out in sorted order, so a walk
+    /// over consecutive entries reads memory sequentially).
+    #[inline]
+    pub fn sorted_bytes(&self, i: usize) -> &[u8] {
+        &self.sorted_bytes[self.sorted_offsets[i] as usize..self.sorted_offsets[i + 1] as usize]
+    }
+
     /// The entries of [`Vocab::sorted`] whose first byte is `b`: a contiguous run.
     pub fn first_byte_run(&self, b: u8) -> std::ops::Range<usize> {
         let i = usize::from(b);
@@ -259,6 +297,18 @@ impl Vocab {
     /// For each entry of [`Vocab::sorted`], the length of its common prefix with the previous entry.
     pub fn sorted_lcp(&self) -> &[u32] {
         &self.lcp
+    }
+
+    /// The first index `j >= from` of [`Vocab::sorted`] whose entry shares at most `len` bytes with
+    /// the entry before it: called with `from = i + 1`, it skips every entry after `i` that starts
+    /// with the first `len + 1` bytes of entry `i`. Jumps along the drops of the common-prefix array,
+    /// so the cost is bounded by the token length, not by the number of entries skipped.
+    pub fn skip_sharing(&self, from: usize, len: usize) -> usize {
+        let mut j = from;
+        while j < self.lcp.len() && self.lcp[j] as usize > len {
+            j = self.lcp_drop[j] as usize;
+        }
+        j
     }
 
     /// Whether some text token is strictly longer than `prefix` and starts with it.
@@ -366,5 +416,35 @@ mod tests {
         assert_eq!(v.sorted_lcp(), &[0, 1, 2, 0]);
         assert!(v.clone().with_stop_tokens(&[6]).is_err());
         assert_eq!(v.padded_to(40).size(), 40);
+    }
+
+    #[test]
+    fn skip_sharing_matches_a_linear_scan() {
+        let words = [
+            "a", "aa", "aab", "aac", "ab", "abc", "abcd", "abd", "b", "ba", "bab", "bb", "c", "ca",
+            "cab", "cabd", "cac", "d",
+        ];
+        let v = Vocab::new(
+            words.len(),
+            words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (i as u32, w.as_bytes().to_vec(), TokenKind::Normal)),
+            Vec::new(),
+        );
+        let bytes = |i: usize| v.token_bytes(v.sorted()[i]);
+        for i in 0..words.len() {
+            for len in 0..bytes(i).len() {
+                let prefix = &bytes(i)[..=len];
+                let expected = (i + 1..words.len())
+                    .find(|&j| !bytes(j).starts_with(prefix))
+                    .unwrap_or(words.len());
+                assert_eq!(
+                    v.skip_sharing(i + 1, len),
+                    expected,
+                    "entry {i}, {len} bytes"
+                );
+            }
+        }
     }
 }

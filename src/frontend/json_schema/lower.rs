@@ -29,6 +29,7 @@ pub struct Lowerer<'a> {
     parsed: HashMap<String, Schema>,
     shared: HashMap<&'static str, RuleId>,
     memo: HashMap<(String, usize), RuleId>,
+    member_values: HashMap<Expr, RuleId>,
 }
 
 /// An expression that matches nothing.
@@ -80,6 +81,7 @@ impl<'a> Lowerer<'a> {
             refs: HashMap::new(),
             parsed: HashMap::new(),
             shared: HashMap::new(),
+            member_values: HashMap::new(),
             memo: HashMap::new(),
         }
     }
@@ -455,6 +457,20 @@ impl<'a> Lowerer<'a> {
         lit(&self.separators().1)
     }
 
+    /// The rule `key_sep value`: what follows an object key. A rule of its own, one per distinct
+    /// value, so the states after the key depend on the value only — every key with the same value
+    /// schema, in this grammar or any other, shares their cached masks — and the matcher can consult
+    /// the rule's start instead of the per-object state that calls it.
+    pub(super) fn member_value(&mut self, value: Expr) -> Result<Expr, SchemaError> {
+        if let Some(&id) = self.member_values.get(&value) {
+            return Ok(Expr::Ref(id));
+        }
+        let body = Expr::Seq(vec![self.key_sep(), value.clone()]);
+        let id = self.builder.add_rule("member_value", body)?;
+        self.member_values.insert(value, id);
+        Ok(Expr::Ref(id))
+    }
+
     /// A container: `body` between brackets (when there is a non-empty form) or, when allowed, the
     /// empty container.
     pub(super) fn container(
@@ -505,13 +521,9 @@ impl<'a> Lowerer<'a> {
                 ]))
             })?;
             let object = me.shared_rule("json_object", |me, _| {
-                let (open, close, sep, colon) = (
-                    me.open('{', 0),
-                    me.close('}', 0),
-                    me.item_sep(0),
-                    me.key_sep(),
-                );
-                let member = Expr::Seq(vec![me.plain_string()?, colon, Expr::Ref(value)]);
+                let (open, close, sep) = (me.open('{', 0), me.close('}', 0), me.item_sep(0));
+                let member =
+                    Expr::Seq(vec![me.plain_string()?, me.member_value(Expr::Ref(value))?]);
                 let items = Expr::Seq(vec![
                     member.clone(),
                     Expr::Repeat {

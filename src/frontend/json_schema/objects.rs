@@ -62,12 +62,12 @@ impl Lowerer<'_> {
                 *schema = both(schema, &extra);
             }
         }
-        let key_sep = self.key_sep();
         let mut members = Vec::with_capacity(props.len());
         for (name, schema, required) in &props {
             let key = lit(&serde_json::Value::String(name.clone()).to_string());
             let value = self.schema_expr(schema, depth + 1)?;
-            members.push((Expr::Seq(vec![key, key_sep.clone(), value]), *required));
+            let value = self.member_value(value)?;
+            members.push((Expr::Seq(vec![key, value]), *required));
         }
         let extra = self.extra_member(c, &props, depth)?;
         let required = props.iter().filter(|p| p.2).count();
@@ -333,7 +333,6 @@ impl Lowerer<'_> {
         depth: usize,
     ) -> Result<Option<Expr>, SchemaError> {
         let o = &c.object;
-        let key_sep = self.key_sep();
         let mut extras = Vec::new();
         let names: Vec<String> = props
             .iter()
@@ -354,13 +353,8 @@ impl Lowerer<'_> {
                 ])?
             };
             let value = self.schema_expr(schema, depth + 1)?;
-            extras.push(Expr::Seq(vec![
-                lit("\""),
-                key,
-                lit("\""),
-                key_sep.clone(),
-                value,
-            ]));
+            let value = self.member_value(value)?;
+            extras.push(Expr::Seq(vec![lit("\""), key, lit("\""), value]));
         }
         if o.pattern_properties.len() > 1 {
             self.warn(
@@ -392,7 +386,8 @@ impl Lowerer<'_> {
                     Expr::Seq(vec![lit("\""), content, lit("\"")])
                 }
             };
-            extras.push(Expr::Seq(vec![key, key_sep, value]));
+            let value = self.member_value(value)?;
+            extras.push(Expr::Seq(vec![key, value]));
         }
         Ok((!extras.is_empty()).then(|| alt(extras)))
     }
