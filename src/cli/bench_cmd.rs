@@ -60,13 +60,27 @@ pub struct BenchCmd {
     /// structgen: memory bound of the shared mask pool, MiB.
     #[arg(long, value_name = "MIB", default_value_t = 1024)]
     pool_mb: usize,
+    /// structgen: repetitions with a bound above N become counted rules, or `off`.
+    #[arg(long, value_name = "N|off", default_value = "128")]
+    repetition_threshold: String,
     /// Only the first N requests of each file.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// XGrammar-2's Table 4 for structgen on --jsonschema: baseline (ahead of time, no sharing),
-    /// +JIT, +cross-grammar cache.
+    /// XGrammar-2's Table 4 for structgen on --jsonschema: baseline (ahead of time, no sharing,
+    /// repetitions unrolled), +JIT, +cross-grammar cache, +repetition compression.
     #[arg(long, requires = "jsonschema")]
     ablation: bool,
+}
+
+fn repetition_threshold(text: &str) -> Result<Option<u32>, CliError> {
+    if text == "off" {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(|_| {
+        CliError::Usage(format!(
+            "--repetition-threshold: expected a number or `off`, got `{text}`"
+        ))
+    })
 }
 
 fn precompute(text: &str) -> Result<Precompute, CliError> {
@@ -177,6 +191,7 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
         precompute: precompute(&cmd.jit_precompute)?,
         cross_grammar_cache: !cmd.no_cross_grammar_cache,
         pool_bytes: cmd.pool_mb << 20,
+        repetition_threshold: repetition_threshold(&cmd.repetition_threshold)?,
         ..CompileOptions::default()
     };
     let setup = Setup {
@@ -231,14 +246,25 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
         let (_, jobs) = workloads
             .last()
             .ok_or_else(|| CliError::Usage("--ablation needs --jsonschema".into()))?;
+        let compress = setup
+            .options
+            .repetition_threshold
+            .or(Some(crate::engine::compiler::REPETITION_THRESHOLD));
         let steps = [
             (
                 "baseline (ahead of time, no sharing)",
                 Precompute::All,
                 false,
+                None,
             ),
-            ("+ JIT", Precompute::Top(0), false),
-            ("+ cross-grammar cache", Precompute::Top(0), true),
+            ("+ JIT", Precompute::Top(0), false, None),
+            ("+ cross-grammar cache", Precompute::Top(0), true, None),
+            (
+                "+ repetition compression",
+                Precompute::Top(0),
+                true,
+                compress,
+            ),
         ];
         println!("Ablation (structgen, JSON Schema, {} schemas):", jobs.len());
         println!(
@@ -250,10 +276,11 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
             "mask µs p99"
         );
         let mut table = Vec::new();
-        for (name, pre, cross) in steps {
+        for (name, pre, cross, repetition_threshold) in steps {
             let engine = setup.structgen(CompileOptions {
                 precompute: pre,
                 cross_grammar_cache: cross,
+                repetition_threshold,
                 ..setup.options.clone()
             });
             let results = run_all(engine.as_ref(), jobs, cmd.threads).map_err(CliError::Usage)?;

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::lookahead::Lookahead;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
+use super::repetition::{self, Counted};
 use crate::grammar::fsm::{CompactFsm, Dfa};
 use crate::grammar::hash::structural_hashes;
 use crate::grammar::{passes, Expr, Grammar, GrammarError};
@@ -51,7 +52,16 @@ pub struct CompileOptions {
     pub pool_bytes: usize,
     /// Most whole compiled grammars kept for [`GrammarCompiler::compile_cached`].
     pub grammar_cache_entries: usize,
+    /// Repetitions with a bound above this become counted rules ([`super::repetition`]); `None`
+    /// unrolls every repetition.
+    pub repetition_threshold: Option<u32>,
 }
+
+/// Mixes an iteration count into a counted state's pool key.
+const COUNT_KEY: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835;
+
+/// Default [`CompileOptions::repetition_threshold`].
+pub const REPETITION_THRESHOLD: u32 = 128;
 
 impl Default for CompileOptions {
     fn default() -> Self {
@@ -60,6 +70,7 @@ impl Default for CompileOptions {
             cross_grammar_cache: true,
             pool_bytes: 1 << 30,
             grammar_cache_entries: 256,
+            repetition_threshold: Some(REPETITION_THRESHOLD),
         }
     }
 }
@@ -77,6 +88,10 @@ pub struct CompiledGrammar {
     keys: Option<Vec<u128>>,
     pool: Option<Arc<MaskPool>>,
     masks: Vec<OnceLock<StateMask>>,
+    /// Masks of counted states for items with completed iterations, by (state, count class).
+    counted_masks: Mutex<HashMap<(StateId, u32), StateMask>>,
+    /// Longest token in bytes: the most iterations one token can complete.
+    max_token_len: u32,
     /// Per state: the callee starts consulted in place of an item at that state (see
     /// [`CompiledGrammar::stand_ins`]), decided on first use.
     stand_ins: Vec<OnceLock<Option<Box<[StateId]>>>>,
@@ -150,6 +165,12 @@ impl CompiledGrammar {
         &self.automaton.fsm
     }
 
+    /// The counting bounds of rule `r` when it is a counted repetition.
+    #[inline]
+    pub fn counted(&self, r: RuleId) -> Option<&Counted> {
+        self.automaton.counted[r.index()].as_ref()
+    }
+
     /// Whether rule `r` derives the empty string.
     #[inline]
     pub fn nullable(&self, r: RuleId) -> bool {
@@ -166,21 +187,58 @@ impl CompiledGrammar {
         &self.vocab
     }
 
-    /// The cached mask of state `s`, computed (or taken from the shared pool) on first use.
+    /// The cached mask of state `s` (for an item of a counted rule: with no completed iteration),
+    /// computed (or taken from the shared pool) on first use.
     pub fn state_mask(&self, s: StateId) -> &StateMask {
-        self.masks[s.index()].get_or_init(|| {
-            let follow = self.lookahead.follow(self.fsm().rule_of(s));
-            match (&self.pool, &self.keys) {
-                (Some(pool), Some(keys)) => {
-                    pool.get_or_compute(keys[s.index()], follow, || AdaptiveMask::compute(self, s))
-                }
-                _ => {
-                    let mask = Arc::new(AdaptiveMask::compute(self, s));
-                    let uncertain = mask.uncertain_for(follow);
-                    StateMask { mask, uncertain }
-                }
+        self.masks[s.index()].get_or_init(|| self.compute_mask(s, 0))
+    }
+
+    fn compute_mask(&self, s: StateId, count: u32) -> StateMask {
+        let follow = self.lookahead.follow(self.fsm().rule_of(s));
+        match (&self.pool, &self.keys) {
+            (Some(pool), Some(keys)) => {
+                let key = keys[s.index()] ^ u128::from(count).wrapping_mul(COUNT_KEY);
+                pool.get_or_compute(key, follow, || AdaptiveMask::compute(self, s, count))
             }
-        })
+            _ => {
+                let mask = Arc::new(AdaptiveMask::compute(self, s, count));
+                let uncertain = mask.uncertain_for(follow);
+                StateMask { mask, uncertain }
+            }
+        }
+    }
+
+    /// The count whose mask an item of counted rule `c` with `count` completed iterations shares.
+    /// One token completes at most [`Self::max_token_len`] iterations, so every count far below
+    /// the minimum behaves like 0 and every count between the minimum and the maximum less a
+    /// token's length like the minimum; only counts near a bound need masks of their own.
+    pub fn count_class(&self, c: &Counted, count: u32) -> u32 {
+        let reach = u64::from(count) + u64::from(self.max_token_len);
+        if reach < u64::from(c.min) {
+            0
+        } else if count >= c.min && c.max.is_none_or(|m| reach <= u64::from(m)) {
+            c.min
+        } else {
+            count
+        }
+    }
+
+    /// The mask of an item at `s` whose [`Self::count_class`] is `class` (0 for uncounted items).
+    pub fn item_mask(&self, s: StateId, class: u32) -> StateMask {
+        if class == 0 {
+            return self.state_mask(s).clone();
+        }
+        let key = (s, class);
+        if let Some(m) = self.lock_counted().get(&key) {
+            return m.clone();
+        }
+        let m = self.compute_mask(s, class);
+        self.lock_counted().insert(key, m.clone());
+        m
+    }
+
+    fn lock_counted(&self) -> std::sync::MutexGuard<'_, HashMap<(StateId, u32), StateMask>> {
+        self.counted_masks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// For an item at `s` that started before the current position and can only go on by calls: the
@@ -259,7 +317,9 @@ impl CompiledGrammar {
         }
         (0..fsm.num_states() as u32)
             .map(StateId)
-            .filter(|&s| mark[s.index()] && self.continues(s))
+            .filter(|&s| {
+                mark[s.index()] && self.continues(s) && self.counted(fsm.rule_of(s)).is_none()
+            })
             .collect()
     }
 
@@ -294,6 +354,8 @@ pub struct Automaton {
     pub fsm: CompactFsm,
     /// For each rule, whether it derives the empty string.
     pub nullable: Vec<bool>,
+    /// For each rule, its bounds when it is a counted repetition ([`super::repetition`]).
+    pub counted: Vec<Option<Counted>>,
 }
 
 /// Rule DFAs by rule body with its references renumbered in order of appearance, shared by the
@@ -347,26 +409,42 @@ impl DfaCache {
     }
 }
 
-/// Optimizes `grammar` and builds its automaton. Fails if a limit is hit or the root rule cannot
-/// match any finite string.
+/// Optimizes `grammar` and builds its automaton, compressing repetitions above the default
+/// threshold. Fails if a limit is hit or the root rule cannot match any finite string.
 pub fn build_automaton(grammar: &Grammar, limits: &Limits) -> Result<Automaton, GrammarError> {
-    build_automaton_cached(grammar, limits, None)
+    build_automaton_cached(grammar, limits, Some(REPETITION_THRESHOLD), None)
 }
 
-/// [`build_automaton`] taking rule DFAs from `cache` when given.
+/// [`build_automaton`] with repetitions above `repetition_threshold` compressed (none when
+/// `None`), taking rule DFAs from `cache` when given.
 pub fn build_automaton_cached(
     grammar: &Grammar,
     limits: &Limits,
+    repetition_threshold: Option<u32>,
     cache: Option<&DfaCache>,
 ) -> Result<Automaton, GrammarError> {
     let grammar = passes::optimize(grammar.clone());
+    let (grammar, counted) = match repetition_threshold {
+        Some(t) => repetition::compress(grammar, t),
+        None => {
+            let n = grammar.rules().len();
+            (grammar, vec![None; n])
+        }
+    };
     let mut dfas = Vec::with_capacity(grammar.rules().len());
     let mut total = 0usize;
-    for rule in grammar.rules() {
+    for (rule, bounds) in grammar.rules().iter().zip(&counted) {
         let limit = limits.max_nfa_states_per_rule;
-        let dfa = match cache {
-            Some(c) => c.dfa(&rule.body, &rule.name, limit)?,
-            None => Dfa::from_expr(&rule.body, &rule.name, limit)?,
+        let dfa = match (bounds, cache) {
+            (Some(c), _) => Dfa {
+                states: vec![crate::grammar::fsm::DState {
+                    accept: true,
+                    bytes: Vec::new(),
+                    refs: vec![(c.body, 0)],
+                }],
+            },
+            (None, Some(c)) => c.dfa(&rule.body, &rule.name, limit)?,
+            (None, None) => Dfa::from_expr(&rule.body, &rule.name, limit)?,
         };
         total += dfa.states.len();
         if total > limits.max_fsm_states {
@@ -377,7 +455,7 @@ pub fn build_automaton_cached(
         }
         dfas.push(dfa);
     }
-    let productive = productive_rules(&dfas);
+    let productive = productive_rules(&dfas, &counted);
     let root = grammar.root();
     if !productive[root.index()] {
         return Err(GrammarError::EmptyLanguage {
@@ -397,6 +475,7 @@ pub fn build_automaton_cached(
         fsm: CompactFsm::freeze(&trimmed),
         grammar,
         nullable,
+        counted,
     })
 }
 
@@ -471,7 +550,12 @@ impl GrammarCompiler {
 
     /// Compiles `grammar`.
     pub fn compile(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>, GrammarError> {
-        let automaton = build_automaton_cached(grammar, &self.limits, Some(&self.dfas))?;
+        let automaton = build_automaton_cached(
+            grammar,
+            &self.limits,
+            self.options.repetition_threshold,
+            Some(&self.dfas),
+        )?;
         let fsm = &automaton.fsm;
         let takes_whole_tokens = (0..fsm.num_states()).any(|s| {
             fsm.byte_edges(StateId(s as u32))
@@ -484,7 +568,8 @@ impl GrammarCompiler {
             let opaque = |caller: RuleId, callee: RuleId| {
                 dispatcher[caller.index()] && dispatched[callee.index()]
             };
-            structural_hashes(fsm, &automaton.nullable, &opaque).states
+            let bounds = |r: RuleId| automaton.counted[r.index()].map(|c| (c.min, c.max));
+            structural_hashes(fsm, &automaton.nullable, &opaque, &bounds).states
         });
         let masks = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
         let stand_ins = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
@@ -496,6 +581,8 @@ impl GrammarCompiler {
             keys,
             pool: self.pool.clone(),
             masks,
+            counted_masks: Mutex::new(HashMap::new()),
+            max_token_len: self.vocab.max_token_len() as u32,
             stand_ins,
             dispatcher,
             dispatched,
@@ -547,13 +634,18 @@ impl GrammarCompiler {
     }
 }
 
-/// Rules that derive at least one finite string (least fixpoint).
-fn productive_rules(dfas: &[Dfa]) -> Vec<bool> {
+/// Rules that derive at least one finite string (least fixpoint). A counted rule is productive when
+/// it may repeat zero times or its body is productive.
+fn productive_rules(dfas: &[Dfa], counted: &[Option<Counted>]) -> Vec<bool> {
     let mut productive = vec![false; dfas.len()];
     loop {
         let mut changed = false;
         for (i, dfa) in dfas.iter().enumerate() {
-            if !productive[i] && dfa.is_productive(&productive) {
+            let now = match &counted[i] {
+                Some(c) => c.min == 0 || productive[c.body.index()],
+                None => dfa.is_productive(&productive),
+            };
+            if !productive[i] && now {
                 productive[i] = true;
                 changed = true;
             }

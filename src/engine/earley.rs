@@ -27,6 +27,36 @@ pub struct Item {
     pub state: StateId,
     /// Index of the set where this rule instance started.
     pub origin: u32,
+    /// Completed iterations, for an item of a counted rule ([`super::repetition`]); 0 otherwise.
+    pub count: u32,
+}
+
+impl Item {
+    /// An item with no completed iterations.
+    pub fn new(state: StateId, origin: u32) -> Item {
+        Item {
+            state,
+            origin,
+            count: 0,
+        }
+    }
+
+    /// Whether the item's rule may end here: its state accepts and, for a counted rule, enough
+    /// iterations are done.
+    #[inline]
+    pub fn may_end(&self, g: &CompiledGrammar) -> bool {
+        let fsm = g.fsm();
+        fsm.is_accept(self.state)
+            && g.counted(fsm.rule_of(self.state))
+                .is_none_or(|c| c.may_end(self.count))
+    }
+
+    /// Whether the item may take its call edges (a counted item below its maximum, or any other).
+    #[inline]
+    pub fn may_call(&self, g: &CompiledGrammar) -> bool {
+        g.counted(g.fsm().rule_of(self.state))
+            .is_none_or(|c| c.may_repeat(self.count))
+    }
 }
 
 /// Sets larger than this switch from linear to hashed duplicate checks.
@@ -61,10 +91,7 @@ impl EarleyParser {
         self.starts.clear();
         self.starts.push(0);
         self.seen.clear();
-        self.add(Item {
-            state: g.fsm().start(g.root()),
-            origin: 0,
-        });
+        self.add(Item::new(g.fsm().start(g.root()), 0));
         self.close(g);
     }
 
@@ -73,14 +100,19 @@ impl EarleyParser {
     /// 0 completes, its rule (the one `state` belongs to) has ended and the bytes after that point
     /// belong to whatever context surrounds it. Opaque calls are not predicted (nullable callees are
     /// still stepped over). [`EarleyParser::unknown_continuations`] reports both.
-    pub fn isolated(g: &CompiledGrammar, state: StateId) -> Self {
+    /// `count` is the item's completed iterations when `state` is a counted rule's.
+    pub fn isolated(g: &CompiledGrammar, state: StateId, count: u32) -> Self {
         let mut p = EarleyParser {
             items: Vec::new(),
             starts: vec![0, 0],
             seen: HashSet::new(),
             isolated: true,
         };
-        p.add(Item { state, origin: 0 });
+        p.add(Item {
+            state,
+            origin: 0,
+            count,
+        });
         p.close(g);
         p
     }
@@ -91,7 +123,7 @@ impl EarleyParser {
         let fsm = g.fsm();
         let (mut ends, mut opaque) = (false, false);
         for it in self.current() {
-            ends |= it.origin == 0 && fsm.is_accept(it.state);
+            ends |= it.origin == 0 && it.may_end(g);
             let caller = fsm.rule_of(it.state);
             opaque |= fsm
                 .ref_edges(it.state)
@@ -144,10 +176,7 @@ impl EarleyParser {
         for i in lo..hi {
             let it = self.items[i];
             if let Some(t) = fsm.step(it.state, byte) {
-                self.add(Item {
-                    state: t,
-                    origin: it.origin,
-                });
+                self.add(Item { state: t, ..it });
             }
         }
         self.close_or_drop(g, hi)
@@ -184,10 +213,11 @@ impl EarleyParser {
         for j in lo..hi {
             let parent = self.items[j];
             for &(r, t) in fsm.ref_edges(parent.state) {
-                if r == rule {
+                if r == rule && parent.may_call(g) {
                     self.add(Item {
                         state: t,
                         origin: parent.origin,
+                        count: parent.count + u32::from(g.counted(fsm.rule_of(t)).is_some()),
                     });
                 }
             }
@@ -200,7 +230,7 @@ impl EarleyParser {
         let root = g.root();
         self.current()
             .iter()
-            .any(|it| it.origin == 0 && fsm.is_accept(it.state) && fsm.rule_of(it.state) == root)
+            .any(|it| it.origin == 0 && it.may_end(g) && fsm.rule_of(it.state) == root)
     }
 
     /// The bytes some item of the last set can scan, as a 256-bit set.
@@ -243,22 +273,22 @@ impl EarleyParser {
         while i < self.items.len() {
             let it = self.items[i];
             i += 1;
-            if fsm.is_accept(it.state) && it.origin as usize != k {
+            if it.may_end(g) && it.origin as usize != k {
                 self.advance_callers(g, fsm.rule_of(it.state), it.origin as usize);
             }
+            if !it.may_call(g) {
+                continue;
+            }
             let caller = fsm.rule_of(it.state);
+            // A counted rule's body is never nullable-skipped: its minimum is 0 when the body is
+            // nullable, so an empty iteration adds nothing an uncounted item does not allow.
+            let counted = g.counted(caller).is_some();
             for &(r, t) in fsm.ref_edges(it.state) {
                 if !(self.isolated && g.is_opaque_call(caller, r)) {
-                    self.add(Item {
-                        state: fsm.start(r),
-                        origin: k as u32,
-                    });
+                    self.add(Item::new(fsm.start(r), k as u32));
                 }
-                if g.nullable(r) {
-                    self.add(Item {
-                        state: t,
-                        origin: it.origin,
-                    });
+                if g.nullable(r) && !counted {
+                    self.add(Item { state: t, ..it });
                 }
             }
         }

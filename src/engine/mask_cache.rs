@@ -76,13 +76,14 @@ pub struct AdaptiveMask {
 }
 
 impl AdaptiveMask {
-    /// Parses every text token from `state` out of context and classifies it.
-    pub fn compute(g: &CompiledGrammar, state: StateId) -> AdaptiveMask {
+    /// Parses every text token from `state` (with `count` completed iterations when it is a counted
+    /// rule's) out of context and classifies it.
+    pub fn compute(g: &CompiledGrammar, state: StateId, count: u32) -> AdaptiveMask {
         let vocab = g.vocab();
         let sorted = vocab.sorted();
         let lcp = vocab.sorted_lcp();
         let token_at = |i: usize| vocab.sorted_bytes(i);
-        let mut parser = EarleyParser::isolated(g, state);
+        let mut parser = EarleyParser::isolated(g, state, count);
         let first = parser.next_bytes(g);
         let base = parser.num_sets();
         let mut accepted: Vec<u32> = Vec::new();

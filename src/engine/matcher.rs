@@ -87,8 +87,9 @@ enum Step {
 /// Reused buffers of the cached mask fill.
 #[derive(Debug, Clone, Default)]
 struct Scratch {
-    states: Vec<StateId>,
-    kernel: Vec<(StateId, u32)>,
+    states: Vec<(StateId, u32)>,
+    /// (state, origin, count class) of the consulted items.
+    kernel: Vec<(StateId, u32, u32)>,
     positions: Vec<u32>,
     words: Vec<u32>,
 }
@@ -240,26 +241,27 @@ impl GrammarMatcher {
         } = &mut self.scratch;
         kernel.clear();
         let root_start = fsm.start(g.root());
-        kernel.extend(
-            self.parser
-                .current()
-                .iter()
-                .filter(|it| {
-                    let rule = fsm.rule_of(it.state);
-                    let consulted = (it.origin as usize) < k
-                        || (k == 0 && it.state == root_start)
-                        || (g.is_dispatched(rule) && it.state == fsm.start(rule));
-                    consulted && g.continues(it.state)
-                })
-                .map(|it| (it.state, it.origin)),
-        );
+        for it in self.parser.current() {
+            let rule = fsm.rule_of(it.state);
+            let consulted = (it.origin as usize) < k
+                || (k == 0 && it.state == root_start)
+                || (g.is_dispatched(rule) && it.state == fsm.start(rule));
+            if !consulted || !g.continues(it.state) {
+                continue;
+            }
+            let class = g.counted(rule).map_or(0, |c| g.count_class(c, it.count));
+            kernel.push((it.state, it.origin, class));
+        }
         let mut i = 0;
         while i < kernel.len() {
-            let (s, origin) = kernel[i];
-            match g.stand_ins(s).filter(|_| (origin as usize) < k) {
+            let (s, origin, class) = kernel[i];
+            match g
+                .stand_ins(s)
+                .filter(|_| (origin as usize) < k && class == 0)
+            {
                 Some(starts) => {
                     kernel.swap_remove(i);
-                    kernel.extend(starts.iter().map(|&c| (c, k as u32)));
+                    kernel.extend(starts.iter().map(|&c| (c, k as u32, 0)));
                 }
                 None => i += 1,
             }
@@ -267,14 +269,14 @@ impl GrammarMatcher {
         kernel.sort_unstable();
         kernel.dedup();
         states.clear();
-        states.extend(kernel.iter().map(|&(s, _)| s));
+        states.extend(kernel.iter().map(|&(s, _, class)| (s, class)));
         states.sort_unstable();
         states.dedup();
         let text = g.vocab().text_words();
         positions.clear();
         let mut lists = 0;
-        for (i, &s) in states.iter().enumerate() {
-            let cached = g.state_mask(s);
+        for (i, &(s, class)) in states.iter().enumerate() {
+            let cached = g.item_mask(s, class);
             cached.mask.or_into(mask.words_mut(), text, i == 0, words);
             if !cached.mask.opaque().is_empty() {
                 positions.extend_from_slice(cached.mask.opaque());
@@ -282,8 +284,8 @@ impl GrammarMatcher {
             }
         }
         // Tokens the rule of a kernel item can end inside: the context must accept the rest.
-        for &(s, origin) in kernel.iter() {
-            let cached = g.state_mask(s);
+        for &(s, origin, class) in kernel.iter() {
+            let cached = g.item_mask(s, class);
             if cached.uncertain.is_empty()
                 || !self
                     .parser

@@ -68,13 +68,18 @@ fn unique() -> u128 {
     h.finish()
 }
 
+/// Iteration bounds of a counted rule (`min`, `max`), part of its structure.
+pub type Bounds = Option<(u32, Option<u32>)>;
+
 /// Computes the structural hashes of every rule and state of `fsm`. Calls for which
 /// `opaque(caller, callee)` holds are hashed as "a call to some rule", with only the callee's
-/// `nullable` flag: results keyed by these hashes must not look through such calls.
+/// `nullable` flag: results keyed by these hashes must not look through such calls. `bounds` gives
+/// the iteration bounds of counted rules (their automaton alone does not say them).
 pub fn structural_hashes(
     fsm: &CompactFsm,
     nullable: &[bool],
     opaque: &dyn Fn(RuleId, RuleId) -> bool,
+    bounds: &dyn Fn(RuleId) -> Bounds,
 ) -> StructuralHashes {
     let n = fsm.num_rules();
     let mut rules = vec![0u128; n];
@@ -113,6 +118,7 @@ pub fn structural_hashes(
                 hashes: &rules,
                 nullable,
                 opaque,
+                bounds,
             };
             let (hash, order) = serialize(&ctx, rule, &mut scratch);
             rules[r] = hash;
@@ -140,6 +146,7 @@ struct Context<'a> {
     hashes: &'a [u128],
     nullable: &'a [bool],
     opaque: &'a dyn Fn(RuleId, RuleId) -> bool,
+    bounds: &'a dyn Fn(RuleId) -> Bounds,
 }
 
 /// Serializes `rule` (and the rules of its cycle it reaches) in BFS order; returns the hash and the
@@ -152,6 +159,7 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
         hashes,
         nullable,
         opaque,
+        bounds,
     } = *ctx;
     let mut h = Hash128::new();
     let mut order: Vec<StateId> = Vec::new();
@@ -166,6 +174,16 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
     };
     visit(fsm.start(rule), &mut order, &mut queue);
     while let Some(s) = queue.pop_front() {
+        if fsm.start(fsm.rule_of(s)) == s {
+            match bounds(fsm.rule_of(s)) {
+                Some((min, max)) => {
+                    h.put(1);
+                    h.put(min.into());
+                    h.put(max.map_or(u64::MAX, u64::from));
+                }
+                None => h.put(0),
+            }
+        }
         h.put(u64::from(fsm.is_accept(s)));
         let edges = fsm.byte_edges(s);
         h.put(edges.len() as u64);
@@ -296,7 +314,9 @@ mod tests {
     fn hashes(src: &str) -> (StructuralHashes, crate::engine::Automaton) {
         let g = ebnf::parse(src, "root", &Limits::default()).expect("parses");
         let a = build_automaton(&g, &Limits::default()).expect("builds");
-        (structural_hashes(&a.fsm, &a.nullable, &|_, _| false), a)
+        let bounds = |r: RuleId| a.counted[r.index()].map(|c| (c.min, c.max));
+        let h = structural_hashes(&a.fsm, &a.nullable, &|_, _| false, &bounds);
+        (h, a)
     }
 
     fn rule_hash(src: &str, name: &str) -> u128 {

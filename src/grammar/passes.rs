@@ -229,7 +229,7 @@ pub fn nullable(g: &Grammar) -> Vec<bool> {
     }
 }
 
-fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
+pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
     match e {
         Expr::Empty => true,
         Expr::Literal(s) => s.is_empty(),

@@ -101,6 +101,8 @@ pub struct Vocab {
     sorted_bytes: Vec<u8>,
     /// `sorted_bytes[sorted_offsets[i]..sorted_offsets[i + 1]]` is entry `i`.
     sorted_offsets: Vec<u32>,
+    /// Longest text token, bytes.
+    max_len: usize,
     /// For each entry of `sorted`, the first later entry with a smaller `lcp` (or the length).
     lcp_drop: Vec<u32>,
     first_byte_start: Vec<u32>,
@@ -140,6 +142,7 @@ impl Vocab {
             lcp: Vec::new(),
             sorted_bytes: Vec::new(),
             sorted_offsets: Vec::new(),
+            max_len: 0,
             lcp_drop: Vec::new(),
             first_byte_start: Vec::new(),
             marked: Vec::new(),
@@ -198,6 +201,11 @@ impl Vocab {
             sorted_bytes.extend_from_slice(self.token_bytes(t));
             sorted_offsets.push(sorted_bytes.len() as u32);
         }
+        self.max_len = sorted_offsets
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .max()
+            .unwrap_or(0);
         self.sorted_bytes = sorted_bytes;
         self.sorted_offsets = sorted_offsets;
         self.sorted = sorted;
@@ -286,6 +294,11 @@ impl Vocab {
     #[inline]
     pub fn sorted_bytes(&self, i: usize) -> &[u8] {
         &self.sorted_bytes[self.sorted_offsets[i] as usize..self.sorted_offsets[i + 1] as usize]
+    }
+
+    /// Length in bytes of the longest text token.
+    pub fn max_token_len(&self) -> usize {
+        self.max_len
     }
 
     /// The entries of [`Vocab::sorted`] whose first byte is `b`: a contiguous run.
