@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::lookahead::Lookahead;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
 use super::repetition::{self, Counted};
-use crate::grammar::fsm::{CompactFsm, Dfa};
+use crate::grammar::fsm::{CompactFsm, DState, Dfa};
 use crate::grammar::hash::structural_hashes;
 use crate::grammar::{passes, Expr, Grammar, GrammarError};
 use crate::util::marker::MARKER_BYTE;
@@ -223,18 +223,20 @@ impl CompiledGrammar {
         }
     }
 
-    /// The mask of an item at `s` whose [`Self::count_class`] is `class` (0 for uncounted items).
-    pub fn item_mask(&self, s: StateId, class: u32) -> StateMask {
+    /// Calls `f` with the mask of an item at `s` whose [`Self::count_class`] is `class` (0 for
+    /// uncounted items, which borrow the per-state mask without copying it).
+    pub fn with_item_mask<R>(&self, s: StateId, class: u32, f: impl FnOnce(&StateMask) -> R) -> R {
         if class == 0 {
-            return self.state_mask(s).clone();
+            return f(self.state_mask(s));
         }
         let key = (s, class);
-        if let Some(m) = self.lock_counted().get(&key) {
-            return m.clone();
-        }
-        let m = self.compute_mask(s, class);
-        self.lock_counted().insert(key, m.clone());
-        m
+        let cached = self.lock_counted().get(&key).cloned();
+        let mask = cached.unwrap_or_else(|| {
+            let m = self.compute_mask(s, class);
+            self.lock_counted().insert(key, m.clone());
+            m
+        });
+        f(&mask)
     }
 
     fn lock_counted(&self) -> std::sync::MutexGuard<'_, HashMap<(StateId, u32), StateMask>> {
@@ -437,7 +439,7 @@ pub fn build_automaton_cached(
         let limit = limits.max_nfa_states_per_rule;
         let dfa = match (bounds, cache) {
             (Some(c), _) => Dfa {
-                states: vec![crate::grammar::fsm::DState {
+                states: vec![DState {
                     accept: true,
                     bytes: Vec::new(),
                     refs: vec![(c.body, 0)],

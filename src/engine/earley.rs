@@ -276,13 +276,14 @@ impl EarleyParser {
             if it.may_end(g) && it.origin as usize != k {
                 self.advance_callers(g, fsm.rule_of(it.state), it.origin as usize);
             }
-            if !it.may_call(g) {
+            let caller = fsm.rule_of(it.state);
+            let counted = g.counted(caller);
+            if counted.is_some_and(|c| !c.may_repeat(it.count)) {
                 continue;
             }
-            let caller = fsm.rule_of(it.state);
             // A counted rule's body is never nullable-skipped: its minimum is 0 when the body is
             // nullable, so an empty iteration adds nothing an uncounted item does not allow.
-            let counted = g.counted(caller).is_some();
+            let counted = counted.is_some();
             for &(r, t) in fsm.ref_edges(it.state) {
                 if !(self.isolated && g.is_opaque_call(caller, r)) {
                     self.add(Item::new(fsm.start(r), k as u32));

@@ -255,10 +255,14 @@ impl GrammarMatcher {
         let mut i = 0;
         while i < kernel.len() {
             let (s, origin, class) = kernel[i];
-            match g
-                .stand_ins(s)
-                .filter(|_| (origin as usize) < k && class == 0)
-            {
+            // Only items from before this position are decided by their callees' starts (and only
+            // for them is the stand-in list worth building).
+            let stand_ins = if (origin as usize) < k && class == 0 {
+                g.stand_ins(s)
+            } else {
+                None
+            };
+            match stand_ins {
                 Some(starts) => {
                     kernel.swap_remove(i);
                     kernel.extend(starts.iter().map(|&c| (c, k as u32, 0)));
@@ -276,37 +280,38 @@ impl GrammarMatcher {
         positions.clear();
         let mut lists = 0;
         for (i, &(s, class)) in states.iter().enumerate() {
-            let cached = g.item_mask(s, class);
-            cached.mask.or_into(mask.words_mut(), text, i == 0, words);
-            if !cached.mask.opaque().is_empty() {
-                positions.extend_from_slice(cached.mask.opaque());
-                lists += 1;
-            }
+            g.with_item_mask(s, class, |cached| {
+                cached.mask.or_into(mask.words_mut(), text, i == 0, words);
+                if !cached.mask.opaque().is_empty() {
+                    positions.extend_from_slice(cached.mask.opaque());
+                    lists += 1;
+                }
+            });
         }
         // Tokens the rule of a kernel item can end inside: the context must accept the rest.
+        let parser = &mut self.parser;
         for &(s, origin, class) in kernel.iter() {
-            let cached = g.item_mask(s, class);
-            if cached.uncertain.is_empty()
-                || !self
-                    .parser
-                    .push_completion(g, fsm.rule_of(s), origin as usize)
-            {
-                continue;
-            }
-            let completions = cached.mask.completions();
-            let kept = &cached.uncertain;
-            mask::walk_sorted(
-                g,
-                &mut self.parser,
-                kept.len(),
-                |i| &completions[kept[i] as usize].suffix[..],
-                |i| {
-                    for &t in completions[kept[i] as usize].tokens.iter() {
-                        mask.set(TokenId(t));
-                    }
-                },
-            );
-            self.parser.truncate(k + 1);
+            g.with_item_mask(s, class, |cached| {
+                if cached.uncertain.is_empty()
+                    || !parser.push_completion(g, fsm.rule_of(s), origin as usize)
+                {
+                    return;
+                }
+                let completions = cached.mask.completions();
+                let kept = &cached.uncertain;
+                mask::walk_sorted(
+                    g,
+                    parser,
+                    kept.len(),
+                    |i| &completions[kept[i] as usize].suffix[..],
+                    |i| {
+                        for &t in completions[kept[i] as usize].tokens.iter() {
+                            mask.set(TokenId(t));
+                        }
+                    },
+                );
+                parser.truncate(k + 1);
+            });
         }
         if lists > 1 {
             positions.sort_unstable();
