@@ -198,11 +198,13 @@ impl CompiledGrammar {
         match (&self.pool, &self.keys) {
             (Some(pool), Some(keys)) => {
                 let key = keys[s.index()] ^ u128::from(count).wrapping_mul(COUNT_KEY);
-                pool.get_or_compute(key, follow, || AdaptiveMask::compute(self, s, count))
+                pool.get_or_compute(key, &self.vocab, follow, || {
+                    AdaptiveMask::compute(self, s, count)
+                })
             }
             _ => {
                 let mask = Arc::new(AdaptiveMask::compute(self, s, count));
-                let uncertain = mask.uncertain_for(follow);
+                let uncertain = mask.uncertain_for(&self.vocab, follow);
                 StateMask { mask, uncertain }
             }
         }

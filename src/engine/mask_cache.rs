@@ -1,7 +1,7 @@
 //! The adaptive token-mask cache: per automaton state, which tokens the state decides by itself.
 //!
 //! Take an Earley item at state `s` of rule `R` and parse every vocabulary token from it *out of
-//! context* ([`EarleyParser::isolated`]): `R`'s own states and everything `R` calls are parsed
+//! context* ([`super::earley::EarleyParser::isolated`]): `R`'s own states and everything `R` calls are parsed
 //! exactly, but what comes after `R` ends is unknown. Each token falls in one of three classes:
 //!
 //! - **accepted**: the whole token is consumed without `R` ending first. Then the token is allowed
@@ -26,9 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::compiler::CompiledGrammar;
-use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
+use super::set_walk::SetWalk;
 use crate::util::StateId;
+use crate::vocab::Vocab;
 
 /// Accepted tokens of one state, in whichever form is smallest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,34 +43,91 @@ pub enum TokenSet {
     Bitset(Box<[u32]>),
 }
 
-/// Uncertain tokens that share what is left of them after the state's rule ends: the context must
-/// accept `suffix` for any of `tokens` to be allowed this way.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Completion {
-    /// The rest of the token after the point where the rule can end (never empty).
-    pub suffix: Box<[u8]>,
-    /// Token ids with a rule end right before this suffix.
-    pub tokens: Box<[u32]>,
+/// Tokens of `Vocab::sorted` positions `from..to` (sharing their first `at + 1` bytes) in which
+/// the state's rule can end after `at` bytes: what is left of each, from byte `at` on, must be
+/// accepted by the context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EndRange {
+    from: u32,
+    to: u32,
+    at: u32,
 }
 
-/// What the out-of-context walk knows about the set after some bytes of the current token.
-#[derive(Debug, Clone, Copy, Default)]
-struct Depth {
-    /// The isolated item's rule can end here.
-    may_end: bool,
-    /// An opaque call could start here.
-    opaque: bool,
-    /// The bytes this set can scan, once a byte was refused here (siblings are then refused
-    /// without a parse step).
-    refusable: Option<ByteSet>,
+/// The uncertain tokens of a state under one grammar's follow bytes, grouped by what is left of
+/// them after the state's rule ends (the suffix, never empty) and sorted by it: the context must
+/// accept a group's suffix for its tokens to be allowed this way. Stored flat (one byte arena, one
+/// token array) so that a large list costs three allocations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Uncertain {
+    bytes: Box<[u8]>,
+    /// Per group: end of its suffix in `bytes`, end of its tokens in `tokens`.
+    ends: Box<[(u32, u32)]>,
+    tokens: Box<[u32]>,
+}
+
+impl Uncertain {
+    /// Groups `entries` (suffix, token) by suffix.
+    fn build(mut entries: Vec<(&[u8], u32)>) -> Uncertain {
+        // Entries come in runs already sorted (one per end range), which a stable sort merges.
+        entries.sort();
+        entries.dedup();
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        let mut tokens = Vec::with_capacity(entries.len());
+        for (k, &(suffix, token)) in entries.iter().enumerate() {
+            if k == 0 || entries[k - 1].0 != suffix {
+                if k > 0 {
+                    ends.push((bytes.len() as u32, tokens.len() as u32));
+                }
+                bytes.extend_from_slice(suffix);
+            }
+            tokens.push(token);
+        }
+        if !entries.is_empty() {
+            ends.push((bytes.len() as u32, tokens.len() as u32));
+        }
+        Uncertain {
+            bytes: bytes.into(),
+            ends: ends.into(),
+            tokens: tokens.into(),
+        }
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// What group `i` leaves after the rule ends.
+    pub fn suffix(&self, i: usize) -> &[u8] {
+        let lo = if i == 0 { 0 } else { self.ends[i - 1].0 };
+        &self.bytes[lo as usize..self.ends[i].0 as usize]
+    }
+
+    /// The token ids of group `i`.
+    pub fn tokens(&self, i: usize) -> &[u32] {
+        let lo = if i == 0 { 0 } else { self.ends[i - 1].1 };
+        &self.tokens[lo as usize..self.ends[i].1 as usize]
+    }
+
+    /// Heap bytes held.
+    fn heap_bytes(&self) -> usize {
+        self.bytes.len() + self.ends.len() * 8 + self.tokens.len() * 4
+    }
 }
 
 /// What one state decides about every text token, before the follow-byte filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdaptiveMask {
     accepted: TokenSet,
-    /// Uncertain because the rule can end inside the token; sorted by suffix.
-    completions: Box<[Completion]>,
+    /// Uncertain because the rule can end inside the token (filtered by follow bytes into an
+    /// [`Uncertain`] per grammar).
+    ends: Box<[EndRange]>,
     /// Uncertain because an opaque call (a TagDispatch switching to a tag) could take the rest of
     /// the token: positions in `Vocab::sorted`, increasing. Decided by a full parse.
     opaque: Box<[u32]>,
@@ -83,14 +141,11 @@ impl AdaptiveMask {
         let sorted = vocab.sorted();
         let lcp = vocab.sorted_lcp();
         let token_at = |i: usize| vocab.sorted_bytes(i);
-        let mut parser = EarleyParser::isolated(g, state, count);
-        let first = parser.next_bytes(g);
-        let base = parser.num_sets();
+        let mut walk = SetWalk::new(g, state, count);
+        let first = walk.first_bytes();
         let mut accepted: Vec<u32> = Vec::new();
-        let mut ends_before: Vec<(&[u8], u32)> = Vec::new();
+        let mut ends: Vec<EndRange> = Vec::new();
         let mut opaque: Vec<u32> = Vec::new();
-        // depths[d]: the set after the first d bytes of the current token.
-        let mut depths: Vec<Depth> = vec![Depth::default()];
         for b in 0..=255u8 {
             if !has_byte(&first, b) {
                 continue;
@@ -105,28 +160,15 @@ impl AdaptiveMask {
                 } else {
                     depth.min(lcp[i] as usize)
                 };
-                parser.truncate(base + keep);
-                depths.truncate(keep + 1);
+                walk.truncate(keep);
                 depth = keep;
                 let mut refused_at = None;
                 while depth < bytes.len() {
-                    let byte = bytes[depth];
-                    let here = &mut depths[depth];
-                    let known_bad = here.refusable.is_some_and(|set| !has_byte(&set, byte));
-                    if known_bad || !parser.push_byte(g, byte) {
-                        if here.refusable.is_none() {
-                            here.refusable = Some(parser.next_bytes(g));
-                        }
+                    if !walk.step(bytes, depth) {
                         refused_at = Some(depth);
                         break;
                     }
                     depth += 1;
-                    let (may_end, opaque) = parser.unknown_continuations(g);
-                    depths.push(Depth {
-                        may_end,
-                        opaque,
-                        refusable: None,
-                    });
                 }
                 let Some(d) = refused_at else {
                     accepted.push(sorted[i].0);
@@ -135,37 +177,19 @@ impl AdaptiveMask {
                 };
                 // Every following token sharing the first d + 1 bytes is refused at d the same way.
                 let end = vocab.skip_sharing(i + 1, d);
-                let points = &depths[1..=d];
-                if points.iter().any(|p| p.may_end) {
-                    for (p, token) in sorted.iter().enumerate().take(end).skip(i) {
-                        let t = token_at(p);
-                        for (j, _) in points.iter().enumerate().filter(|(_, e)| e.may_end) {
-                            ends_before.push((&t[j + 1..], token.0));
-                        }
-                    }
+                for at in (1..=d).filter(|&j| walk.point(j).may_end) {
+                    ends.push(EndRange {
+                        from: i as u32,
+                        to: end as u32,
+                        at: at as u32,
+                    });
                 }
-                if points.iter().any(|p| p.opaque) {
+                if (1..=d).any(|j| walk.point(j).opaque) {
                     opaque.extend((i..end).map(|p| p as u32));
                 }
                 i = end;
             }
-            parser.truncate(base);
-        }
-        ends_before.sort_unstable();
-        ends_before.dedup();
-        let mut completions: Vec<Completion> = Vec::new();
-        let mut k = 0;
-        while k < ends_before.len() {
-            let suffix = ends_before[k].0;
-            let n = ends_before[k..]
-                .iter()
-                .take_while(|e| e.0 == suffix)
-                .count();
-            completions.push(Completion {
-                suffix: suffix.into(),
-                tokens: ends_before[k..k + n].iter().map(|e| e.1).collect(),
-            });
-            k += n;
+            walk.truncate(0);
         }
         let words = vocab.size().div_ceil(32);
         let accepted_count = accepted.len();
@@ -192,14 +216,9 @@ impl AdaptiveMask {
         };
         AdaptiveMask {
             accepted,
-            completions: completions.into(),
+            ends: ends.into(),
             opaque: opaque.into(),
         }
-    }
-
-    /// Uncertain tokens grouped by what is left after the rule ends, sorted by that suffix.
-    pub fn completions(&self) -> &[Completion] {
-        &self.completions
     }
 
     /// Uncertain tokens behind opaque calls (positions in `Vocab::sorted`, increasing).
@@ -212,23 +231,24 @@ impl AdaptiveMask {
         let set = match &self.accepted {
             TokenSet::Accepted(v) | TokenSet::Rejected(v) | TokenSet::Bitset(v) => v.len() * 4,
         };
-        let completions: usize = self
-            .completions
-            .iter()
-            .map(|c| c.suffix.len() + c.tokens.len() * 4 + 32)
-            .sum();
-        set + completions + self.opaque.len() * 4 + std::mem::size_of::<Self>()
+        set + self.ends.len() * 12 + self.opaque.len() * 4 + std::mem::size_of::<Self>()
     }
 
-    /// Indices into [`AdaptiveMask::completions`] whose suffix starts with a byte of `follow` (the
-    /// others can never be accepted).
-    pub fn uncertain_for(&self, follow: &ByteSet) -> Arc<[u32]> {
-        self.completions
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| has_byte(follow, c.suffix[0]))
-            .map(|(i, _)| i as u32)
-            .collect()
+    /// The tokens the rule can end inside whose rest starts with a byte of `follow` (the others
+    /// can never be accepted), grouped by that rest.
+    pub fn uncertain_for(&self, vocab: &Vocab, follow: &ByteSet) -> Arc<Uncertain> {
+        let sorted = vocab.sorted();
+        let mut entries: Vec<(&[u8], u32)> = Vec::new();
+        for r in self.ends.iter() {
+            let (from, to) = (r.from as usize, r.to as usize);
+            for (p, token) in sorted.iter().enumerate().take(to).skip(from) {
+                let rest = &vocab.sorted_bytes(p)[r.at as usize..];
+                if has_byte(follow, rest[0]) {
+                    entries.push((rest, token.0));
+                }
+            }
+        }
+        Arc::new(Uncertain::build(entries))
     }
 
     /// ORs the accepted set into `mask`. `text` is the vocabulary's text-token bitmask; `empty` says
@@ -277,8 +297,8 @@ impl AdaptiveMask {
 pub struct StateMask {
     /// Accepted / uncertain split, shared across grammars.
     pub mask: Arc<AdaptiveMask>,
-    /// Indices of the mask's completions that this grammar's follow bytes keep.
-    pub uncertain: Arc<[u32]>,
+    /// The uncertain tokens this grammar's follow bytes keep.
+    pub uncertain: Arc<Uncertain>,
 }
 
 /// Counters of a [`MaskPool`].
@@ -301,7 +321,7 @@ pub struct PoolStats {
 #[derive(Debug)]
 struct PoolEntry {
     mask: Arc<AdaptiveMask>,
-    filtered: Vec<(ByteSet, Arc<[u32]>)>,
+    filtered: Vec<(ByteSet, Arc<Uncertain>)>,
     used: u64,
     bytes: usize,
 }
@@ -347,6 +367,7 @@ impl MaskPool {
     pub fn get_or_compute(
         &self,
         key: u128,
+        vocab: &Vocab,
         follow: &ByteSet,
         compute: impl FnOnce() -> AdaptiveMask,
     ) -> StateMask {
@@ -364,8 +385,8 @@ impl MaskPool {
                     };
                 }
                 self.partial.fetch_add(1, Ordering::Relaxed);
-                let uncertain = e.mask.uncertain_for(follow);
-                let added = uncertain.len() * 4 + 48;
+                let uncertain = e.mask.uncertain_for(vocab, follow);
+                let added = uncertain.heap_bytes() + 64;
                 e.filtered.push((*follow, Arc::clone(&uncertain)));
                 e.bytes += added;
                 let mask = Arc::clone(&e.mask);
@@ -376,8 +397,8 @@ impl MaskPool {
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         let mask = Arc::new(compute());
-        let uncertain = mask.uncertain_for(follow);
-        let bytes = mask.bytes() + uncertain.len() * 4 + 96;
+        let uncertain = mask.uncertain_for(vocab, follow);
+        let bytes = mask.bytes() + uncertain.heap_bytes() + 112;
         let mut inner = self.lock();
         inner.tick += 1;
         let used = inner.tick;

@@ -297,15 +297,14 @@ impl GrammarMatcher {
                 {
                     return;
                 }
-                let completions = cached.mask.completions();
-                let kept = &cached.uncertain;
+                let uncertain = &cached.uncertain;
                 mask::walk_sorted(
                     g,
                     parser,
-                    kept.len(),
-                    |i| &completions[kept[i] as usize].suffix[..],
+                    uncertain.len(),
+                    |i| uncertain.suffix(i),
                     |i| {
-                        for &t in completions[kept[i] as usize].tokens.iter() {
+                        for &t in uncertain.tokens(i) {
                             mask.set(TokenId(t));
                         }
                     },

@@ -9,6 +9,7 @@
 //! - [`mask`]: the token-mask walk over the vocabulary's sorted order with prefix-trie skipping.
 //! - [`mask_cache`]: the adaptive accepted / rejected / uncertain split per state and the
 //!   cross-grammar pool that shares it.
+//! - [`set_walk`]: the mask cache's out-of-context token walk, memoized over canonical Earley sets.
 //! - [`repetition`]: large `{min,max}` repetitions as counted rules (a run-time iteration count).
 //! - [`matcher`]: [`GrammarMatcher`], the per-sequence state and its public API.
 //! - [`batch`]: masks of many sequences filled in parallel with rayon.
@@ -23,6 +24,7 @@ pub mod mask;
 pub mod mask_cache;
 pub mod matcher;
 pub mod repetition;
+pub mod set_walk;
 
 pub use compiler::{
     build_automaton, compile, Automaton, CompileOptions, CompiledGrammar, GrammarCompiler,

@@ -1,0 +1,244 @@
+//! The out-of-context token walk of the mask cache, memoized as a lazy DFA over Earley sets.
+//!
+//! [`super::mask_cache::AdaptiveMask::compute`] parses every vocabulary token from one item
+//! ([`EarleyParser::isolated`]), walking the sorted vocabulary so that a shared prefix is parsed
+//! once. Most of that work repeats: in free text, inside a JSON string or in whitespace the item set
+//! after one more byte is the set before it. [`SetWalk`] gives every set a canonical id — its items
+//! with each origin replaced by the id of the set it points to (the context set and the set itself
+//! get fixed markers) — so two sets with one id have the same future, byte for byte. A transition
+//! `(id, byte) → id` is parsed once and then read from a table; the parser is brought up to the
+//! current position (replaying the token's bytes) only when a transition is new.
+//!
+//! Invariants: `path[d]` is the node after the first `d` bytes of the current token; the parser holds
+//! the sets of `path[..=synced]` (set `1 + d` is depth `d`; set 0 is the empty context stand-in).
+//! After [`MAX_NODES`] ids the walk stops interning and parses every byte (exact, only slower).
+
+use std::collections::HashMap;
+
+use super::compiler::CompiledGrammar;
+use super::earley::EarleyParser;
+use super::lookahead::{has_byte, ByteSet};
+use crate::util::StateId;
+
+/// Most canonical sets one walk numbers (each holds a 1 KiB transition row).
+const MAX_NODES: usize = 4096;
+/// Steps after which a walk turns memoization on.
+const MEMO_STEPS: usize = 4096;
+/// Parses after which a walk whose steps are mostly parses stops numbering new sets.
+const MEMO_TRIAL: usize = 4096;
+/// Transition not parsed yet.
+const UNKNOWN: u32 = u32::MAX;
+/// Transition refused.
+const DEAD: u32 = u32::MAX - 1;
+/// A set past [`MAX_NODES`]: no id, no memo.
+const NONE: u32 = u32::MAX - 2;
+/// Canonical origin of an item that started in the unknown context (set 0).
+const CONTEXT: u32 = u32::MAX - 3;
+/// Canonical origin of an item predicted in its own set.
+const SELF: u32 = u32::MAX - 4;
+
+/// What the walk knows after some bytes of a token.
+#[derive(Debug, Clone, Copy)]
+pub struct Point {
+    node: u32,
+    /// The isolated item's rule can end here.
+    pub may_end: bool,
+    /// An opaque call could start here.
+    pub opaque: bool,
+    /// For a set without an id, once a byte was refused here: the bytes it can scan (siblings are
+    /// then refused without a parse step).
+    refusable: Option<ByteSet>,
+}
+
+/// The memoized isolated parse of one item (see the module docs).
+pub struct SetWalk<'g> {
+    g: &'g CompiledGrammar,
+    parser: EarleyParser,
+    ids: HashMap<Vec<(u32, u32, u32)>, u32>,
+    flags: Vec<(bool, bool)>,
+    next: Vec<u32>,
+    path: Vec<Point>,
+    synced: usize,
+    key: Vec<(u32, u32, u32)>,
+    max_nodes: usize,
+    memo_tried: bool,
+    steps: usize,
+    parses: usize,
+}
+
+/// Parser sets before depth 0 (the empty context set).
+const BASE: usize = 1;
+
+impl<'g> SetWalk<'g> {
+    /// A walk from `state` (with `count` completed iterations when it is a counted rule's). It
+    /// starts unmemoized (numbering a set costs more than parsing a byte, so it only pays when
+    /// the walk is long) and turns memoization on after
+    /// [`MEMO_STEPS`] steps.
+    pub fn new(g: &'g CompiledGrammar, state: StateId, count: u32) -> SetWalk<'g> {
+        let parser = EarleyParser::isolated(g, state, count);
+        let mut walk = SetWalk {
+            g,
+            parser,
+            ids: HashMap::new(),
+            flags: Vec::new(),
+            next: Vec::new(),
+            path: Vec::new(),
+            synced: 0,
+            key: Vec::new(),
+            max_nodes: 0,
+            memo_tried: false,
+            steps: 0,
+            parses: 0,
+        };
+        let start = walk.intern();
+        walk.path.push(start);
+        walk
+    }
+
+    /// The bytes the item can scan first.
+    pub fn first_bytes(&self) -> ByteSet {
+        self.parser.next_bytes(self.g)
+    }
+
+    /// Forgets everything after the first `depth` bytes of the current token.
+    #[inline]
+    pub fn truncate(&mut self, depth: usize) {
+        self.path.truncate(depth + 1);
+        self.synced = self.synced.min(depth);
+    }
+
+    /// Turns memoization on at `depth` of `bytes`: the sets of the path so far are parsed again
+    /// and numbered.
+    #[cold]
+    fn start_memo(&mut self, bytes: &[u8], depth: usize) {
+        self.memo_tried = true;
+        self.max_nodes = MAX_NODES;
+        self.parses = 0;
+        self.steps = 0;
+        self.parser.truncate(BASE + 1);
+        self.path[0] = self.intern();
+        for (d, &b) in bytes[..depth].iter().enumerate() {
+            let replayed = self.parser.push_byte(self.g, b);
+            debug_assert!(replayed, "a byte of the path is refused on replay");
+            self.path[d + 1] = self.intern();
+        }
+        self.synced = depth;
+    }
+
+    /// What is known after the first `d` bytes of the current token (`d <= ` the depth reached).
+    #[inline]
+    pub fn point(&self, d: usize) -> &Point {
+        &self.path[d]
+    }
+
+    /// Scans `bytes[depth]` after `bytes[..depth]` (the walk must be at `depth`); `false` when
+    /// refused.
+    #[inline]
+    pub fn step(&mut self, bytes: &[u8], depth: usize) -> bool {
+        debug_assert_eq!(self.path.len(), depth + 1);
+        self.steps += 1;
+        if self.steps > MEMO_STEPS && !self.memo_tried {
+            self.start_memo(bytes, depth);
+        }
+        let node = self.path[depth].node;
+        let slot = node as usize * 256 + bytes[depth] as usize;
+        if let Some(set) = &self.path[depth].refusable {
+            if !has_byte(set, bytes[depth]) {
+                return false;
+            }
+        }
+        if node != NONE {
+            match self.next[slot] {
+                DEAD => return false,
+                UNKNOWN => {}
+                t => {
+                    let (may_end, opaque) = self.flags[t as usize];
+                    self.path.push(Point {
+                        node: t,
+                        may_end,
+                        opaque,
+                        refusable: None,
+                    });
+                    return true;
+                }
+            }
+        }
+        let parsed = self.parse(bytes, depth);
+        if node != NONE {
+            self.next[slot] =
+                parsed.map_or(DEAD, |p| if p.node == NONE { UNKNOWN } else { p.node });
+        }
+        match parsed {
+            Some(p) => {
+                self.path.push(p);
+                true
+            }
+            None => {
+                if node == NONE {
+                    self.path[depth].refusable = Some(self.parser.next_bytes(self.g));
+                }
+                false
+            }
+        }
+    }
+
+    /// Parses `bytes[depth]` for real, replaying the token's bytes since the last synced depth.
+    #[cold]
+    fn parse(&mut self, bytes: &[u8], depth: usize) -> Option<Point> {
+        self.parses += 1;
+        if self.parses == MEMO_TRIAL && self.parses * 4 > self.steps {
+            // Sets rarely repeat here: numbering them costs more than it saves.
+            self.max_nodes = 0;
+        }
+        self.parser.truncate(BASE + 1 + self.synced);
+        for &b in &bytes[self.synced..depth] {
+            let replayed = self.parser.push_byte(self.g, b);
+            debug_assert!(replayed, "a memoized byte is refused on replay");
+        }
+        self.synced = depth;
+        if !self.parser.push_byte(self.g, bytes[depth]) {
+            return None;
+        }
+        self.synced = depth + 1;
+        Some(self.intern())
+    }
+
+    /// The canonical id of the parser's last set (numbering it if new), with its flags.
+    fn intern(&mut self) -> Point {
+        let (may_end, opaque) = self.parser.unknown_continuations(self.g);
+        let k = self.parser.num_sets() - 1;
+        let mut node = NONE;
+        if self.next.len() / 256 < self.max_nodes {
+            self.key.clear();
+            let mut complete = true;
+            for it in self.parser.current() {
+                let origin = match it.origin as usize {
+                    0 => CONTEXT,
+                    o if o == k => SELF,
+                    o => self.path[o - BASE].node,
+                };
+                complete &= origin != NONE;
+                self.key.push((it.state.0, it.count, origin));
+            }
+            if complete {
+                self.key.sort_unstable();
+                node = match self.ids.get(&self.key) {
+                    Some(&id) => id,
+                    None => {
+                        let id = (self.next.len() / 256) as u32;
+                        self.ids.insert(self.key.clone(), id);
+                        self.flags.push((may_end, opaque));
+                        self.next.resize(self.next.len() + 256, UNKNOWN);
+                        id
+                    }
+                };
+            }
+        }
+        Point {
+            node,
+            may_end,
+            opaque,
+            refusable: None,
+        }
+    }
+}
