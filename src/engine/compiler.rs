@@ -435,10 +435,18 @@ pub fn build_automaton_cached(
             (grammar, vec![None; n])
         }
     };
-    let mut dfas = Vec::with_capacity(grammar.rules().len());
-    let mut total = 0usize;
-    for (rule, bounds) in grammar.rules().iter().zip(&counted) {
-        let limit = limits.max_nfa_states_per_rule;
+    let pinned: Vec<bool> = counted.iter().map(Option::is_some).collect();
+    let inlined = passes::tail_inlined(&grammar, &pinned);
+    let limit = limits.max_nfa_states_per_rule;
+    let mut dfas: Vec<Option<Dfa>> = vec![None; grammar.rules().len()];
+    for (i, (rule, bounds)) in grammar.rules().iter().zip(&counted).enumerate() {
+        if inlined[i] {
+            continue;
+        }
+        let this = RuleId(i as u32);
+        let mut tail_calls = false;
+        rule.body
+            .for_each_ref(&mut |r| tail_calls |= inlined[r.index()] || r == this);
         let dfa = match (bounds, cache) {
             (Some(c), _) => Dfa {
                 states: vec![DState {
@@ -447,17 +455,53 @@ pub fn build_automaton_cached(
                     refs: vec![(c.body, 0)],
                 }],
             },
+            _ if tail_calls => Dfa::from_expr_inlining(
+                &rule.body,
+                this,
+                &rule.name,
+                limit,
+                inlined.clone(),
+                |r| &grammar.rule(r).body,
+            )?,
             (None, Some(c)) => c.dfa(&rule.body, &rule.name, limit)?,
             (None, None) => Dfa::from_expr(&rule.body, &rule.name, limit)?,
         };
-        total += dfa.states.len();
-        if total > limits.max_fsm_states {
-            return Err(GrammarError::TooManyStates {
-                given: total,
-                limit: limits.max_fsm_states,
-            });
+        dfas[i] = Some(dfa);
+    }
+    // An inlined rule's own automaton is needed only if something still calls it, which the tail
+    // analysis rules out; built (inlining its own tail calls) if it happens all the same. Unused
+    // ones get a dead state and are trimmed.
+    let mut called = vec![false; dfas.len()];
+    for d in dfas.iter().flatten() {
+        for st in &d.states {
+            for &(r, _) in &st.refs {
+                called[r.index()] = true;
+            }
         }
-        dfas.push(dfa);
+    }
+    let dfas: Vec<Dfa> = dfas
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| match d {
+            Some(d) => Ok(d),
+            None if called[i] => {
+                let this = RuleId(i as u32);
+                let rule = grammar.rule(this);
+                Dfa::from_expr_inlining(&rule.body, this, &rule.name, limit, inlined.clone(), |r| {
+                    &grammar.rule(r).body
+                })
+            }
+            None => Ok(Dfa {
+                states: vec![DState::default()],
+            }),
+        })
+        .collect::<Result<_, _>>()?;
+    let total: usize = dfas.iter().map(|d| d.states.len()).sum();
+    if total > limits.max_fsm_states {
+        return Err(GrammarError::TooManyStates {
+            given: total,
+            limit: limits.max_fsm_states,
+        });
     }
     let productive = productive_rules(&dfas, &counted);
     let root = grammar.root();

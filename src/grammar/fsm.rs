@@ -55,6 +55,16 @@ struct Nfa {
     bytes: Vec<Vec<(u8, u8, u32)>>,
     refs: Vec<Vec<(RuleId, u32)>>,
     limit: usize,
+    tails: Option<Tails>,
+}
+
+/// Tail calls built into the caller's automaton: a reference to an inlined rule right before the
+/// end of the rule being built jumps to that rule's body (built once, ending at the same end).
+struct Tails {
+    end: u32,
+    inline: Vec<bool>,
+    entries: HashMap<RuleId, u32>,
+    pending: Vec<(RuleId, u32)>,
 }
 
 /// The UTF-8 byte-range sequences of the code points `class` matches.
@@ -123,7 +133,33 @@ impl Nfa {
             }
             Expr::Tokens(set) => self.build_tokens(set, from, to)?,
             Expr::Dispatch(d) => self.build_dispatch(d, from, to)?,
-            Expr::Ref(r) => self.refs[from as usize].push((*r, to)),
+            Expr::Ref(r) => {
+                let entry = match &self.tails {
+                    Some(t)
+                        if to == t.end
+                            && (t.inline.get(r.index()) == Some(&true)
+                                || t.entries.contains_key(r)) =>
+                    {
+                        t.entries.get(r).copied()
+                    }
+                    _ => {
+                        self.refs[from as usize].push((*r, to));
+                        return Ok(());
+                    }
+                };
+                let entry = match entry {
+                    Some(e) => e,
+                    None => {
+                        let e = self.add()?;
+                        if let Some(t) = &mut self.tails {
+                            t.entries.insert(*r, e);
+                            t.pending.push((*r, e));
+                        }
+                        e
+                    }
+                };
+                self.eps[from as usize].push(entry);
+            }
             Expr::Seq(items) => {
                 let mut cur = from;
                 for (i, item) in items.iter().enumerate() {
@@ -297,6 +333,43 @@ impl Dfa {
         let start = nfa.add().map_err(too_large)?;
         let end = nfa.add().map_err(too_large)?;
         nfa.build(body, start, end).map_err(too_large)?;
+        let dfa = determinize(&nfa, start, end, limit).map_err(too_large)?;
+        Ok(dfa.minimize())
+    }
+
+    /// [`Dfa::from_expr`] for rule `this` with tail calls inlined: a reference to `this` or to a
+    /// rule `r` with `inline[r]`, in tail position (nothing follows it in the rule), becomes a jump
+    /// to the start or into `r`'s body (`body_of(r)`), whose own tail calls are inlined the same
+    /// way. A right-recursive group of rules (one rule per state of some automaton) thus becomes one
+    /// DFA instead of a chain of calls the Earley parser would nest one level per byte.
+    pub fn from_expr_inlining<'a>(
+        body: &'a Expr,
+        this: RuleId,
+        rule: &str,
+        limit: usize,
+        inline: Vec<bool>,
+        body_of: impl Fn(RuleId) -> &'a Expr,
+    ) -> Result<Dfa, GrammarError> {
+        let too_large = |_| GrammarError::RuleTooLarge {
+            rule: rule.to_string(),
+            limit,
+        };
+        let mut nfa = Nfa {
+            limit,
+            ..Default::default()
+        };
+        let start = nfa.add().map_err(too_large)?;
+        let end = nfa.add().map_err(too_large)?;
+        nfa.tails = Some(Tails {
+            end,
+            inline,
+            entries: HashMap::from([(this, start)]),
+            pending: Vec::new(),
+        });
+        nfa.build(body, start, end).map_err(too_large)?;
+        while let Some((r, entry)) = nfa.tails.as_mut().and_then(|t| t.pending.pop()) {
+            nfa.build(body_of(r), entry, end).map_err(too_large)?;
+        }
         let dfa = determinize(&nfa, start, end, limit).map_err(too_large)?;
         Ok(dfa.minimize())
     }

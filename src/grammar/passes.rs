@@ -8,7 +8,8 @@
 //! 3. [`normalize`] again, since inlining can create new adjacent literals.
 //! 4. [`remove_unreachable`]: drop rules the root cannot reach, renumbering the rest in order.
 //!
-//! [`nullable`] computes which rules derive the empty string (a fixpoint over the rule table).
+//! [`nullable`] computes which rules derive the empty string (a fixpoint over the rule table);
+//! [`tail_inlined`] finds the right-recursive rules that can live inside their callers' automata.
 
 use std::collections::HashSet;
 
@@ -243,6 +244,76 @@ pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
     }
 }
 
+/// Rules to build into their callers' automata: those referenced only in tail position (nothing
+/// after the reference in the caller's body) — never from the root position, a TagDispatch, a
+/// repetition or a rule in `pinned` — without a lookahead, and that reach a cycle of tail calls
+/// (a rule's tail calls to itself are jumps to its start, so the cycle closes in one automaton). A right-recursive group (one rule per state of some automaton, as the string algebra
+/// writes them) thus becomes part of one DFA ([`crate::grammar::fsm::Dfa::from_expr_inlining`])
+/// instead of a call nested one level deeper per byte; acyclic tail calls stay calls (they nest
+/// a bounded number of levels and keep their automata shared). `pinned[r]` marks rules whose
+/// automaton is built some other way: their references count as non-tail, and they stay rules.
+pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
+    fn visit(e: &Expr, tail: bool, tails: &mut Vec<RuleId>, others: &mut [u32]) {
+        match e {
+            Expr::Ref(r) if tail => tails.push(*r),
+            Expr::Seq(items) => {
+                let last = items.len().saturating_sub(1);
+                for (i, item) in items.iter().enumerate() {
+                    visit(item, tail && i == last, tails, others);
+                }
+            }
+            Expr::Alt(items) => {
+                for item in items {
+                    visit(item, tail, tails, others);
+                }
+            }
+            other => other.for_each_ref(&mut |r| others[r.index()] += 1),
+        }
+    }
+    let n = g.rules().len();
+    let mut edges: Vec<Vec<RuleId>> = vec![Vec::new(); n];
+    let mut others = vec![0u32; n];
+    others[g.root().index()] += 1;
+    for (i, rule) in g.rules().iter().enumerate() {
+        if pinned[i] {
+            rule.body.for_each_ref(&mut |r| others[r.index()] += 1);
+        } else {
+            visit(&rule.body, true, &mut edges[i], &mut others);
+        }
+        if let Some(la) = &rule.lookahead {
+            la.for_each_ref(&mut |r| others[r.index()] += 1);
+        }
+    }
+    let mut tail_called = vec![false; n];
+    for r in edges.iter().flatten() {
+        tail_called[r.index()] = true;
+    }
+    let candidate: Vec<bool> = (0..n)
+        .map(|i| !pinned[i] && tail_called[i] && others[i] == 0 && g.rules()[i].lookahead.is_none())
+        .collect();
+    // Peel rules with no tail call left; what survives reaches a cycle of tail calls.
+    let mut out = vec![0u32; n];
+    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, targets) in edges.iter().enumerate() {
+        for r in targets {
+            out[i] += 1;
+            callers[r.index()].push(i);
+        }
+    }
+    let mut alive = vec![true; n];
+    let mut stack: Vec<usize> = (0..n).filter(|&i| out[i] == 0).collect();
+    while let Some(i) = stack.pop() {
+        alive[i] = false;
+        for &c in &callers[i] {
+            out[c] -= 1;
+            if out[c] == 0 {
+                stack.push(c);
+            }
+        }
+    }
+    (0..n).map(|i| candidate[i] && alive[i]).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,5 +346,25 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(nullable(&g), vec![true, true, true, false]);
+    }
+
+    #[test]
+    fn tail_inlining_takes_right_recursive_groups_only() {
+        let src = "root ::= \"[\" s \"]\" v\ns ::= [a-z] s | \"\\\\\" e | \"\"\ne ::= \"n\" s\nv ::= \"{\" w \"}\"\nw ::= \"x\" | \"y\"\n";
+        let g = ebnf::parse(src, "root", &Limits::default()).expect("test grammar parses");
+        let names: Vec<String> = g.rules().iter().map(|r| r.name.clone()).collect();
+        let pinned = vec![false; names.len()];
+        let inlined: Vec<&str> = tail_inlined(&g, &pinned)
+            .iter()
+            .zip(&names)
+            .filter(|(&i, _)| i)
+            .map(|(_, n)| n.as_str())
+            .collect();
+        // `s` is also called from `root` before "]", so it stays a rule (its tail calls to itself
+        // become loops); `e` is only called last and on a cycle; `w` is not called last.
+        assert_eq!(inlined, ["e"]);
+        let mut all = vec![false; names.len()];
+        all[g.rule_id("e").expect("rule e").index()] = true;
+        assert_eq!(tail_inlined(&g, &all), vec![false; names.len()]);
     }
 }
