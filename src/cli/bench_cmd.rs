@@ -52,7 +52,7 @@ pub struct BenchCmd {
     #[arg(long, value_name = "ID")]
     stop_token: Option<u32>,
     /// structgen: masks computed at compile time, `K` most expensive states or `all`.
-    #[arg(long, value_name = "K|all", default_value = "8")]
+    #[arg(long, value_name = "K|all", default_value = "16")]
     jit_precompute: String,
     /// structgen: no mask sharing between the grammars of a file.
     #[arg(long)]

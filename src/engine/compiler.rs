@@ -60,13 +60,18 @@ pub struct CompileOptions {
 /// Mixes an iteration count into a counted state's pool key.
 const COUNT_KEY: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835;
 
+/// Default number of masks [`Precompute::Top`] computes at compile time: a tool-calling grammar's
+/// whole-vocabulary states (free text before a call, whitespace, string contents) fit in it, and
+/// once in the shared pool they cost a lookup each.
+pub const DEFAULT_PRECOMPUTE: usize = 16;
+
 /// Default [`CompileOptions::repetition_threshold`].
 pub const REPETITION_THRESHOLD: u32 = 128;
 
 impl Default for CompileOptions {
     fn default() -> Self {
         CompileOptions {
-            precompute: Precompute::Top(8),
+            precompute: Precompute::Top(DEFAULT_PRECOMPUTE),
             cross_grammar_cache: true,
             pool_bytes: 1 << 30,
             grammar_cache_entries: 256,
@@ -329,17 +334,27 @@ impl CompiledGrammar {
 
     /// Computes the masks `precompute` asks for now.
     fn precompute(&self, precompute: Precompute) {
+        if precompute == Precompute::Top(0) {
+            return;
+        }
         let mut states = self.consulted_states();
         if let Precompute::Top(n) = precompute {
             let cost = |s: StateId| -> usize {
-                let first = self.lookahead.first(s);
-                (0..=255u8)
-                    .filter(|&b| super::lookahead::has_byte(first, b))
-                    .map(|b| self.vocab.first_byte_run(b).len())
-                    .sum()
+                let mut total = 0;
+                for (w, &word) in self.lookahead.first(s).iter().enumerate() {
+                    let mut bits = word;
+                    while bits != 0 {
+                        let b = w * 64 + bits.trailing_zeros() as usize;
+                        total += self.vocab.first_byte_run(b as u8).len();
+                        bits &= bits - 1;
+                    }
+                }
+                total
             };
             let mut scored: Vec<(usize, StateId)> = states.iter().map(|&s| (cost(s), s)).collect();
-            scored.sort_unstable_by(|a, b| b.cmp(a));
+            // Costliest first; among equals the lower state, nearer its rule's start (the automata
+            // are numbered breadth first), which is the likelier to be consulted.
+            scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             states = scored.into_iter().take(n).map(|(_, s)| s).collect();
         }
         for s in states {

@@ -2,6 +2,7 @@
 //! define their bodies, then [`GrammarBuilder::build`] checks that every declared rule was defined
 //! and that the root exists.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use super::{Expr, Grammar, GrammarError, Rule};
@@ -14,6 +15,9 @@ pub struct GrammarBuilder {
     names: Vec<String>,
     by_name: HashMap<String, RuleId>,
     max_rules: usize,
+    /// Per base name, the suffix [`GrammarBuilder::fresh_name`] last returned: every lower one is
+    /// taken (names are never removed), so the search resumes there instead of at 1.
+    suffixes: RefCell<HashMap<String, u64>>,
 }
 
 impl GrammarBuilder {
@@ -45,12 +49,17 @@ impl GrammarBuilder {
 
     /// A fresh rule name based on `base` that no declared rule uses yet.
     pub fn fresh_name(&self, base: &str) -> String {
-        let mut name = base.to_string();
-        let mut i = 0u64;
+        if !self.by_name.contains_key(base) {
+            return base.to_string();
+        }
+        let mut suffixes = self.suffixes.borrow_mut();
+        let mut i = suffixes.get(base).copied().unwrap_or(0).max(1);
+        let mut name = format!("{base}_{i}");
         while self.by_name.contains_key(&name) {
             i += 1;
             name = format!("{base}_{i}");
         }
+        suffixes.insert(base.to_string(), i);
         name
     }
 

@@ -382,6 +382,9 @@ impl Dfa {
         if n > MINIMIZE_LIMIT {
             return self.renumber_bfs();
         }
+        if let Some(class) = self.acyclic_classes() {
+            return self.quotient(&class).renumber_bfs();
+        }
         let mut class: Vec<u32> = self.states.iter().map(|s| u32::from(s.accept)).collect();
         let mut count = 0usize;
         loop {
@@ -409,6 +412,67 @@ impl Dfa {
             count = new_count;
         }
         self.quotient(&class).renumber_bfs()
+    }
+
+    /// Equivalence classes in one bottom-up pass when no path (byte or reference edges) comes back
+    /// to a state — tries of names and literals, the common case: two states are equivalent
+    /// exactly when they agree on acceptance and on the classes their edges lead to. `None` on a
+    /// cycle.
+    fn acyclic_classes(&self) -> Option<Vec<u32>> {
+        const NEW: u8 = 0;
+        const OPEN: u8 = 1;
+        const DONE: u8 = 2;
+        let n = self.states.len();
+        let mut mark = vec![NEW; n];
+        let mut class = vec![0u32; n];
+        let mut ids: HashMap<Signature, u32> = HashMap::new();
+        let targets = |s: &DState| -> Vec<u32> {
+            s.bytes
+                .iter()
+                .map(|e| e.2)
+                .chain(s.refs.iter().map(|e| e.1))
+                .collect()
+        };
+        for root in 0..n {
+            if mark[root] != NEW {
+                continue;
+            }
+            let mut stack: Vec<(usize, Vec<u32>)> = vec![(root, targets(&self.states[root]))];
+            mark[root] = OPEN;
+            while let Some((i, pending)) = stack.last_mut() {
+                let i = *i;
+                if let Some(t) = pending.pop() {
+                    let t = t as usize;
+                    match mark[t] {
+                        OPEN => return None,
+                        NEW => {
+                            mark[t] = OPEN;
+                            stack.push((t, targets(&self.states[t])));
+                        }
+                        _ => {}
+                    }
+                    continue;
+                }
+                stack.pop();
+                mark[i] = DONE;
+                let st = &self.states[i];
+                let bytes = merge_ranges(
+                    st.bytes
+                        .iter()
+                        .map(|&(lo, hi, t)| (lo, hi, class[t as usize])),
+                );
+                let refs: Vec<(RuleId, u32)> = st
+                    .refs
+                    .iter()
+                    .map(|&(r, t)| (r, class[t as usize]))
+                    .collect();
+                let len = ids.len() as u32;
+                class[i] = *ids
+                    .entry((u32::from(st.accept), bytes, refs))
+                    .or_insert(len);
+            }
+        }
+        Some(class)
     }
 
     fn quotient(&self, class: &[u32]) -> Dfa {
@@ -501,6 +565,14 @@ impl Dfa {
         let live = self.live_states(productive);
         if !live.first().copied().unwrap_or(false) {
             return None;
+        }
+        let untouched = live.iter().all(|&l| l)
+            && self
+                .states
+                .iter()
+                .all(|s| s.refs.iter().all(|&(r, _)| productive[r.index()]));
+        if untouched {
+            return Some(self.clone());
         }
         let states = self
             .states
