@@ -22,6 +22,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::runtime::trace::percentile;
+use crate::util::json_lines;
 use engine::{Engine, GrammarInput};
 
 /// A workload that cannot be read.
@@ -71,16 +72,13 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
 fn lines(path: &Path) -> Result<Vec<(usize, Value)>, BenchError> {
     let text = std::fs::read_to_string(path).map_err(io(path))?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(line).map_err(|e| BenchError::Line {
+    for (line, v) in json_lines(&text) {
+        let v = v.map_err(|e| BenchError::Line {
             path: path.to_path_buf(),
-            line: i + 1,
+            line,
             message: format!("invalid JSON at column {}: {e}", e.column()),
         })?;
-        out.push((i + 1, v));
+        out.push((line, v));
     }
     Ok(out)
 }

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::{read_text, CliError, GrammarArgs};
 use crate::engine::check::check_tokens;
 use crate::engine::compile;
-use crate::util::{Limits, TokenId};
+use crate::util::{json_lines, Limits, TokenId};
 use crate::vocab;
 
 /// Arguments of `structgen check`.
@@ -43,13 +43,10 @@ pub struct CheckCmd {
 fn read_inputs(path: &std::path::Path, json_values: bool) -> Result<Vec<String>, CliError> {
     let text = read_text(path)?;
     let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let value: Value = serde_json::from_str(line).map_err(|e| CliError::Json {
+    for (line, value) in json_lines(&text) {
+        let value = value.map_err(|e| CliError::Json {
             path: path.to_path_buf(),
-            line: i + 1,
+            line,
             col: e.column(),
             message: e.to_string(),
         })?;
@@ -60,7 +57,7 @@ fn read_inputs(path: &std::path::Path, json_values: bool) -> Result<Vec<String>,
                 return Err(CliError::Usage(format!(
                     "{}:{}: expected a JSON string, found {} (use --json to check JSON values)",
                     path.display(),
-                    i + 1,
+                    line,
                     kind(&other)
                 )))
             }

@@ -470,14 +470,11 @@ pub fn build_automaton_cached(
                     refs: vec![(c.body, 0)],
                 }],
             },
-            _ if tail_calls => Dfa::from_expr_inlining(
-                &rule.body,
-                this,
-                &rule.name,
-                limit,
-                inlined.clone(),
-                |r| &grammar.rule(r).body,
-            )?,
+            _ if tail_calls => {
+                Dfa::from_expr_inlining(&rule.body, this, &rule.name, limit, &inlined, |r| {
+                    &grammar.rule(r).body
+                })?
+            }
             (None, Some(c)) => c.dfa(&rule.body, &rule.name, limit)?,
             (None, None) => Dfa::from_expr(&rule.body, &rule.name, limit)?,
         };
@@ -502,7 +499,7 @@ pub fn build_automaton_cached(
             None if called[i] => {
                 let this = RuleId(i as u32);
                 let rule = grammar.rule(this);
-                Dfa::from_expr_inlining(&rule.body, this, &rule.name, limit, inlined.clone(), |r| {
+                Dfa::from_expr_inlining(&rule.body, this, &rule.name, limit, &inlined, |r| {
                     &grammar.rule(r).body
                 })
             }

@@ -7,8 +7,9 @@
 //! `Grammar` always has every referenced rule defined and a valid root.
 //!
 //! Stages: [`ebnf`] text → `Grammar`; [`passes`] normalize / inline / prune / nullable; [`fsm`] each rule
-//! → a byte FSM with rule-reference edges; [`print`] `Grammar` → EBNF that parses back to the same
-//! `Grammar`; [`hash`] structural hashes of the frozen automaton (the cross-grammar cache key).
+//! → a byte FSM with rule-reference edges (constructed by `nfa`); [`print`] `Grammar` → EBNF that
+//! parses back to the same `Grammar`; [`hash`] structural hashes of the frozen automaton (the
+//! cross-grammar cache key).
 
 pub mod algebra;
 pub mod builder;
@@ -17,6 +18,7 @@ pub mod ebnf;
 pub mod error;
 pub mod fsm;
 pub mod hash;
+mod nfa;
 pub mod passes;
 pub mod print;
 

@@ -7,12 +7,15 @@
 //!   of word `t / 32`.
 //! - [`limits`]: [`Limits`], every resource bound of the engine in one place.
 //! - [`marker`]: how a whole token (by id) appears to the byte-level parser.
+//! - [`json_lines`]: the values of a JSON Lines file, with line numbers.
 
 pub mod bitmask;
 pub mod ids;
+pub mod json_lines;
 pub mod limits;
 pub mod marker;
 
 pub use bitmask::TokenBitmask;
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
+pub use json_lines::json_lines;
 pub use limits::Limits;

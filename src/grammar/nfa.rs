@@ -1,0 +1,418 @@
+//! Rule body → ε-NFA → DFA: the construction half of [`super::fsm`].
+//!
+//! Thompson construction turns a rule body ([`Expr`]) into an ε-NFA over bytes: code-point classes
+//! become UTF-8 byte-range sequences, whole-token terminals become marker paths, a TagDispatch
+//! becomes its Aho-Corasick automaton, and a reference becomes a reference edge — or, for tail
+//! calls the caller asks to inline ([`Dfa::from_expr_inlining`]), a jump into the callee's body.
+//! Subset construction then determinizes it, and [`Dfa::minimize`] finishes the builder form.
+//! Every construction is bounded by an NFA-state limit; exceeding it is
+//! [`GrammarError::RuleTooLarge`].
+
+use std::collections::{BTreeMap, HashMap};
+
+use regex_syntax::utf8::Utf8Sequences;
+
+use super::dispatch::{DispatchAutomaton, Output};
+use super::fsm::{merge_ranges, DState, Dfa};
+use super::{CharClass, Expr, GrammarError, TagDispatch, TokenSet};
+use crate::util::marker::{id_range_sequences, token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
+use crate::util::RuleId;
+
+#[derive(Default)]
+struct Nfa<'a> {
+    eps: Vec<Vec<u32>>,
+    bytes: Vec<Vec<(u8, u8, u32)>>,
+    refs: Vec<Vec<(RuleId, u32)>>,
+    limit: usize,
+    tails: Option<Tails<'a>>,
+}
+
+/// Tail calls built into the caller's automaton: a reference to an inlined rule right before the
+/// end of the rule being built jumps to that rule's body (built once, ending at the same end).
+struct Tails<'a> {
+    end: u32,
+    inline: &'a [bool],
+    entries: HashMap<RuleId, u32>,
+    pending: Vec<(RuleId, u32)>,
+}
+
+/// The UTF-8 byte-range sequences of the code points `class` matches.
+fn utf8_byte_sequences(class: &CharClass) -> Vec<Vec<(u8, u8)>> {
+    let mut out = Vec::new();
+    for (lo, hi) in class.matched_ranges() {
+        let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
+            continue;
+        };
+        out.extend(
+            Utf8Sequences::new(lo, hi)
+                .map(|seq| seq.as_slice().iter().map(|r| (r.start, r.end)).collect()),
+        );
+    }
+    out
+}
+
+/// The state after the first byte of a multi-byte character, keyed by the remaining byte ranges and
+/// the target state, shared by every dispatch state with that edge.
+type SharedTails = HashMap<(Vec<(u8, u8)>, u32), u32>;
+
+/// The NFA outgrew its limit.
+struct TooLarge;
+
+impl Nfa<'_> {
+    fn add(&mut self) -> Result<u32, TooLarge> {
+        if self.eps.len() >= self.limit {
+            return Err(TooLarge);
+        }
+        self.eps.push(Vec::new());
+        self.bytes.push(Vec::new());
+        self.refs.push(Vec::new());
+        Ok(self.eps.len() as u32 - 1)
+    }
+
+    fn byte_chain(&mut self, ranges: &[(u8, u8)], from: u32, to: u32) -> Result<(), TooLarge> {
+        let mut cur = from;
+        for (i, &(lo, hi)) in ranges.iter().enumerate() {
+            let next = if i + 1 == ranges.len() {
+                to
+            } else {
+                self.add()?
+            };
+            self.bytes[cur as usize].push((lo, hi, next));
+            cur = next;
+        }
+        Ok(())
+    }
+
+    /// Adds paths from `from` to `to` matching `e`.
+    fn build(&mut self, e: &Expr, from: u32, to: u32) -> Result<(), TooLarge> {
+        match e {
+            Expr::Empty => self.eps[from as usize].push(to),
+            Expr::Literal(s) => {
+                let ranges: Vec<(u8, u8)> = s.bytes().map(|b| (b, b)).collect();
+                if ranges.is_empty() {
+                    self.eps[from as usize].push(to);
+                } else {
+                    self.byte_chain(&ranges, from, to)?;
+                }
+            }
+            Expr::Class(class) => {
+                for ranges in utf8_byte_sequences(class) {
+                    self.byte_chain(&ranges, from, to)?;
+                }
+            }
+            Expr::Tokens(set) => self.build_tokens(set, from, to)?,
+            Expr::Dispatch(d) => self.build_dispatch(d, from, to)?,
+            Expr::Ref(r) => {
+                let entry = match &self.tails {
+                    Some(t)
+                        if to == t.end
+                            && (t.inline.get(r.index()) == Some(&true)
+                                || t.entries.contains_key(r)) =>
+                    {
+                        t.entries.get(r).copied()
+                    }
+                    _ => {
+                        self.refs[from as usize].push((*r, to));
+                        return Ok(());
+                    }
+                };
+                let entry = match entry {
+                    Some(e) => e,
+                    None => {
+                        let e = self.add()?;
+                        if let Some(t) = &mut self.tails {
+                            t.entries.insert(*r, e);
+                            t.pending.push((*r, e));
+                        }
+                        e
+                    }
+                };
+                self.eps[from as usize].push(entry);
+            }
+            Expr::Seq(items) => {
+                let mut cur = from;
+                for (i, item) in items.iter().enumerate() {
+                    let next = if i + 1 == items.len() {
+                        to
+                    } else {
+                        self.add()?
+                    };
+                    self.build(item, cur, next)?;
+                    cur = next;
+                }
+                if items.is_empty() {
+                    self.eps[from as usize].push(to);
+                }
+            }
+            Expr::Alt(items) => {
+                for item in items {
+                    self.build(item, from, to)?;
+                }
+            }
+            Expr::Repeat { body, min, max } => {
+                let mut cur = from;
+                for _ in 0..*min {
+                    let next = self.add()?;
+                    self.build(body, cur, next)?;
+                    cur = next;
+                }
+                match max {
+                    None => {
+                        let looped = self.add()?;
+                        self.eps[cur as usize].push(looped);
+                        self.build(body, looped, looped)?;
+                        self.eps[looped as usize].push(to);
+                    }
+                    Some(max) => {
+                        self.eps[cur as usize].push(to);
+                        for _ in *min..*max {
+                            let next = self.add()?;
+                            self.build(body, cur, next)?;
+                            self.eps[next as usize].push(to);
+                            cur = next;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Marker paths (`0xFF` + three id bytes) for the ids of `set`.
+    fn build_tokens(&mut self, set: &TokenSet, from: u32, to: u32) -> Result<(), TooLarge> {
+        let mut ranges = Vec::new();
+        if set.negated {
+            let mut next = 0u32;
+            for &id in set.ids.iter().filter(|&&id| id < MARKED_ID_LIMIT) {
+                if id > next {
+                    ranges.push((next, id - 1));
+                }
+                next = id + 1;
+            }
+            if next < MARKED_ID_LIMIT {
+                ranges.push((next, MARKED_ID_LIMIT - 1));
+            }
+        } else {
+            ranges.extend(
+                set.ids
+                    .iter()
+                    .filter(|&&id| id < MARKED_ID_LIMIT)
+                    .map(|&id| (id, id)),
+            );
+        }
+        for (lo, hi) in ranges {
+            for seq in id_range_sequences(lo, hi) {
+                let mut chain = vec![(MARKER_BYTE, MARKER_BYTE)];
+                chain.extend_from_slice(&seq);
+                self.byte_chain(&chain, from, to)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The Aho-Corasick automaton of a TagDispatch: one NFA state per automaton state; a completed
+    /// tag is a reference edge to its rule, back to the root (or out, without looping). The byte
+    /// chains after the first byte of a multi-byte character are shared by every state, so the
+    /// automaton stays linear in the patterns' length.
+    fn build_dispatch(&mut self, d: &TagDispatch, from: u32, to: u32) -> Result<(), TooLarge> {
+        let automaton = DispatchAutomaton::build(d);
+        let states = (0..automaton.nodes.len())
+            .map(|_| self.add())
+            .collect::<Result<Vec<u32>, TooLarge>>()?;
+        self.eps[from as usize].push(states[0]);
+        let mut tails = SharedTails::new();
+        for (node, &state) in automaton.nodes.iter().zip(&states) {
+            match node.output {
+                Output::Tag(i) => {
+                    let back = if d.loop_after_dispatch { states[0] } else { to };
+                    self.refs[state as usize].push((d.tags[i].1, back));
+                }
+                Output::Stop => self.eps[state as usize].push(to),
+                Output::Text => {
+                    if d.stop_eos {
+                        self.eps[state as usize].push(to);
+                    }
+                    for (class, target) in &node.chars {
+                        self.shared_class_edges(class, state, states[*target], &mut tails)?;
+                    }
+                    for (token, target) in &node.tokens {
+                        let chain: Vec<(u8, u8)> =
+                            token_marker(token.0).iter().map(|&b| (b, b)).collect();
+                        self.byte_chain(&chain, state, states[*target])?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn shared_class_edges(
+        &mut self,
+        class: &CharClass,
+        from: u32,
+        to: u32,
+        tails: &mut SharedTails,
+    ) -> Result<(), TooLarge> {
+        for ranges in utf8_byte_sequences(class) {
+            let Some((&(first_lo, first_hi), rest)) = ranges.split_first() else {
+                continue;
+            };
+            let next = if rest.is_empty() {
+                to
+            } else if let Some(&mid) = tails.get(&(rest.to_vec(), to)) {
+                mid
+            } else {
+                let mid = self.add()?;
+                self.byte_chain(rest, mid, to)?;
+                tails.insert((rest.to_vec(), to), mid);
+                mid
+            };
+            self.bytes[from as usize].push((first_lo, first_hi, next));
+        }
+        Ok(())
+    }
+
+    fn closure(&self, set: &mut Vec<u32>) {
+        let mut stack = set.clone();
+        let mut seen: std::collections::HashSet<u32> = set.iter().copied().collect();
+        while let Some(s) = stack.pop() {
+            for &t in &self.eps[s as usize] {
+                if seen.insert(t) {
+                    set.push(t);
+                    stack.push(t);
+                }
+            }
+        }
+        set.sort_unstable();
+    }
+}
+
+impl Dfa {
+    /// Builds the minimal DFA of `body`. `rule` names the rule in errors; the NFA may hold at most
+    /// `limit` states.
+    pub fn from_expr(body: &Expr, rule: &str, limit: usize) -> Result<Dfa, GrammarError> {
+        build_dfa(body, rule, limit, None, &|_| body)
+    }
+
+    /// [`Dfa::from_expr`] for rule `this` with tail calls inlined: a reference to `this` or to a
+    /// rule `r` with `inline[r]`, in tail position (nothing follows it in the rule), becomes a jump
+    /// to the start or into `r`'s body (`body_of(r)`), whose own tail calls are inlined the same
+    /// way. A right-recursive group of rules (one rule per state of some automaton) thus becomes one
+    /// DFA instead of a chain of calls the Earley parser would nest one level per byte.
+    pub fn from_expr_inlining<'a>(
+        body: &'a Expr,
+        this: RuleId,
+        rule: &str,
+        limit: usize,
+        inline: &[bool],
+        body_of: impl Fn(RuleId) -> &'a Expr,
+    ) -> Result<Dfa, GrammarError> {
+        build_dfa(body, rule, limit, Some((this, inline)), &body_of)
+    }
+}
+
+/// Thompson construction of `body` (with the tail calls of `tails` inlined), then subset
+/// construction and minimization.
+fn build_dfa<'a>(
+    body: &'a Expr,
+    rule: &str,
+    limit: usize,
+    tails: Option<(RuleId, &[bool])>,
+    body_of: &dyn Fn(RuleId) -> &'a Expr,
+) -> Result<Dfa, GrammarError> {
+    let too_large = |_| GrammarError::RuleTooLarge {
+        rule: rule.to_string(),
+        limit,
+    };
+    let mut nfa = Nfa {
+        limit,
+        ..Default::default()
+    };
+    let start = nfa.add().map_err(too_large)?;
+    let end = nfa.add().map_err(too_large)?;
+    nfa.tails = tails.map(|(this, inline)| Tails {
+        end,
+        inline,
+        entries: HashMap::from([(this, start)]),
+        pending: Vec::new(),
+    });
+    nfa.build(body, start, end).map_err(too_large)?;
+    while let Some((r, entry)) = nfa.tails.as_mut().and_then(|t| t.pending.pop()) {
+        nfa.build(body_of(r), entry, end).map_err(too_large)?;
+    }
+    let dfa = determinize(&nfa, start, end, limit).map_err(too_large)?;
+    Ok(dfa.minimize())
+}
+
+fn determinize(nfa: &Nfa<'_>, start: u32, end: u32, limit: usize) -> Result<Dfa, TooLarge> {
+    let mut first = vec![start];
+    nfa.closure(&mut first);
+    let mut index: HashMap<Vec<u32>, u32> = HashMap::new();
+    index.insert(first.clone(), 0);
+    let mut sets = vec![first];
+    let mut states: Vec<DState> = Vec::new();
+    let mut intern = |set: Vec<u32>, sets: &mut Vec<Vec<u32>>| -> Result<u32, TooLarge> {
+        if let Some(&id) = index.get(&set) {
+            return Ok(id);
+        }
+        if sets.len() >= limit {
+            return Err(TooLarge);
+        }
+        let id = sets.len() as u32;
+        index.insert(set.clone(), id);
+        sets.push(set);
+        Ok(id)
+    };
+    let mut i = 0;
+    while i < sets.len() {
+        let set = sets[i].clone();
+        i += 1;
+        let accept = set.contains(&end);
+        let edges: Vec<(u8, u8, u32)> = set
+            .iter()
+            .flat_map(|&s| nfa.bytes[s as usize].iter().copied())
+            .collect();
+        let mut cuts: Vec<u16> = edges
+            .iter()
+            .flat_map(|&(lo, hi, _)| [u16::from(lo), u16::from(hi) + 1])
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut bytes = Vec::new();
+        for w in cuts.windows(2) {
+            let (lo, hi) = (w[0], w[1] - 1);
+            let mut target: Vec<u32> = edges
+                .iter()
+                .filter(|&&(elo, ehi, _)| u16::from(elo) <= lo && hi <= u16::from(ehi))
+                .map(|e| e.2)
+                .collect();
+            if target.is_empty() {
+                continue;
+            }
+            target.sort_unstable();
+            target.dedup();
+            nfa.closure(&mut target);
+            let t = intern(target, &mut sets)?;
+            bytes.push((lo as u8, hi as u8, t));
+        }
+        let mut by_rule: BTreeMap<RuleId, Vec<u32>> = BTreeMap::new();
+        for &s in &set {
+            for &(r, t) in &nfa.refs[s as usize] {
+                by_rule.entry(r).or_default().push(t);
+            }
+        }
+        let mut refs = Vec::with_capacity(by_rule.len());
+        for (r, mut target) in by_rule {
+            target.sort_unstable();
+            target.dedup();
+            nfa.closure(&mut target);
+            refs.push((r, intern(target, &mut sets)?));
+        }
+        states.push(DState {
+            accept,
+            bytes: merge_ranges(bytes.into_iter()),
+            refs,
+        });
+    }
+    Ok(Dfa { states })
+}
