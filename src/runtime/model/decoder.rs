@@ -15,18 +15,33 @@ use candle_core::{DType, Device, Module, Tensor, D};
 
 use super::config::{Activation, ArchConfig};
 
+/// Passes of at least this many tokens use a projection's dense copy when it has one.
+const DENSE_ROWS: usize = 8;
+
 /// A projection: a (possibly quantized) weight and an optional bias.
+///
+/// One token at a time, a quantized matmul is fastest (it is memory-bound and reads 4-bit
+/// weights); a prompt of hundreds of tokens is compute-bound, where candle's dense f32 matmul is
+/// about 3× faster on CPU than its quantized one. So a small model's projections may also keep a
+/// dense copy ([`Decoder::add_dense_copies`]) that passes of [`DENSE_ROWS`] tokens or more use.
 #[derive(Debug)]
 pub struct Linear {
     /// The weight, `(out, in)`.
     pub weight: QMatMul,
     /// The bias, `(out,)`.
     pub bias: Option<Tensor>,
+    /// A dense f32 copy of a quantized weight, for long passes.
+    pub dense: Option<QMatMul>,
 }
 
 impl Linear {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let y = self.weight.forward(x)?;
+        let rows = x.elem_count() / x.dim(D::Minus1)?.max(1);
+        let w = match &self.dense {
+            Some(d) if rows >= DENSE_ROWS => d,
+            _ => &self.weight,
+        };
+        let y = w.forward(x)?;
         match &self.bias {
             Some(b) => y.broadcast_add(b),
             None => Ok(y),
@@ -151,15 +166,57 @@ impl Decoder {
         Ok(())
     }
 
-    /// Appends `tokens` at the cache's end; returns the logits after the last one, `(vocab,)` f32.
-    pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
-        let all = self.forward_all(tokens)?;
-        let n = all.dim(0)?;
-        all.get(n - 1)
+    /// Gives every quantized projection a dense f32 copy for long passes (prompts), when all the
+    /// copies together take at most `budget` bytes; returns the bytes taken (0: none made).
+    pub fn add_dense_copies(&mut self, budget: usize) -> candle_core::Result<usize> {
+        let mut linears: Vec<&mut Linear> = Vec::new();
+        for l in &mut self.layers {
+            match &mut l.qkv {
+                Qkv::Separate(q, k, v) => linears.extend([q, k, v]),
+                Qkv::Fused(f) => linears.push(f),
+            }
+            match &mut l.gate_up {
+                GateUp::Separate(g, u) => linears.extend([g, u]),
+                GateUp::Fused(f) => linears.push(f),
+            }
+            linears.extend([&mut l.o, &mut l.down]);
+        }
+        let bytes: usize = linears
+            .iter()
+            .map(|l| match &l.weight {
+                QMatMul::QTensor(q) => q.shape().elem_count() * 4,
+                _ => 0,
+            })
+            .sum();
+        if bytes == 0 || bytes > budget {
+            return Ok(0);
+        }
+        for l in linears {
+            if let QMatMul::QTensor(q) = &l.weight {
+                l.dense = Some(QMatMul::Tensor(q.dequantize(&self.device)?));
+            }
+        }
+        Ok(bytes)
     }
 
-    /// Appends `tokens`; returns the logits after each of them, `(tokens, vocab)` f32.
-    pub fn forward_all(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
+    /// Appends `tokens` at the cache's end; returns the logits after the last one, `(vocab,)` f32.
+    pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
+        let h = self.hidden(tokens)?;
+        let seq = h.dim(1)?;
+        self.logits(&h.narrow(1, seq - 1, 1)?)?.get(0)
+    }
+
+    /// The final hidden states `(1, seq, hidden)` → logits `(seq, vocab)` f32.
+    fn logits(&self, h: &Tensor) -> candle_core::Result<Tensor> {
+        let logits = self.lm_head.forward(h)?.squeeze(0)?.to_dtype(DType::F32)?;
+        match self.cfg.final_softcap {
+            Some(cap) => (logits / cap)?.tanh()? * cap,
+            None => Ok(logits),
+        }
+    }
+
+    /// Appends `tokens`; returns the normalized hidden states after them, `(1, seq, hidden)`.
+    fn hidden(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
         if tokens.is_empty() {
             candle_core::bail!("forward called with no tokens");
         }
@@ -217,12 +274,7 @@ impl Decoder {
             };
             x = (x + m)?;
         }
-        let x = self.norm.forward(&x, self.cfg.eps)?;
-        let logits = self.lm_head.forward(&x)?.squeeze(0)?.to_dtype(DType::F32)?;
-        match self.cfg.final_softcap {
-            Some(cap) => (logits / cap)?.tanh()? * cap,
-            None => Ok(logits),
-        }
+        self.norm.forward(&x, self.cfg.eps)
     }
 }
 

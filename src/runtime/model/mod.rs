@@ -197,13 +197,28 @@ pub fn gguf_decoder(
     Ok((decoder, content, description))
 }
 
+/// On CPU, a GGUF model whose projections dequantize to at most this many bytes keeps dense f32
+/// copies of them for prompt passes (about 3× faster prefill; see [`decoder::Linear`]).
+pub const DENSE_COPY_BUDGET: usize = 1 << 30;
+
 fn load_gguf(
     path: &Path,
     tokenizer: Option<&Path>,
     tokenizer_config: Option<&Path>,
     device: &Device,
 ) -> Result<Model, ModelError> {
-    let (decoder, content, description) = gguf_decoder(path, device)?;
+    let (mut decoder, content, mut description) = gguf_decoder(path, device)?;
+    if device.is_cpu() {
+        let bytes = decoder
+            .add_dense_copies(DENSE_COPY_BUDGET)
+            .map_err(|e| invalid(format!("{}: dequantizing: {e}", path.display())))?;
+        if bytes > 0 {
+            description.push_str(&format!(
+                ", dense f32 copies for prompts ({} MB)",
+                bytes >> 20
+            ));
+        }
+    }
     let vocab = match tokenizer {
         Some(t) => vocab::load(t)?,
         None => vocab::load(path)?,

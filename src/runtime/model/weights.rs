@@ -227,7 +227,11 @@ impl Source<'_> {
             }
             _ => None,
         };
-        Ok(Linear { weight, bias })
+        Ok(Linear {
+            weight,
+            bias,
+            dense: None,
+        })
     }
 }
 
