@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 scripts/fetch-models.sh
+scripts/fetch-bfcl.sh
 cargo fmt --check
 cargo clippy --release --all-targets --locked -- -D warnings
 cargo test --release --locked

@@ -11,6 +11,7 @@
 //! | [`engine`] | L3 | compiling a grammar for a vocabulary (adaptive mask cache, cross-grammar pool, JIT); the Earley [`GrammarMatcher`] |
 //! | [`runtime`] | L4 | models on Candle, chat templates, constrained generation |
 //! | [`bench`] | L5 | `structgen bench`: workloads, engines side by side, reports |
+//! | [`bfcl`] | L5 | `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports |
 //! | [`cli`] | L6 | the `structgen` command line |
 //!
 //! ```
@@ -34,6 +35,7 @@
 //! ```
 
 pub mod bench;
+pub mod bfcl;
 pub mod cli;
 pub mod engine;
 pub mod frontend;

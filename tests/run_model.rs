@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use structgen::frontend::tool_calls::parse_calls;
 use structgen::frontend::tools::{parse_tools, style, Tool, ToolChoice, ToolOptions};
 use structgen::runtime::generate::{generate, GenerateOptions, Generation, Session};
-use structgen::runtime::request::{prompt_tokens, stop_tokens, tools_matcher};
+use structgen::runtime::request::{grammar_compiler, prompt_tokens, stop_tokens, tools_matcher};
 use structgen::runtime::source::local_files;
 use structgen::runtime::Model;
 
@@ -50,7 +50,8 @@ fn run_case(
         parallel_tool_calls: false,
         reasoning: None,
     };
-    let (matcher, _) = tools_matcher(model, &tools, hermes, &options, &stop).unwrap();
+    let (matcher, _) =
+        tools_matcher(&grammar_compiler(model), &tools, hermes, &options, &stop).unwrap();
     let opts = GenerateOptions {
         max_tokens: 160,
         jump_forward,
@@ -120,7 +121,8 @@ fn retokenization_rollback_keeps_matcher_and_kv_in_step() {
         tool_choice: ToolChoice::Required,
         ..ToolOptions::default()
     };
-    let (matcher, _) = tools_matcher(&model, &tools, hermes, &options, &stop).unwrap();
+    let (matcher, _) =
+        tools_matcher(&grammar_compiler(&model), &tools, hermes, &options, &stop).unwrap();
     let single = |c: char| {
         model
             .vocab

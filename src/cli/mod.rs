@@ -4,8 +4,10 @@
 
 mod atomic;
 mod bench_cmd;
+mod bfcl_cmd;
 mod check;
 mod grammar_cmd;
+mod model_args;
 mod run_cmd;
 mod source;
 mod trace;
@@ -44,6 +46,9 @@ pub enum Command {
     /// Compile and mask latency on tool-calling workloads or JSONSchemaBench, optionally side by
     /// side with llguidance in the same process.
     Bench(Box<bench_cmd::BenchCmd>),
+    /// BFCL-style accuracy of a local model on tool calling, constrained and free, scored by an
+    /// AST checker with BFCL's semantics.
+    Bfcl(Box<bfcl_cmd::BfclCmd>),
 }
 
 /// Everything that can stop a subcommand.
@@ -140,6 +145,9 @@ pub enum CliError {
     /// A request that cannot be prepared (template, tokenizer, tool grammar).
     #[error(transparent)]
     Request(#[from] crate::runtime::request::RequestError),
+    /// BFCL data that cannot be read.
+    #[error(transparent)]
+    Bfcl(#[from] crate::bfcl::data::DataError),
     /// Generation stopped on an error.
     #[error("generation failed: {0}")]
     Generate(#[from] crate::runtime::GenerateError),
@@ -156,6 +164,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Check(cmd) => check::run(cmd),
         Command::Run(cmd) => run_cmd::run(*cmd),
         Command::Bench(cmd) => bench_cmd::run(*cmd),
+        Command::Bfcl(cmd) => bfcl_cmd::run(*cmd),
     };
     match result {
         Ok(code) => code,

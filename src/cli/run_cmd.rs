@@ -8,23 +8,20 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use candle_core::Device;
 use clap::{ArgGroup, Args};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
 use super::atomic::AtomicFile;
+use super::model_args::{spinner, LoadedModel, ModelArgs};
 use super::source::SchemaArgs;
-use super::{read_json, read_text, CliError, GrammarArgs};
+use super::{read_json, CliError, GrammarArgs};
 use crate::engine::{compile, GrammarMatcher};
 use crate::frontend::tool_calls::parse_calls;
-use crate::frontend::tools::{parse_tools, style, StyleSpec, Tool, STYLES};
+use crate::frontend::tools::{parse_tools, Tool};
 use crate::runtime::generate::{generate, GenerateOptions};
-use crate::runtime::request::{prompt_tokens, stop_tokens};
+use crate::runtime::request::prompt_tokens;
 use crate::runtime::sampler::Sampling;
-use crate::runtime::source::{resolve, Manifest, ModelSpec};
 use crate::runtime::trace::{table_row, StepRecord, TABLE_HEADER};
-use crate::runtime::Model;
 use crate::util::{Limits, TokenId};
 
 /// Arguments of `structgen run`.
@@ -32,22 +29,8 @@ use crate::util::{Limits, TokenId};
 #[command(group(ArgGroup::new("grammar").args(["tools", "ebnf", "json_schema", "regex", "structural_tag"])))]
 #[command(group(ArgGroup::new("input").required(true).args(["prompt", "messages"])))]
 pub struct RunCmd {
-    /// Model: a .gguf file, a checkpoint folder, a name in models/manifest.toml, or a Hugging
-    /// Face repo id (owner/name). Default: the manifest's default (SmolLM2-135M-Instruct).
-    #[arg(long, value_name = "MODEL")]
-    model: Option<String>,
-    /// Hub revision (branch, tag or commit) for a repo id.
-    #[arg(long, value_name = "REV")]
-    revision: Option<String>,
-    /// The GGUF file to fetch from a hub repo.
-    #[arg(long, value_name = "FILE")]
-    model_file: Option<String>,
-    /// Manifest of known models (default: models/manifest.toml, else the built-in copy).
-    #[arg(long, value_name = "FILE")]
-    manifest: Option<PathBuf>,
-    /// cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
-    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
-    device: String,
+    #[command(flatten)]
+    model: ModelArgs,
     /// The user message.
     #[arg(long, value_name = "TEXT")]
     prompt: Option<String>,
@@ -57,15 +40,9 @@ pub struct RunCmd {
     /// A JSON array of OpenAI chat messages instead of --prompt.
     #[arg(long, value_name = "FILE")]
     messages: Option<PathBuf>,
-    /// Jinja chat template to use instead of the model's own.
-    #[arg(long, value_name = "FILE")]
-    chat_template: Option<PathBuf>,
     /// OpenAI `tools` JSON array: the model may call them, and calls follow their schemas.
     #[arg(long, value_name = "FILE")]
     tools: Option<PathBuf>,
-    /// Tool-call style (default: the manifest's for the model).
-    #[arg(long, value_name = "STYLE")]
-    style: Option<String>,
     /// auto, required, none, or a tool name.
     #[arg(
         long,
@@ -126,83 +103,16 @@ pub struct RunCmd {
     json: bool,
 }
 
-fn device(spec: &str) -> Result<Device, CliError> {
-    let bad = || CliError::Usage(format!("--device {spec:?}: expected cpu, cuda or cuda:N"));
-    let dev = match spec {
-        "cpu" => return Ok(Device::Cpu),
-        "cuda" => Device::new_cuda(0),
-        s => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
-            Some(Ok(n)) => Device::new_cuda(n),
-            _ => return Err(bad()),
-        },
-    };
-    dev.map_err(|e| CliError::Usage(format!("--device {spec}: {e}")))
-}
-
-fn spinner(msg: &str) -> ProgressBar {
-    let pb = ProgressBar::new_spinner();
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    pb.set_message(msg.to_string());
-    pb.enable_steady_tick(std::time::Duration::from_millis(120));
-    pb
-}
-
-/// A style for a model outside the manifest, guessed from its chat template.
-fn guess_style(template: Option<&str>) -> &'static str {
-    let t = template.unwrap_or_default();
-    if t.contains("<function=") {
-        "qwen_coder"
-    } else if t.contains("<|python_tag|>") || t.contains("\"parameters\"") {
-        "llama_json"
-    } else if t.contains("<|channel|>") {
-        "harmony"
-    } else if t.contains("[TOOL_CALLS]") {
-        "mistral"
-    } else {
-        "hermes"
-    }
-}
-
 /// Runs `structgen run`.
 pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
-    let manifest = Manifest::load(cmd.manifest.as_deref())?;
-    let spec = ModelSpec {
-        name: cmd.model.clone(),
-        revision: cmd.revision.clone(),
-        file: cmd.model_file.clone(),
-    };
-    let resolved = resolve(&spec, &manifest, true)?;
-    let dev = device(&cmd.device)?;
-    let pb = spinner("loading model");
-    let mut model = Model::load(&resolved.files, &dev)?;
-    pb.finish_and_clear();
-    eprintln!("model: {}", model.description);
-    for w in &model.vocab.warnings {
-        eprintln!("warning: tokenizer: {w}");
-    }
-    let template_src = match &cmd.chat_template {
-        Some(p) => Some((read_text(p)?, p.display().to_string())),
-        None => model.chat_template.clone(),
-    };
-    let style_name = match (&cmd.style, &resolved.entry) {
-        (Some(s), _) => s.clone(),
-        (None, Some(e)) => e.style.clone(),
-        (None, None) => {
-            let g = guess_style(template_src.as_ref().map(|t| t.0.as_str()));
-            eprintln!("note: no --style given; guessed {g:?} from the chat template");
-            g.to_string()
-        }
-    };
-    let spec_style: &StyleSpec = style(&style_name).ok_or_else(|| {
-        let names: Vec<&str> = STYLES.iter().map(|s| s.name).collect();
-        CliError::Usage(format!(
-            "unknown --style {style_name:?} (known: {})",
-            names.join(", ")
-        ))
-    })?;
+    let LoadedModel {
+        mut model,
+        template,
+        style_name,
+        style: spec_style,
+        stop,
+        ..
+    } = cmd.model.load()?;
     let (tools_json, tools): (Vec<Value>, Vec<Tool>) = match &cmd.tools {
         Some(p) => {
             let value = read_json(p)?;
@@ -236,17 +146,11 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
     };
     let (_, prompt) = prompt_tokens(
         &model,
-        template_src.as_ref(),
+        template.as_ref(),
         &messages,
         &tools_json,
         spec_style,
     )?;
-    let extra = resolved
-        .entry
-        .as_ref()
-        .map(|e| e.stop.clone())
-        .unwrap_or_default();
-    let stop = stop_tokens(&model, &extra);
     let limits = Limits::default();
     let grammar_args = GrammarArgs {
         ebnf: cmd.ebnf.clone(),
@@ -338,6 +242,7 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
             "reasoning": parsed.reasoning,
             "tool_calls": parsed.openai_tool_calls(),
             "parse_errors": parsed.errors,
+            "unknown_tool_calls": parsed.unknown.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
             "summary": gen.summary,
         });
         writeln!(
@@ -358,6 +263,12 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
         }
         for e in &parsed.errors {
             eprintln!("warning: unreadable call: {e}");
+        }
+        for c in &parsed.unknown {
+            eprintln!(
+                "warning: call of {:?}, which is not in the tool list: {}",
+                c.name, c.arguments
+            );
         }
         eprintln!("--- summary ---\n{}", gen.summary.render());
     }

@@ -1,14 +1,19 @@
-//! Assistant text + a call style → the tool calls it contains (the inverse of [`super::tools`]).
+//! Assistant text + a call style → the tool calls it contains (the inverse of [`super::tools`]),
+//! and calls → text in a style ([`render_calls`]).
 //!
 //! In: the generated text (special tokens kept as text), a [`StyleSpec`] and the tool list. Out: a
 //! [`ParsedAnswer`]: the reasoning block if the text opens with one, the text outside calls, and
 //! each call's name and arguments with its byte span, plus one message per call that could not be
-//! read. A call is the style's `begin` with a listed tool name, then JSON arguments (or Qwen XML
-//! parameters, typed by the tool's schema), then the style's `end`; whitespace before `end` is
-//! tolerated so that text written without a grammar parses too. Calls inside a block (DeepSeek,
-//! Mistral) take the block's begin, separators and end with them out of the text.
+//! read. A call is the style's `begin` with a tool name, then JSON arguments (or Qwen XML
+//! parameters, typed by the tool's schema), then the style's `end`. So that text written without a
+//! grammar parses too, each whitespace run in `begin` and `end` matches any run of whitespace
+//! (none included), and whitespace before `end` is skipped. A well-formed call of a name outside
+//! the tool list is kept apart in `unknown` (a grammar never writes one; a free model may). Calls
+//! inside a block (DeepSeek, Mistral) take the block's begin, separators and end with them out of
+//! the text.
 //!
-//! Invariant: the spans are ordered, disjoint, and the text is `content` with those spans cut out.
+//! Invariant: the spans of `calls` and `unknown` are ordered, disjoint, and the text is `content`
+//! with those spans cut out.
 
 use std::ops::Range;
 
@@ -36,6 +41,8 @@ pub struct ParsedAnswer {
     pub content: String,
     /// The calls, in order.
     pub calls: Vec<ParsedCall>,
+    /// Well-formed calls of names that are not in the tool list, in order.
+    pub unknown: Vec<ParsedCall>,
     /// Calls that started but could not be read: `byte N: what is wrong`.
     pub errors: Vec<String>,
 }
@@ -56,7 +63,7 @@ impl ParsedAnswer {
     }
 }
 
-/// Reads the calls of `style` out of `text`; only names in `tools` count as calls.
+/// Reads the calls of `style` out of `text`; names outside `tools` go to `unknown`.
 pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswer {
     let mut answer = ParsedAnswer::default();
     let (start, reasoning) = split_reasoning(text, style);
@@ -65,40 +72,57 @@ pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswe
         .begin
         .split_once("{name}")
         .unwrap_or((style.begin, ""));
+    let head = pre
+        .split(|c: char| c.is_ascii_whitespace())
+        .next()
+        .unwrap_or(pre);
     let mut names: Vec<&Tool> = tools.iter().collect();
     names.sort_by_key(|t| std::cmp::Reverse(t.name.len()));
     let mut kept = String::new();
     let mut at = start;
-    while let Some(found) = text[at..].find(pre).map(|i| at + i) {
-        let after_pre = found + pre.len();
-        let tool = names
-            .iter()
-            .find(|t| text[after_pre..].starts_with(&format!("{}{post}", t.name)));
-        let Some(tool) = tool else {
-            answer
-                .errors
-                .push(format!("byte {found}: a call of an unknown tool"));
-            kept.push_str(&text[at..after_pre]);
-            at = after_pre;
+    let mut from = start;
+    while let Some(found) = text[from..].find(head).map(|i| from + i) {
+        let Some(pre_len) = match_flex(&text[found..], pre) else {
+            from = found + head.len();
             continue;
         };
-        let args_at = after_pre + tool.name.len() + post.len();
+        let after_pre = found + pre_len;
+        let known = names.iter().find_map(|t| {
+            match_flex(&text[after_pre..], &format!("{}{post}", t.name))
+                .map(|n| ((*t).clone(), after_pre + n))
+        });
+        let (tool, args_at, is_known) = match known {
+            Some((tool, args_at)) => (tool, args_at, true),
+            None => match unknown_name(text, after_pre, post) {
+                Some((name, args_at)) => {
+                    let tool = Tool {
+                        name,
+                        parameters: json!({}),
+                    };
+                    (tool, args_at, false)
+                }
+                None => {
+                    answer
+                        .errors
+                        .push(format!("byte {found}: a call without a readable tool name"));
+                    from = after_pre;
+                    continue;
+                }
+            },
+        };
         let read = if style.xml_args {
-            read_xml_args(text, args_at, tool)
+            read_xml_args(text, args_at, &tool)
         } else {
             read_json_args(text, args_at)
         };
         let parsed = read.and_then(|(arguments, args_end)| {
-            let end_at = skip_ws(text, args_end);
-            if text[end_at..].starts_with(style.end) {
-                Ok((arguments, end_at + style.end.len()))
-            } else if text[args_end..].starts_with(style.end) {
-                Ok((arguments, args_end + style.end.len()))
-            } else {
-                Err(format!(
-                    "byte {end_at}: expected {:?} after the arguments",
+            match match_flex(&text[args_end..], &format!(" {}", style.end)) {
+                Some(n) => Ok((arguments, args_end + n)),
+                None => Err(format!(
+                    "byte {}: expected {:?} after the arguments",
+                    skip_ws(text, args_end),
                     style.end
-                ))
+                )),
             }
         });
         match parsed {
@@ -106,22 +130,94 @@ pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswe
                 let span = block_span(text, style, at, found..end);
                 kept.push_str(&text[at..span.start]);
                 at = span.end;
-                answer.calls.push(ParsedCall {
-                    name: tool.name.clone(),
+                from = span.end;
+                let call = ParsedCall {
+                    name: tool.name,
                     arguments,
                     span,
-                });
+                };
+                if is_known {
+                    answer.calls.push(call);
+                } else {
+                    answer.unknown.push(call);
+                }
             }
             Err(e) => {
                 answer.errors.push(format!("call of {:?}: {e}", tool.name));
-                kept.push_str(&text[at..after_pre]);
-                at = after_pre;
+                from = after_pre;
             }
         }
     }
     kept.push_str(&text[at..]);
     answer.content = kept.trim().to_string();
     answer
+}
+
+/// Matches `pattern` at the start of `text`, each whitespace run of the pattern matching any run of
+/// whitespace in the text (none included); the length matched in `text`.
+fn match_flex(text: &str, pattern: &str) -> Option<usize> {
+    let (t, p) = (text.as_bytes(), pattern.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while j < p.len() {
+        if p[j].is_ascii_whitespace() {
+            while j < p.len() && p[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            while i < t.len() && t[i].is_ascii_whitespace() {
+                i += 1;
+            }
+        } else if t.get(i) == Some(&p[j]) {
+            i += 1;
+            j += 1;
+        } else {
+            return None;
+        }
+    }
+    Some(i)
+}
+
+/// A tool name outside the list at `at`: up to 128 name characters, then the style's `post`;
+/// the name and where the arguments start.
+fn unknown_name(text: &str, at: usize, post: &str) -> Option<(String, usize)> {
+    let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
+    let len = text[at..]
+        .find(|c: char| !name_char(c))
+        .unwrap_or(text.len() - at);
+    if len == 0 || len > 128 {
+        return None;
+    }
+    let n = match_flex(&text[at + len..], post)?;
+    Some((text[at..at + len].to_string(), at + len + n))
+}
+
+/// `calls` (name, arguments object) written in `style`, the way [`parse_calls`] reads them back:
+/// each call's begin, arguments (JSON, or XML parameters with strings written raw) and end, inside
+/// the style's block when it has one, else one call per line.
+pub fn render_calls(calls: &[(String, Value)], style: &StyleSpec) -> String {
+    let one = |(name, args): &(String, Value)| {
+        let body = if style.xml_args {
+            let empty = serde_json::Map::new();
+            let params = args.as_object().unwrap_or(&empty);
+            params
+                .iter()
+                .map(|(k, v)| {
+                    let v = match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    format!("<parameter={k}>\n{v}\n</parameter>\n")
+                })
+                .collect()
+        } else {
+            args.to_string()
+        };
+        format!("{}{body}{}", style.begin.replace("{name}", name), style.end)
+    };
+    let written: Vec<String> = calls.iter().map(one).collect();
+    match style.block {
+        Some((begin, separator, end)) => format!("{begin}{}{end}", written.join(separator)),
+        None => written.join("\n"),
+    }
 }
 
 /// Where the answer starts after a leading reasoning block, and that block's content.
@@ -248,12 +344,52 @@ mod tests {
     }
 
     #[test]
-    fn unknown_tool_and_bad_json_are_errors_and_stay_text() {
+    fn unknown_tools_are_kept_apart_and_bad_json_is_an_error() {
         let text = "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call> <tool_call>\n{\"name\": \"get\", \"arguments\": {oops}}\n</tool_call>";
         let a = parse_calls(text, style("hermes").unwrap(), &tools());
         assert!(a.calls.is_empty());
-        assert_eq!(a.errors.len(), 2, "{:?}", a.errors);
-        assert!(a.content.contains("nope"));
+        assert_eq!(a.unknown.len(), 1);
+        assert_eq!(a.unknown[0].name, "nope");
+        assert_eq!(a.errors.len(), 1, "{:?}", a.errors);
+        assert!(a.content.contains("oops") && !a.content.contains("nope"));
+    }
+
+    #[test]
+    fn whitespace_in_begin_and_end_is_flexible() {
+        let text = "<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\": \"Oslo\"}}</tool_call>\n<tool_call>\n  {\"name\":  \"get\", \"arguments\": {}}  \n\n</tool_call>";
+        let a = parse_calls(text, style("hermes").unwrap(), &tools());
+        assert_eq!(a.calls.len(), 2, "{:?}", a.errors);
+        assert_eq!(a.calls[0].arguments, json!({"city": "Oslo"}));
+        assert_eq!(a.content, "");
+        let plain = parse_calls(
+            "a <tool_call> is how calls start",
+            style("hermes").unwrap(),
+            &tools(),
+        );
+        assert!(plain.calls.is_empty() && plain.errors.is_empty());
+        assert_eq!(plain.content, "a <tool_call> is how calls start");
+    }
+
+    #[test]
+    fn rendered_calls_parse_back_in_every_style() {
+        let calls = vec![
+            (
+                "get_weather".to_string(),
+                json!({"city": "New York", "days": 3}),
+            ),
+            ("get".to_string(), json!({})),
+        ];
+        for s in crate::frontend::tools::STYLES {
+            let text = render_calls(&calls, s);
+            let a = parse_calls(&text, s, &tools());
+            let got: Vec<(String, Value)> = a
+                .calls
+                .iter()
+                .map(|c| (c.name.clone(), c.arguments.clone()))
+                .collect();
+            assert_eq!(got, calls, "{}: {text:?} {:?}", s.name, a.errors);
+            assert_eq!(a.content, "", "{}: {text:?}", s.name);
+        }
     }
 
     #[test]

@@ -53,6 +53,14 @@ pub enum GenerateError {
     /// The prompt is empty.
     #[error("the prompt has no tokens")]
     EmptyPrompt,
+    /// A session resumed from a prompt the model's KV cache no longer holds.
+    #[error("cannot resume: the KV cache holds {held} tokens, the prompt has {prompt}")]
+    NotPrefilled {
+        /// Tokens in the KV cache.
+        held: usize,
+        /// Tokens of the prompt to resume from.
+        prompt: usize,
+    },
 }
 
 /// How to generate.
@@ -93,6 +101,15 @@ pub struct Generation {
     pub records: Vec<StepRecord>,
     /// Totals.
     pub summary: Summary,
+}
+
+/// A prompt already run through a model: its length, the logits after it and the prefill time,
+/// so that another session can start from it without running it again ([`Session::resume`]).
+#[derive(Debug, Clone)]
+pub struct Prefill {
+    len: usize,
+    logits: Tensor,
+    ms: f64,
 }
 
 /// One sequence being generated.
@@ -160,6 +177,34 @@ impl<'m> Session<'m> {
         self.logits = Some(self.model.decoder.forward(prompt)?);
         self.prefill_ms = us_since(t) / 1e3;
         self.prompt_len = prompt.len();
+        Ok(())
+    }
+
+    /// The prefilled prompt, to [`Session::resume`] another session on this model from it; `None`
+    /// before [`Session::prefill`] or once the first token was sampled.
+    pub fn prefilled(&self) -> Option<Prefill> {
+        let logits = self.logits.clone().filter(|_| self.records.is_empty())?;
+        Some(Prefill {
+            len: self.prompt_len,
+            logits,
+            ms: self.prefill_ms,
+        })
+    }
+
+    /// Starts from a prompt that an earlier session on the same model prefilled: the KV cache is cut
+    /// back to it and its logits reused. The model must not have run another prompt in between.
+    pub fn resume(&mut self, prefill: &Prefill) -> Result<(), GenerateError> {
+        let held = self.model.decoder.len();
+        if held < prefill.len {
+            return Err(GenerateError::NotPrefilled {
+                held,
+                prompt: prefill.len,
+            });
+        }
+        self.model.decoder.truncate(prefill.len)?;
+        self.logits = Some(prefill.logits.clone());
+        self.prefill_ms = prefill.ms;
+        self.prompt_len = prefill.len;
         Ok(())
     }
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::chat::{ChatError, ChatTemplate};
 use super::model::Model;
-use crate::engine::{compile, GrammarMatcher};
+use crate::engine::{CompileOptions, GrammarCompiler, GrammarMatcher};
 use crate::frontend::json_schema::JsonSchemaOptions;
 use crate::frontend::structural_tag::structural_tag_grammar;
 use crate::frontend::tools::{tools_structural_tag, StyleSpec, Tool, ToolOptions};
@@ -69,25 +69,40 @@ pub fn stop_tokens(model: &Model, extra: &[String]) -> Vec<u32> {
     stop
 }
 
-/// The matcher for an answer calling `tools` in `style`, and its compile time in ms.
+/// A grammar compiler for `model`'s vocabulary with the default limits and options; one compiler
+/// shared by many requests reuses masks between them (the cross-grammar cache).
+pub fn grammar_compiler(model: &Model) -> GrammarCompiler {
+    GrammarCompiler::new(
+        Arc::new(model.vocab.vocab.clone()),
+        Limits::default(),
+        CompileOptions::default(),
+    )
+}
+
+/// The matcher for an answer calling `tools` in `style`, compiled by `compiler` (made for the
+/// model's vocabulary), and its compile time in ms.
 pub fn tools_matcher(
-    model: &Model,
+    compiler: &GrammarCompiler,
     tools: &[Tool],
     style: &StyleSpec,
     options: &ToolOptions,
     stop: &[u32],
 ) -> Result<(GrammarMatcher, f64), RequestError> {
     let t = Instant::now();
-    let limits = Limits::default();
+    let limits = compiler.limits();
     let tag = tools_structural_tag(tools, style, options)
         .map_err(|e| RequestError::Grammar(e.to_string()))?;
-    let vocab = Arc::new(model.vocab.vocab.clone());
-    let grammar =
-        structural_tag_grammar(&tag, Some(&vocab), &JsonSchemaOptions::default(), &limits)
-            .map_err(|e| RequestError::Grammar(e.to_string()))?
-            .grammar;
-    let compiled =
-        compile(&grammar, vocab, &limits).map_err(|e| RequestError::Grammar(e.to_string()))?;
+    let grammar = structural_tag_grammar(
+        &tag,
+        Some(compiler.vocab()),
+        &JsonSchemaOptions::default(),
+        limits,
+    )
+    .map_err(|e| RequestError::Grammar(e.to_string()))?
+    .grammar;
+    let compiled = compiler
+        .compile(&grammar)
+        .map_err(|e| RequestError::Grammar(e.to_string()))?;
     let matcher =
         GrammarMatcher::with_stop_tokens(compiled, stop.iter().map(|&t| TokenId(t)).collect());
     Ok((matcher, t.elapsed().as_secs_f64() * 1e3))

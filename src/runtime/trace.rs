@@ -75,7 +75,11 @@ pub struct Summary {
     pub mask_us_max: f64,
     /// Median forward pass (ms).
     pub forward_ms_p50: f64,
-    /// Grammar time (mask + apply + accept) as % of all decode time.
+    /// Grammar time: mask + apply + accept (ms).
+    pub grammar_ms: f64,
+    /// Decode time after the prefill: grammar + sampling + forward passes (ms).
+    pub decode_ms: f64,
+    /// Grammar time as % of decode time.
     pub grammar_overhead_pct: f64,
     /// Prompt tokens per second.
     pub prompt_tokens_per_s: f64,
@@ -148,6 +152,8 @@ impl Summary {
             mask_us_p99: percentile(&masks, 0.99),
             mask_us_max: masks.iter().copied().fold(0.0, f64::max),
             forward_ms_p50: percentile(&forwards, 0.5),
+            grammar_ms: grammar_us / 1e3,
+            decode_ms: decode_us / 1e3,
             grammar_overhead_pct: if decode_us > 0.0 {
                 grammar_us / decode_us * 100.0
             } else {

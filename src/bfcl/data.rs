@@ -1,0 +1,452 @@
+//! BFCL data → typed cases.
+//!
+//! In: a `bfcl_eval/data` folder (`scripts/fetch-bfcl.sh` extracts it from the `bfcl-eval` wheel):
+//! one JSON Lines question file per category (`BFCL_v4_simple_python.json`, the highest version
+//! present wins) and the same name under `possible_answer/`. Out: one [`Case`] per line — the
+//! chat messages, each function with its parameter types, and the expected calls, each parameter
+//! with its list of acceptable values (`""` among them: it may be omitted). Irrelevance categories
+//! have no answer file: their right answer is no call.
+//!
+//! Every problem names the file, the line and the JSON path inside it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+/// A BFCL test category this command runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Category {
+    /// One Python function, one call.
+    SimplePython,
+    /// Several functions, one call of the right one.
+    Multiple,
+    /// One function, several calls.
+    Parallel,
+    /// Several functions, several calls.
+    ParallelMultiple,
+    /// User-contributed, one function, one call.
+    LiveSimple,
+    /// User-contributed, several functions, one call.
+    LiveMultiple,
+    /// User-contributed, several calls.
+    LiveParallel,
+    /// User-contributed, several functions, several calls.
+    LiveParallelMultiple,
+    /// No function fits: the right answer is no call.
+    Irrelevance,
+    /// User-contributed, no function fits.
+    LiveIrrelevance,
+}
+
+/// How a category's answers are compared with the calls made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckKind {
+    /// Exactly one call, of the case's only function.
+    Simple,
+    /// Exactly one call, of the function the answer names.
+    Multiple,
+    /// As many calls as answers, matched in any order.
+    Parallel,
+    /// No call.
+    NoCall,
+}
+
+impl Category {
+    /// Every category, in BFCL's order.
+    pub const ALL: [Category; 10] = [
+        Category::SimplePython,
+        Category::Multiple,
+        Category::Parallel,
+        Category::ParallelMultiple,
+        Category::LiveSimple,
+        Category::LiveMultiple,
+        Category::LiveParallel,
+        Category::LiveParallelMultiple,
+        Category::Irrelevance,
+        Category::LiveIrrelevance,
+    ];
+
+    /// BFCL's name of the category (`simple_python`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::SimplePython => "simple_python",
+            Category::Multiple => "multiple",
+            Category::Parallel => "parallel",
+            Category::ParallelMultiple => "parallel_multiple",
+            Category::LiveSimple => "live_simple",
+            Category::LiveMultiple => "live_multiple",
+            Category::LiveParallel => "live_parallel",
+            Category::LiveParallelMultiple => "live_parallel_multiple",
+            Category::Irrelevance => "irrelevance",
+            Category::LiveIrrelevance => "live_irrelevance",
+        }
+    }
+
+    /// The category called `name`.
+    pub fn parse(name: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// How its answers are checked.
+    pub fn check_kind(self) -> CheckKind {
+        match self {
+            Category::Irrelevance | Category::LiveIrrelevance => CheckKind::NoCall,
+            Category::Parallel
+            | Category::ParallelMultiple
+            | Category::LiveParallel
+            | Category::LiveParallelMultiple => CheckKind::Parallel,
+            Category::Multiple | Category::LiveMultiple => CheckKind::Multiple,
+            Category::SimplePython | Category::LiveSimple => CheckKind::Simple,
+        }
+    }
+}
+
+/// A parameter's declared BFCL type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Param {
+    /// `type` (`string`, `integer`, `float`, `boolean`, `array`, `tuple`, `dict`, `any`);
+    /// `string` when absent, as BFCL's converter assumes.
+    pub ty: String,
+    /// `items.type` of an array or tuple.
+    pub items: Option<String>,
+}
+
+/// One function a case offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Function {
+    /// Its BFCL name (may hold `.`).
+    pub name: String,
+    /// Its parameters in declaration order.
+    pub params: Vec<(String, Param)>,
+    /// Names of the required parameters.
+    pub required: Vec<String>,
+    /// The function document as BFCL gives it (for the prompt and the JSON Schema).
+    pub doc: Value,
+}
+
+impl Function {
+    /// The parameter called `name`.
+    pub fn param(&self, name: &str) -> Option<&Param> {
+        self.params.iter().find(|(n, _)| n == name).map(|(_, p)| p)
+    }
+}
+
+/// One expected call: the function and, per parameter, the values accepted for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expected {
+    /// The function's BFCL name.
+    pub name: String,
+    /// Parameter → acceptable values (`""` among them: it may be omitted).
+    pub params: Vec<(String, Vec<Value>)>,
+}
+
+impl Expected {
+    /// The values accepted for parameter `name`.
+    pub fn values(&self, name: &str) -> Option<&[Value]> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+/// One test case.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// BFCL's id (`simple_python_0`).
+    pub id: String,
+    /// Its category.
+    pub category: Category,
+    /// The chat messages (every turn's, in order).
+    pub messages: Vec<Value>,
+    /// The functions offered.
+    pub functions: Vec<Function>,
+    /// The expected calls (empty for irrelevance categories).
+    pub answers: Vec<Expected>,
+}
+
+/// Data that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// No question file for a category.
+    #[error("{dir}: no question file for {category} (BFCL_v*_{category}.json); run scripts/fetch-bfcl.sh or pass --data DIR")]
+    Missing {
+        /// The data folder.
+        dir: PathBuf,
+        /// The category.
+        category: &'static str,
+    },
+    /// A file that cannot be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A line that is not JSON.
+    #[error("{path}:{line}:{col}: invalid JSON: {message}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// JSON of the wrong shape.
+    #[error("{path}:{line}: {pointer}: {message}")]
+    Shape {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// JSON path inside the line.
+        pointer: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A question whose possible answer is missing.
+    #[error("{path}: no possible answer for case {id}")]
+    NoAnswer {
+        /// The answer file.
+        path: PathBuf,
+        /// The case.
+        id: String,
+    },
+}
+
+/// The cases of `categories` in `dir`, each category in file order.
+pub fn load(dir: &Path, categories: &[Category]) -> Result<Vec<Case>, DataError> {
+    let mut cases = Vec::new();
+    for &category in categories {
+        let (questions, answers) = files(dir, category)?;
+        let mut expected: HashMap<String, Vec<Expected>> = HashMap::new();
+        if let Some(path) = &answers {
+            for (line, v) in read_lines(path)? {
+                let at = Loc { path, line };
+                let id = at.string(&v, "/id")?.to_string();
+                let gt = at.array(&v, "/ground_truth")?;
+                let calls = gt
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| expected_call(&at, c, &format!("/ground_truth/{i}")))
+                    .collect::<Result<_, _>>()?;
+                expected.insert(id, calls);
+            }
+        }
+        for (line, v) in read_lines(&questions)? {
+            let at = Loc {
+                path: &questions,
+                line,
+            };
+            let id = at.string(&v, "/id")?.to_string();
+            let mut messages = Vec::new();
+            for (t, turn) in at.array(&v, "/question")?.iter().enumerate() {
+                let turn = turn.as_array().ok_or_else(|| {
+                    at.shape(format!("/question/{t}"), "expected an array of messages")
+                })?;
+                messages.extend(turn.iter().cloned());
+            }
+            let functions = at
+                .array(&v, "/function")?
+                .iter()
+                .enumerate()
+                .map(|(i, f)| function(&at, f, &format!("/function/{i}")))
+                .collect::<Result<_, _>>()?;
+            let answers = match &answers {
+                None => Vec::new(),
+                Some(path) => expected.remove(&id).ok_or_else(|| DataError::NoAnswer {
+                    path: path.clone(),
+                    id: id.clone(),
+                })?,
+            };
+            cases.push(Case {
+                id,
+                category,
+                messages,
+                functions,
+                answers,
+            });
+        }
+    }
+    Ok(cases)
+}
+
+/// The question file of `category` (the highest `BFCL_vN_` version) and its answer file.
+fn files(dir: &Path, category: Category) -> Result<(PathBuf, Option<PathBuf>), DataError> {
+    let suffix = format!("_{}.json", category.name());
+    let entries = std::fs::read_dir(dir).map_err(|source| DataError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let version = |name: &str| -> Option<u32> {
+        name.strip_prefix("BFCL_v")?
+            .strip_suffix(&suffix)?
+            .parse()
+            .ok()
+    };
+    let best = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            version(&name).map(|v| (v, name))
+        })
+        .max();
+    let Some((_, name)) = best else {
+        return Err(DataError::Missing {
+            dir: dir.to_path_buf(),
+            category: category.name(),
+        });
+    };
+    let answers = dir.join("possible_answer").join(&name);
+    let answers = (category.check_kind() != CheckKind::NoCall).then_some(answers);
+    if let Some(a) = &answers {
+        if !a.is_file() {
+            return Err(DataError::Io {
+                path: a.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "answer file missing"),
+            });
+        }
+    }
+    Ok((dir.join(name), answers))
+}
+
+fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>, DataError> {
+    let bytes = std::fs::read(path).map_err(|source| DataError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v = serde_json::from_str(line).map_err(|e| DataError::Json {
+            path: path.to_path_buf(),
+            line: i + 1,
+            col: e.column(),
+            message: e.to_string(),
+        })?;
+        out.push((i + 1, v));
+    }
+    Ok(out)
+}
+
+/// A file and line, for errors.
+struct Loc<'a> {
+    path: &'a Path,
+    line: usize,
+}
+
+impl Loc<'_> {
+    fn shape(&self, pointer: String, message: impl Into<String>) -> DataError {
+        DataError::Shape {
+            path: self.path.to_path_buf(),
+            line: self.line,
+            pointer,
+            message: message.into(),
+        }
+    }
+
+    fn get<'v>(&self, v: &'v Value, pointer: &str) -> Result<&'v Value, DataError> {
+        v.pointer(pointer)
+            .ok_or_else(|| self.shape(pointer.to_string(), "missing"))
+    }
+
+    fn string<'v>(&self, v: &'v Value, pointer: &str) -> Result<&'v str, DataError> {
+        self.get(v, pointer)?
+            .as_str()
+            .ok_or_else(|| self.shape(pointer.to_string(), "expected a string"))
+    }
+
+    fn array<'v>(&self, v: &'v Value, pointer: &str) -> Result<&'v Vec<Value>, DataError> {
+        self.get(v, pointer)?
+            .as_array()
+            .ok_or_else(|| self.shape(pointer.to_string(), "expected an array"))
+    }
+}
+
+fn function(at: &Loc, f: &Value, pointer: &str) -> Result<Function, DataError> {
+    let field = |rel: &str| format!("{pointer}{rel}");
+    let name = match f.get("name") {
+        Some(Value::String(n)) => n.clone(),
+        _ => return Err(at.shape(field("/name"), "expected a string")),
+    };
+    let empty = Map::new();
+    let properties = match f.pointer("/parameters/properties") {
+        None => &empty,
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err(at.shape(field("/parameters/properties"), "expected an object")),
+    };
+    let mut params = Vec::new();
+    for (pname, p) in properties {
+        let ty = match p.get("type") {
+            None => "string".to_string(),
+            Some(Value::String(t)) => t.clone(),
+            Some(other) => {
+                return Err(at.shape(
+                    field(&format!("/parameters/properties/{pname}/type")),
+                    format!("expected a string, found {other}"),
+                ))
+            }
+        };
+        let items = p
+            .pointer("/items/type")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        params.push((pname.clone(), Param { ty, items }));
+    }
+    let required = match f.pointer("/parameters/required") {
+        None => Vec::new(),
+        Some(Value::Array(r)) => r
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                n.as_str().map(str::to_string).ok_or_else(|| {
+                    at.shape(
+                        field(&format!("/parameters/required/{i}")),
+                        "expected a string",
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(at.shape(field("/parameters/required"), "expected an array")),
+    };
+    Ok(Function {
+        name,
+        params,
+        required,
+        doc: f.clone(),
+    })
+}
+
+fn expected_call(at: &Loc, c: &Value, pointer: &str) -> Result<Expected, DataError> {
+    let shape = || at.shape(pointer.to_string(), "expected {\"function name\": {...}}");
+    let call = c.as_object().filter(|m| m.len() == 1).ok_or_else(shape)?;
+    let (name, args) = call.iter().next().ok_or_else(shape)?;
+    let args = args.as_object().ok_or_else(|| {
+        at.shape(
+            format!("{pointer}/{name}"),
+            "expected an object of parameters",
+        )
+    })?;
+    let params = args
+        .iter()
+        .map(|(p, values)| match values {
+            Value::Array(v) => Ok((p.clone(), v.clone())),
+            _ => Err(at.shape(
+                format!("{pointer}/{name}/{p}"),
+                "expected an array of acceptable values",
+            )),
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Expected {
+        name: name.clone(),
+        params,
+    })
+}

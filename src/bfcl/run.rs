@@ -1,0 +1,331 @@
+//! Running one case: the prompt, the answer in each mode, and its score.
+//!
+//! In: a loaded model, a [`Case`] and the [`Settings`]. Out: one [`CaseResult`] per mode. The
+//! prompt is the model's chat template over the case's messages with the case's tools (OpenAI
+//! format, see [`super::convert`]); it is prefilled once and every further mode resumes from it.
+//! `constrained` generates under the tool-calling grammar of the model's style (tool_choice
+//! auto unless asked otherwise, parallel calls allowed), `free` without a grammar; both answers are read with the same
+//! style's parser. `ground-truth` needs no model: it writes the case's first possible answer as
+//! calls in the style, which checks the data, the parser and the checker end to end.
+//!
+//! A case that cannot run (a tool list our tool parser refuses, a prompt longer than the model's
+//! context, a generation error) gets a result with `error` set and counts as wrong.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::convert::{offered_name, openai_tools};
+use super::data::{Case, Param};
+use super::score::{score, Scored};
+use crate::engine::GrammarCompiler;
+use crate::frontend::tool_calls::render_calls;
+use crate::frontend::tools::{parse_tools, StyleSpec, Tool, ToolChoice, ToolOptions};
+use crate::runtime::generate::{GenerateOptions, Prefill, Session};
+use crate::runtime::request::{prompt_tokens, tools_matcher};
+use crate::runtime::Model;
+
+/// How an answer is produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Generated under the tool-calling grammar.
+    Constrained,
+    /// Generated without a grammar.
+    Free,
+    /// The case's first possible answer, written as calls (no model).
+    GroundTruth,
+}
+
+impl Mode {
+    /// The name used on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Constrained => "constrained",
+            Mode::Free => "free",
+            Mode::GroundTruth => "ground-truth",
+        }
+    }
+}
+
+/// What every case of a run shares.
+#[derive(Debug)]
+pub struct Settings<'a> {
+    /// The call style.
+    pub style: &'static StyleSpec,
+    /// A chat template (source, origin) instead of the model's own.
+    pub template: Option<(String, String)>,
+    /// Tokens that end an answer.
+    pub stop: Vec<u32>,
+    /// Generation options (the seed is per case).
+    pub generate: GenerateOptions,
+    /// The modes, in the order they run.
+    pub modes: Vec<Mode>,
+    /// Constrained answers: `Auto` (text or calls) or `Required` (at least one call).
+    pub tool_choice: ToolChoice,
+    /// The compiler for constrained answers (one for the run: masks are shared between cases).
+    pub compiler: &'a GrammarCompiler,
+}
+
+/// One case answered in one mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseResult {
+    /// The case id.
+    pub id: String,
+    /// Its category.
+    pub category: String,
+    /// How the answer was produced.
+    pub mode: Mode,
+    /// The answer text.
+    pub text: String,
+    /// Its score.
+    #[serde(flatten)]
+    pub scored: Scored,
+    /// Why the case could not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Prompt tokens.
+    pub prompt_tokens: usize,
+    /// Generated tokens.
+    pub tokens: usize,
+    /// Grammar compile + prefill + decode (ms); a resumed mode counts the shared prefill too.
+    pub latency_ms: f64,
+    /// Grammar compile time (ms).
+    pub compile_ms: f64,
+    /// Mask, apply and accept time during decoding (ms).
+    pub grammar_ms: f64,
+    /// Decode time after the prefill (ms).
+    pub decode_ms: f64,
+    /// Why generation stopped.
+    pub stop: String,
+}
+
+impl CaseResult {
+    fn new(case: &Case, mode: Mode, text: String, scored: Scored) -> CaseResult {
+        CaseResult {
+            id: case.id.clone(),
+            category: case.category.name().to_string(),
+            mode,
+            text,
+            scored,
+            error: None,
+            prompt_tokens: 0,
+            tokens: 0,
+            latency_ms: 0.0,
+            compile_ms: 0.0,
+            grammar_ms: 0.0,
+            decode_ms: 0.0,
+            stop: String::new(),
+        }
+    }
+
+    /// A case that could not run in `mode`.
+    pub fn failed(case: &Case, mode: Mode, error: String) -> CaseResult {
+        let scored = Scored {
+            calls: Vec::new(),
+            parse_errors: Vec::new(),
+            correct: false,
+            verdict: format!("error: {error}"),
+        };
+        let mut r = CaseResult::new(case, mode, String::new(), scored);
+        r.error = Some(error);
+        r
+    }
+}
+
+/// The case's tools as offered: the OpenAI array and the parsed list.
+pub fn offered_tools(case: &Case) -> Result<(Vec<Value>, Vec<Tool>), String> {
+    let json = openai_tools(&case.functions);
+    let tools = parse_tools(&Value::Array(json.clone())).map_err(|e| format!("tools: {e}"))?;
+    Ok((json, tools))
+}
+
+/// The case's first possible answer written as calls in `style`, scored.
+pub fn ground_truth(case: &Case, style: &StyleSpec) -> CaseResult {
+    let tools = match offered_tools(case) {
+        Ok((_, tools)) => tools,
+        Err(e) => return CaseResult::failed(case, Mode::GroundTruth, e),
+    };
+    let calls: Vec<(String, Value)> = case
+        .answers
+        .iter()
+        .map(|e| {
+            let f = case.functions.iter().find(|f| f.name == e.name);
+            let args: Map<String, Value> = e
+                .params
+                .iter()
+                .filter_map(|(p, values)| {
+                    let param = f.and_then(|f| f.param(p));
+                    let required = f.is_some_and(|f| f.required.contains(p));
+                    let omittable = values.iter().any(|v| v.as_str() == Some(""));
+                    if param.is_none() && omittable {
+                        return None;
+                    }
+                    let value = first_acceptable(values, required)?;
+                    Some((p.clone(), written_value(value, param)))
+                })
+                .collect();
+            (offered_name(&e.name), Value::Object(args))
+        })
+        .collect();
+    let text = render_calls(&calls, style);
+    let scored = score(case, &tools, style, &text);
+    CaseResult::new(case, Mode::GroundTruth, text, scored)
+}
+
+/// The first acceptable value; `None` when that is `""` (omit it), unless the parameter is
+/// required, which takes the first value that is not `""` (or `""` itself when it is the only one).
+fn first_acceptable(values: &[Value], required: bool) -> Option<&Value> {
+    let omit = |v: &&Value| v.as_str() == Some("");
+    match values.first() {
+        Some(v) if omit(&v) && required => values.iter().find(|v| !omit(v)).or(Some(v)),
+        Some(v) if omit(&v) => None,
+        first => first,
+    }
+}
+
+/// An acceptable value as written in a call: a `dict` parameter's acceptable value (and each dict
+/// of a list-of-dicts parameter) lists acceptable values per key, so each key takes its first.
+fn written_value(value: &Value, param: Option<&Param>) -> Value {
+    let dict = |v: &Value| match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter_map(|(k, values)| match values {
+                    Value::Array(a) => first_acceptable(a, false).map(|v| (k.clone(), v.clone())),
+                    other => Some((k.clone(), other.clone())),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    };
+    match (param, value) {
+        (Some(p), Value::Object(_)) if p.ty == "dict" => dict(value),
+        (Some(p), Value::Array(items)) if p.items.as_deref() == Some("dict") => {
+            Value::Array(items.iter().map(dict).collect())
+        }
+        _ => value.clone(),
+    }
+}
+
+/// Answers `case` in every mode of `settings` on `model`; `seed` seeds sampling.
+pub fn run_case(model: &mut Model, case: &Case, settings: &Settings, seed: u64) -> Vec<CaseResult> {
+    let fail_all = |e: String| -> Vec<CaseResult> {
+        settings
+            .modes
+            .iter()
+            .map(|&m| CaseResult::failed(case, m, e.clone()))
+            .collect()
+    };
+    let (tools_json, tools) = match offered_tools(case) {
+        Ok(t) => t,
+        Err(e) => return fail_all(e),
+    };
+    let ids = match prompt_tokens(
+        model,
+        settings.template.as_ref(),
+        &case.messages,
+        &tools_json,
+        settings.style,
+    ) {
+        Ok((_, ids)) => ids,
+        Err(e) => return fail_all(format!("prompt: {e}")),
+    };
+    let context = model.decoder.cfg.context;
+    if ids.len() + settings.generate.max_tokens > context {
+        return fail_all(format!(
+            "the prompt ({} tokens) plus --max-tokens {} exceeds the model's context of {context}",
+            ids.len(),
+            settings.generate.max_tokens
+        ));
+    }
+    let mut prefill = None;
+    settings
+        .modes
+        .iter()
+        .map(|&mode| {
+            let prompted = Prompted {
+                tools: &tools,
+                ids: &ids,
+            };
+            answer(model, case, settings, &prompted, mode, seed, &mut prefill)
+                .unwrap_or_else(|e| CaseResult::failed(case, mode, e))
+        })
+        .collect()
+}
+
+/// A case's offered tools and prompt tokens.
+struct Prompted<'a> {
+    tools: &'a [Tool],
+    ids: &'a [u32],
+}
+
+fn answer(
+    model: &mut Model,
+    case: &Case,
+    settings: &Settings,
+    prompted: &Prompted,
+    mode: Mode,
+    seed: u64,
+    prefill: &mut Option<Prefill>,
+) -> Result<CaseResult, String> {
+    if mode == Mode::GroundTruth {
+        return Ok(ground_truth(case, settings.style));
+    }
+    let t = Instant::now();
+    let matcher = match mode {
+        Mode::Constrained => {
+            let options = ToolOptions {
+                tool_choice: settings.tool_choice.clone(),
+                ..ToolOptions::default()
+            };
+            let (m, _) = tools_matcher(
+                settings.compiler,
+                prompted.tools,
+                settings.style,
+                &options,
+                &settings.stop,
+            )
+            .map_err(|e| e.to_string())?;
+            Some(m)
+        }
+        _ => None,
+    };
+    let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+    let mut opts = settings.generate.clone();
+    opts.seed = seed;
+    let mut session =
+        Session::new(model, matcher, settings.stop.clone(), opts).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let resumed = match prefill {
+        Some(p) => {
+            session.resume(p).map_err(|e| e.to_string())?;
+            true
+        }
+        None => {
+            session.prefill(prompted.ids).map_err(|e| e.to_string())?;
+            *prefill = session.prefilled();
+            false
+        }
+    };
+    let stop = loop {
+        match session.step(&mut |_| {}) {
+            Ok(Some(stop)) => break stop,
+            Ok(None) => {}
+            Err(e) => return Err(format!("generation: {e}")),
+        }
+    };
+    let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+    let gen = session.finish(stop);
+    let s = &gen.summary;
+    let scored = score(case, prompted.tools, settings.style, &gen.text);
+    let mut r = CaseResult::new(case, mode, gen.text.clone(), scored);
+    r.prompt_tokens = prompted.ids.len();
+    r.tokens = s.tokens_generated;
+    r.latency_ms = compile_ms + wall_ms + if resumed { s.prefill_ms } else { 0.0 };
+    r.compile_ms = compile_ms;
+    r.grammar_ms = s.grammar_ms;
+    r.decode_ms = s.decode_ms;
+    r.stop = s.stop_reason.clone();
+    Ok(r)
+}

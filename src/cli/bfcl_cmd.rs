@@ -1,0 +1,344 @@
+//! `structgen bfcl`: BFCL-style accuracy runs — load the data, answer every case in each mode on a
+//! pool of model instances with a progress bar showing running accuracy, print one row per
+//! category and mode, and write every case's answer, calls and verdict to `--out`. `--rescore`
+//! scores a saved results file again (no model); `--mode ground-truth` scores the data's own
+//! answers (no model).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+use super::atomic::AtomicFile;
+use super::model_args::{named_style, LoadedModel, ModelArgs};
+use super::{read_json, CliError};
+use crate::bfcl::checker::answer_defects;
+use crate::bfcl::report::{rows, table, Results};
+use crate::bfcl::run::{ground_truth, offered_tools, run_case, Settings};
+use crate::bfcl::score::score;
+use crate::bfcl::{load, Case, CaseResult, Category, Mode};
+use crate::frontend::tools::{StyleSpec, ToolChoice};
+use crate::runtime::generate::GenerateOptions;
+use crate::runtime::request::grammar_compiler;
+use crate::runtime::sampler::Sampling;
+use crate::runtime::Model;
+
+/// Arguments of `structgen bfcl`.
+#[derive(Debug, Args)]
+pub struct BfclCmd {
+    /// The extracted `bfcl_eval/data` folder (scripts/fetch-bfcl.sh puts it in data/bfcl).
+    #[arg(long, default_value = "data/bfcl", value_name = "DIR")]
+    data: PathBuf,
+    /// Categories, comma-separated (default: all ten).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    categories: Vec<String>,
+    /// At most N cases per category: the first N, or N drawn with --seed under --shuffle.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Draw the --limit cases at random (with --seed) instead of taking the first.
+    #[arg(long, requires = "limit")]
+    shuffle: bool,
+    /// constrained, free, both, or ground-truth (the data's own first answers; no model).
+    #[arg(long, default_value = "both", value_parser = ["constrained", "free", "both", "ground-truth"])]
+    mode: String,
+    /// Constrained answers: auto (text or calls, as BFCL asks) or required (at least one call).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "required"])]
+    tool_choice: String,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Most tokens per answer.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    max_tokens: usize,
+    /// Sampling temperature; 0 = greedy.
+    #[arg(long, default_value_t = 0.0, value_name = "T")]
+    temperature: f32,
+    /// Nucleus sampling: keep the best tokens up to this probability.
+    #[arg(long, value_name = "P")]
+    top_p: Option<f32>,
+    /// Keep only the K best tokens.
+    #[arg(long, value_name = "K")]
+    top_k: Option<usize>,
+    /// Seed of sampling (case i uses seed + i) and of --shuffle.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Feed every token through sampling, even text the grammar forces.
+    #[arg(long)]
+    no_jump_forward: bool,
+    /// Model instances answering cases in parallel (a rayon pool; each loads its own copy).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    jobs: usize,
+    /// Write the run (settings, summary, every case's answer, calls and verdict) as JSON.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Score a results file written by --out again (against --data; no model).
+    #[arg(long, value_name = "FILE", conflicts_with = "mode")]
+    rescore: Option<PathBuf>,
+}
+
+fn categories(names: &[String]) -> Result<Vec<Category>, CliError> {
+    if names.is_empty() {
+        return Ok(Category::ALL.to_vec());
+    }
+    names
+        .iter()
+        .map(|n| {
+            Category::parse(n.trim()).ok_or_else(|| {
+                let known: Vec<&str> = Category::ALL.iter().map(|c| c.name()).collect();
+                CliError::Usage(format!(
+                    "--categories: unknown category {n:?} (known: {})",
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+fn select(cases: Vec<Case>, cmd: &BfclCmd) -> Vec<Case> {
+    let Some(limit) = cmd.limit else {
+        return cases;
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(cmd.seed);
+    let mut out = Vec::new();
+    for c in Category::ALL {
+        let mut of: Vec<Case> = cases.iter().filter(|k| k.category == c).cloned().collect();
+        if cmd.shuffle {
+            of.shuffle(&mut rng);
+        }
+        out.extend(of.into_iter().take(limit));
+    }
+    out
+}
+
+fn progress(total: usize) -> ProgressBar {
+    let pb = ProgressBar::new(total as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed}/{eta} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+/// Running accuracy per mode, for the progress bar.
+fn accuracy_line(results: &[CaseResult], modes: &[Mode]) -> String {
+    let parts: Vec<String> = modes
+        .iter()
+        .map(|&m| {
+            let of: Vec<&CaseResult> = results.iter().filter(|r| r.mode == m).collect();
+            let ok = of.iter().filter(|r| r.scored.correct).count();
+            let pct = if of.is_empty() {
+                0.0
+            } else {
+                ok as f64 * 100.0 / of.len() as f64
+            };
+            format!("{} {ok}/{} ({pct:.1}%)", m.name(), of.len())
+        })
+        .collect();
+    parts.join(" · ")
+}
+
+/// Runs `structgen bfcl`.
+pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
+    let categories = categories(&cmd.categories)?;
+    let cases = load(&cmd.data, &categories)?;
+    if let Some(path) = &cmd.rescore {
+        return rescore(&cmd, path, &cases);
+    }
+    let cases = select(cases, &cmd);
+    let start = Instant::now();
+    let (results, model_name, style_name) = if cmd.mode == "ground-truth" {
+        let name = cmd.model.style_name().unwrap_or("hermes").to_string();
+        let style = named_style(&name)?;
+        let results: Vec<CaseResult> = cases.iter().map(|c| ground_truth(c, style)).collect();
+        for c in &cases {
+            let defects = answer_defects(c);
+            if !defects.is_empty() {
+                eprintln!(
+                    "note: {} has no correct answer under BFCL's rules (a data defect): {}",
+                    c.id,
+                    defects.join("; ")
+                );
+            }
+        }
+        (results, "none (ground truth)".to_string(), name)
+    } else {
+        let loaded = cmd.model.load()?;
+        let (model, style) = (loaded.model.description.clone(), loaded.style_name.clone());
+        (answer_all(&cmd, loaded, &cases)?, model, style)
+    };
+    let run = Results {
+        model: model_name,
+        style: style_name,
+        data: cmd.data.display().to_string(),
+        max_tokens: cmd.max_tokens,
+        seed: cmd.seed,
+        total_s: start.elapsed().as_secs_f64(),
+        summary: Vec::new(),
+        results,
+    };
+    finish(&cmd, run)
+}
+
+/// Answers every case on `cmd.jobs` model instances.
+fn answer_all(
+    cmd: &BfclCmd,
+    loaded: LoadedModel,
+    cases: &[Case],
+) -> Result<Vec<CaseResult>, CliError> {
+    let modes = match cmd.mode.as_str() {
+        "constrained" => vec![Mode::Constrained],
+        "free" => vec![Mode::Free],
+        _ => vec![Mode::Constrained, Mode::Free],
+    };
+    let compiler = grammar_compiler(&loaded.model);
+    let settings = Settings {
+        style: loaded.style,
+        template: loaded.template.clone(),
+        stop: loaded.stop.clone(),
+        generate: GenerateOptions {
+            max_tokens: cmd.max_tokens,
+            sampling: Sampling::from_flags(cmd.temperature, cmd.top_k, cmd.top_p),
+            seed: cmd.seed,
+            jump_forward: !cmd.no_jump_forward,
+            ..GenerateOptions::default()
+        },
+        modes: modes.clone(),
+        tool_choice: ToolChoice::parse(&cmd.tool_choice),
+        compiler: &compiler,
+    };
+    let jobs = cmd.jobs.clamp(1, cases.len().max(1));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|e| CliError::Usage(format!("--jobs {jobs}: {e}")))?;
+    let pb = progress(cases.len() * modes.len());
+    let next = AtomicUsize::new(0);
+    let (tx, rx) = mpsc::channel::<Result<Vec<CaseResult>, String>>();
+    let mut first = Some(loaded.model);
+    let (files, device) = (&loaded.files, &loaded.device);
+    let mut results: Vec<CaseResult> = Vec::new();
+    let mut failure = None;
+    pool.in_place_scope(|s| {
+        for _ in 0..jobs {
+            let tx = tx.clone();
+            let own = first.take();
+            let (next, settings) = (&next, &settings);
+            s.spawn(move |_| {
+                let mut model = match own.map_or_else(|| Model::load(files, device), Ok) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("loading another model instance: {e}")));
+                        return;
+                    }
+                };
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(case) = cases.get(i) else { break };
+                    let seed = settings.generate.seed.wrapping_add(i as u64);
+                    if tx
+                        .send(Ok(run_case(&mut model, case, settings, seed)))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        for msg in rx {
+            match msg {
+                Ok(r) => {
+                    pb.inc(r.len() as u64);
+                    results.extend(r);
+                    pb.set_message(accuracy_line(&results, &modes));
+                }
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+    });
+    pb.finish_and_clear();
+    if let Some(e) = failure {
+        return Err(CliError::Usage(e));
+    }
+    let order = |r: &CaseResult| {
+        let case = cases
+            .iter()
+            .position(|c| c.id == r.id)
+            .unwrap_or(usize::MAX);
+        (case, modes.iter().position(|&m| m == r.mode))
+    };
+    results.sort_by_key(order);
+    Ok(results)
+}
+
+/// Scores the answers of a results file again.
+fn rescore(cmd: &BfclCmd, path: &Path, cases: &[Case]) -> Result<ExitCode, CliError> {
+    let value = read_json(path)?;
+    let mut saved: Results = serde_json::from_value(value).map_err(|e| {
+        CliError::Usage(format!(
+            "{}: not a structgen bfcl results file: {e}",
+            path.display()
+        ))
+    })?;
+    let name = cmd
+        .model
+        .style_name()
+        .unwrap_or(saved.style.as_str())
+        .to_string();
+    let style: &StyleSpec = named_style(&name)?;
+    let mut missing = 0;
+    for r in saved.results.iter_mut().filter(|r| r.error.is_none()) {
+        let Some(case) = cases
+            .iter()
+            .find(|c| c.id == r.id && c.category.name() == r.category)
+        else {
+            missing += 1;
+            continue;
+        };
+        match offered_tools(case) {
+            Ok((_, tools)) => r.scored = score(case, &tools, style, &r.text),
+            Err(e) => *r = CaseResult::failed(case, r.mode, e),
+        }
+    }
+    if missing > 0 {
+        eprintln!(
+            "warning: {missing} saved case(s) are not in {} for the selected categories; their old scores are kept",
+            cmd.data.display()
+        );
+    }
+    saved.style = name;
+    saved.data = cmd.data.display().to_string();
+    finish(cmd, saved)
+}
+
+/// Prints the table and writes `--out`.
+fn finish(cmd: &BfclCmd, mut out: Results) -> Result<ExitCode, CliError> {
+    out.summary = rows(&out.results);
+    let text = table(&out.summary);
+    if let Some(path) = &cmd.out {
+        let mut f = AtomicFile::create(path)?;
+        f.write_line(&serde_json::to_string_pretty(&out).unwrap_or_default())?;
+        f.commit()?;
+    }
+    let stdout = std::io::stdout();
+    let mut w = stdout.lock();
+    writeln!(w, "{text}").map_err(CliError::Output)?;
+    writeln!(
+        w,
+        "model: {} · style: {} · {} answers in {:.1} s",
+        out.model,
+        out.style,
+        out.results.len(),
+        out.total_s
+    )
+    .map_err(CliError::Output)?;
+    Ok(ExitCode::SUCCESS)
+}

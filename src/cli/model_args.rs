@@ -1,0 +1,168 @@
+//! The model options shared by `run` and `bfcl`: which model, on which device, with which chat
+//! template and call style → one [`LoadedModel`] (or a [`CliError`] naming what is wrong).
+
+use std::path::PathBuf;
+
+use candle_core::Device;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{read_text, CliError};
+use crate::frontend::tools::{style, StyleSpec, STYLES};
+use crate::runtime::model::ModelFiles;
+use crate::runtime::request::stop_tokens;
+use crate::runtime::source::{resolve, Manifest, ModelSpec};
+use crate::runtime::Model;
+
+/// Which model to load, where, and how to prompt it.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// Model: a .gguf file, a checkpoint folder, a name in models/manifest.toml, or a Hugging
+    /// Face repo id (owner/name). Default: the manifest's default (SmolLM2-135M-Instruct).
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// Hub revision (branch, tag or commit) for a repo id.
+    #[arg(long, value_name = "REV")]
+    revision: Option<String>,
+    /// The GGUF file to fetch from a hub repo.
+    #[arg(long, value_name = "FILE")]
+    model_file: Option<String>,
+    /// Manifest of known models (default: models/manifest.toml, else the built-in copy).
+    #[arg(long, value_name = "FILE")]
+    manifest: Option<PathBuf>,
+    /// cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
+    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
+    device: String,
+    /// Jinja chat template to use instead of the model's own.
+    #[arg(long, value_name = "FILE")]
+    chat_template: Option<PathBuf>,
+    /// Tool-call style (default: the manifest's for the model, else guessed from its template).
+    #[arg(long, value_name = "STYLE")]
+    style: Option<String>,
+}
+
+/// A loaded model with what prompting and stopping it needs.
+pub struct LoadedModel {
+    /// The model.
+    pub model: Model,
+    /// Its files (to load more instances).
+    pub files: ModelFiles,
+    /// The device it is on.
+    pub device: Device,
+    /// The chat template (source, origin) when one was given instead of the model's.
+    pub template: Option<(String, String)>,
+    /// The call style's name.
+    pub style_name: String,
+    /// The call style.
+    pub style: &'static StyleSpec,
+    /// Stop tokens: the tokenizer's, the EOS text's and the manifest's.
+    pub stop: Vec<u32>,
+}
+
+fn device(spec: &str) -> Result<Device, CliError> {
+    let bad = || CliError::Usage(format!("--device {spec:?}: expected cpu, cuda or cuda:N"));
+    let dev = match spec {
+        "cpu" => return Ok(Device::Cpu),
+        "cuda" => Device::new_cuda(0),
+        s => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(n)) => Device::new_cuda(n),
+            _ => return Err(bad()),
+        },
+    };
+    dev.map_err(|e| CliError::Usage(format!("--device {spec}: {e}")))
+}
+
+/// A spinner on stderr with `msg` and the elapsed time.
+pub fn spinner(msg: &str) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} {elapsed}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_message(msg.to_string());
+    pb.enable_steady_tick(std::time::Duration::from_millis(120));
+    pb
+}
+
+/// A style for a model outside the manifest, guessed from its chat template.
+fn guess_style(template: Option<&str>) -> &'static str {
+    let t = template.unwrap_or_default();
+    if t.contains("<function=") {
+        "qwen_coder"
+    } else if t.contains("<|python_tag|>") || t.contains("\"parameters\"") {
+        "llama_json"
+    } else if t.contains("<|channel|>") {
+        "harmony"
+    } else if t.contains("[TOOL_CALLS]") {
+        "mistral"
+    } else {
+        "hermes"
+    }
+}
+
+/// The style called `name`, or a usage error listing the known ones.
+pub fn named_style(name: &str) -> Result<&'static StyleSpec, CliError> {
+    style(name).ok_or_else(|| {
+        let names: Vec<&str> = STYLES.iter().map(|s| s.name).collect();
+        CliError::Usage(format!(
+            "unknown --style {name:?} (known: {})",
+            names.join(", ")
+        ))
+    })
+}
+
+impl ModelArgs {
+    /// The `--style` given, if any.
+    pub fn style_name(&self) -> Option<&str> {
+        self.style.as_deref()
+    }
+
+    /// Resolves, fetches if needed and loads the model; prints its description and warnings.
+    pub fn load(&self) -> Result<LoadedModel, CliError> {
+        let manifest = Manifest::load(self.manifest.as_deref())?;
+        let spec = ModelSpec {
+            name: self.model.clone(),
+            revision: self.revision.clone(),
+            file: self.model_file.clone(),
+        };
+        let resolved = resolve(&spec, &manifest, true)?;
+        let dev = device(&self.device)?;
+        let pb = spinner("loading model");
+        let model = Model::load(&resolved.files, &dev)?;
+        pb.finish_and_clear();
+        eprintln!("model: {}", model.description);
+        for w in &model.vocab.warnings {
+            eprintln!("warning: tokenizer: {w}");
+        }
+        let template = match &self.chat_template {
+            Some(p) => Some((read_text(p)?, p.display().to_string())),
+            None => None,
+        };
+        let style_name = match (&self.style, &resolved.entry) {
+            (Some(s), _) => s.clone(),
+            (None, Some(e)) => e.style.clone(),
+            (None, None) => {
+                let source = template.as_ref().or(model.chat_template.as_ref());
+                let g = guess_style(source.map(|t| t.0.as_str()));
+                eprintln!("note: no --style given; guessed {g:?} from the chat template");
+                g.to_string()
+            }
+        };
+        let style = named_style(&style_name)?;
+        let extra = resolved
+            .entry
+            .as_ref()
+            .map(|e| e.stop.clone())
+            .unwrap_or_default();
+        let stop = stop_tokens(&model, &extra);
+        Ok(LoadedModel {
+            model,
+            files: resolved.files,
+            device: dev,
+            template,
+            style_name,
+            style,
+            stop,
+        })
+    }
+}

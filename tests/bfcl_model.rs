@@ -1,0 +1,115 @@
+//! `structgen bfcl` end to end with the real SmolLM2-135M-Instruct GGUF and BFCL's data: three
+//! cases of every category in both modes (tool_choice auto, as BFCL asks), then the constrained
+//! mode with a call required. Constrained calls always parse and validate against their tool's
+//! JSON Schema (checked by the `jsonschema` crate inside the scorer); the results file holds every
+//! answer and scores the same when re-scored.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bfcl(args: &[&str], out: &Path) -> Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_structgen"))
+        .arg("bfcl")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .current_dir(common::repo())
+        .output()
+        .expect("run structgen");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}\n{stdout}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    eprintln!("{stdout}");
+    let text = std::fs::read_to_string(out).expect("results file");
+    serde_json::from_str(&text).expect("results JSON")
+}
+
+fn ready(test: &str) -> bool {
+    if !common::repo().join("data/bfcl/possible_answer").is_dir() {
+        eprintln!("{test}: skipped: run scripts/fetch-bfcl.sh to fetch the BFCL data");
+        return false;
+    }
+    common::model_file(test).is_some()
+}
+
+fn results(v: &Value) -> &Vec<Value> {
+    v["results"].as_array().expect("results")
+}
+
+#[test]
+fn three_cases_per_category_in_both_modes() {
+    if !ready("three_cases_per_category_in_both_modes") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("structgen-bfcl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("both.json");
+    let run = bfcl(&["--limit", "3", "--max-tokens", "40"], &out);
+    let rs = results(&run);
+    assert_eq!(rs.len(), 10 * 3 * 2, "10 categories × 3 cases × 2 modes");
+    for r in rs {
+        assert!(r["error"].is_null(), "{}: {}", r["id"], r["error"]);
+        if r["mode"] == "constrained" {
+            if r["stop"] == "grammar" {
+                assert_eq!(r["parse_errors"], Value::Array(vec![]), "{}", r["id"]);
+            }
+            for c in r["calls"].as_array().unwrap() {
+                assert_eq!(c["schema_valid"], true, "{}: {c}", r["id"]);
+            }
+        }
+    }
+    let rows = run["summary"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        10 * 2 + 2,
+        "a row per category and mode, and `all`"
+    );
+    let rescored_out = dir.join("rescored.json");
+    let again = bfcl(&["--rescore", out.to_str().unwrap()], &rescored_out);
+    assert_eq!(again["summary"], run["summary"]);
+    let required = dir.join("required.json");
+    let forced = bfcl(
+        &[
+            "--limit",
+            "3",
+            "--max-tokens",
+            "64",
+            "--mode",
+            "constrained",
+            "--tool-choice",
+            "required",
+            "--categories",
+            "simple_python,multiple,parallel,live_simple",
+        ],
+        &required,
+    );
+    let rs = results(&forced);
+    assert_eq!(rs.len(), 4 * 3);
+    let mut calls = 0;
+    for r in rs {
+        assert!(r["error"].is_null(), "{}: {}", r["id"], r["error"]);
+        let cs = r["calls"].as_array().unwrap();
+        if r["stop"] == "grammar" {
+            assert_eq!(r["parse_errors"], Value::Array(vec![]), "{}", r["id"]);
+            assert!(
+                !cs.is_empty(),
+                "{}: a call is required: {}",
+                r["id"],
+                r["text"]
+            );
+        }
+        for c in cs {
+            assert_eq!(c["schema_valid"], true, "{}: {c}", r["id"]);
+            calls += 1;
+        }
+    }
+    assert!(calls >= 6, "only {calls} calls in 12 answers");
+    std::fs::remove_dir_all(&dir).ok();
+}
