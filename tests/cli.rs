@@ -443,3 +443,31 @@ fn check_takes_a_tool_list() {
     assert_eq!(accepted, [true, false, true], "{}", text(&out.stderr));
     let _ = std::fs::remove_file(inputs);
 }
+
+#[test]
+fn bfcl_bad_input_is_a_clear_error() {
+    let out = structgen(&["bfcl", "--data", "no/such/dir", "--mode", "ground-truth"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no/such/dir: no question file for simple_python")
+            && err.contains("scripts/fetch-bfcl.sh"),
+        "{err}"
+    );
+    let out = structgen(&["bfcl", "--categories", "simple,parallel"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("unknown category \"simple\" (known: simple_python,"),
+        "{err}"
+    );
+    let results = temp_file("results.json", b"{\"results\": 3}");
+    let r = results.to_str().unwrap_or_default().to_string();
+    if common::repo().join("data/bfcl/possible_answer").is_dir() {
+        let out = structgen(&["bfcl", "--rescore", &r, "--categories", "parallel"]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = text(&out.stderr);
+        assert!(err.contains("not a structgen bfcl results file"), "{err}");
+    }
+    let _ = std::fs::remove_file(results);
+}

@@ -279,9 +279,15 @@ pub fn load(dir: &Path, categories: &[Category]) -> Result<Vec<Case>, DataError>
 /// The question file of `category` (the highest `BFCL_vN_` version) and its answer file.
 fn files(dir: &Path, category: Category) -> Result<(PathBuf, Option<PathBuf>), DataError> {
     let suffix = format!("_{}.json", category.name());
-    let entries = std::fs::read_dir(dir).map_err(|source| DataError::Io {
-        path: dir.to_path_buf(),
-        source,
+    let entries = std::fs::read_dir(dir).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => DataError::Missing {
+            dir: dir.to_path_buf(),
+            category: category.name(),
+        },
+        _ => DataError::Io {
+            path: dir.to_path_buf(),
+            source,
+        },
     })?;
     let version = |name: &str| -> Option<u32> {
         name.strip_prefix("BFCL_v")?
@@ -449,4 +455,75 @@ fn expected_call(at: &Loc, c: &Value, pointer: &str) -> Result<Expected, DataErr
         name: name.clone(),
         params,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(tag: &str, files: &[(&str, &str)]) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("structgen-bfcl-data-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(d.join("possible_answer")).unwrap();
+        for (name, text) in files {
+            std::fs::write(d.join(name), text).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn cases_pair_with_answers_and_errors_name_file_line_and_path() {
+        let q = r#"{"id": "simple_python_0", "question": [[{"role": "user", "content": "hi"}]], "function": [{"name": "a.b", "parameters": {"type": "dict", "properties": {"x": {"type": "array", "items": {"type": "float"}}}, "required": ["x"]}}]}"#;
+        let a = r#"{"id": "simple_python_0", "ground_truth": [{"a.b": {"x": [[1.0], ""]}}]}"#;
+        let d = dir(
+            "good",
+            &[
+                ("BFCL_v3_simple_python.json", "{}"),
+                ("BFCL_v4_simple_python.json", q),
+                ("possible_answer/BFCL_v4_simple_python.json", a),
+            ],
+        );
+        let cases = load(&d, &[Category::SimplePython]).unwrap();
+        assert_eq!(cases.len(), 1, "the highest version wins");
+        let c = &cases[0];
+        assert_eq!(
+            c.functions[0].param("x").unwrap().items.as_deref(),
+            Some("float")
+        );
+        assert_eq!(c.answers[0].values("x").unwrap().len(), 2);
+        let err = load(&d, &[Category::Multiple]).unwrap_err().to_string();
+        assert!(err.contains("no question file for multiple"), "{err}");
+
+        let bad = q.replace(r#""required": ["x"]"#, r#""required": "x""#);
+        let d = dir(
+            "bad",
+            &[
+                ("BFCL_v4_parallel.json", "\n"),
+                ("BFCL_v4_simple_python.json", &format!("\n{bad}")),
+                ("possible_answer/BFCL_v4_simple_python.json", a),
+            ],
+        );
+        let err = load(&d, &[Category::SimplePython]).unwrap_err().to_string();
+        assert!(
+            err.ends_with(
+                "BFCL_v4_simple_python.json:2: /function/0/parameters/required: expected an array"
+            ),
+            "{err}"
+        );
+        std::fs::write(d.join("BFCL_v4_simple_python.json"), "{\"id\": 1,").unwrap();
+        let err = load(&d, &[Category::SimplePython]).unwrap_err().to_string();
+        assert!(err.contains("BFCL_v4_simple_python.json:1:"), "{err}");
+        std::fs::write(
+            d.join("BFCL_v4_simple_python.json"),
+            q.replace("simple_python_0", "other"),
+        )
+        .unwrap();
+        let err = load(&d, &[Category::SimplePython]).unwrap_err().to_string();
+        assert!(err.ends_with("no possible answer for case other"), "{err}");
+        for tag in ["good", "bad"] {
+            let d = std::env::temp_dir()
+                .join(format!("structgen-bfcl-data-{}-{tag}", std::process::id()));
+            std::fs::remove_dir_all(d).ok();
+        }
+    }
 }
