@@ -159,6 +159,12 @@ pub struct Results {
     pub data: String,
     /// Most tokens per answer.
     pub max_tokens: usize,
+    /// tool_choice of constrained answers (`auto` or `required`).
+    #[serde(default)]
+    pub tool_choice: String,
+    /// Sampling temperature (0: greedy).
+    #[serde(default)]
+    pub temperature: f32,
     /// Sampling seed.
     pub seed: u64,
     /// Wall time of the whole run (s).

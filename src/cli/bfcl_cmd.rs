@@ -125,7 +125,8 @@ fn progress(total: usize) -> ProgressBar {
     pb
 }
 
-/// Running accuracy per mode, for the progress bar.
+/// Running accuracy per mode, for the progress bar (and, when stderr is not a terminal and the
+/// bar is hidden, a line every 25 cases).
 fn accuracy_line(results: &[CaseResult], modes: &[Mode]) -> String {
     let parts: Vec<String> = modes
         .iter()
@@ -177,6 +178,8 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         style: style_name,
         data: cmd.data.display().to_string(),
         max_tokens: cmd.max_tokens,
+        tool_choice: cmd.tool_choice.clone(),
+        temperature: cmd.temperature,
         seed: cmd.seed,
         total_s: start.elapsed().as_secs_f64(),
         summary: Vec::new(),
@@ -256,7 +259,12 @@ fn answer_all(
                 Ok(r) => {
                     pb.inc(r.len() as u64);
                     results.extend(r);
-                    pb.set_message(accuracy_line(&results, &modes));
+                    let line = accuracy_line(&results, &modes);
+                    let done = results.len() / modes.len();
+                    if pb.is_hidden() && (done % 25 == 0 || done == cases.len()) {
+                        eprintln!("{done}/{} cases: {line}", cases.len());
+                    }
+                    pb.set_message(line);
                 }
                 Err(e) => {
                     failure.get_or_insert(e);
@@ -333,9 +341,11 @@ fn finish(cmd: &BfclCmd, mut out: Results) -> Result<ExitCode, CliError> {
     writeln!(w, "{text}").map_err(CliError::Output)?;
     writeln!(
         w,
-        "model: {} · style: {} · {} answers in {:.1} s",
+        "model: {} · style: {} · tool_choice {} · max {} tokens · {} answers in {:.1} s",
         out.model,
         out.style,
+        out.tool_choice,
+        out.max_tokens,
         out.results.len(),
         out.total_s
     )
