@@ -12,45 +12,8 @@ use serde_json::Value;
 use structgen::engine::batch::fill_next_token_bitmasks;
 use structgen::engine::{CompileOptions, GrammarCompiler, GrammarMatcher, Precompute};
 use structgen::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions};
-use structgen::frontend::structural_tag::structural_tag_grammar;
 use structgen::vocab::LoadedVocab;
 use structgen::{Limits, TokenBitmask, TokenId};
-
-struct Request {
-    id: String,
-    tag: Value,
-    output: String,
-}
-
-impl Request {
-    /// The grammar of the request's structural tag.
-    fn grammar(&self, compiler: &GrammarCompiler) -> structgen::Grammar {
-        structural_tag_grammar(
-            &self.tag,
-            Some(compiler.vocab()),
-            &JsonSchemaOptions::default(),
-            &Limits::default(),
-        )
-        .unwrap_or_else(|e| panic!("{}: {e}", self.id))
-        .grammar
-    }
-}
-
-fn requests(file: &std::path::Path, n: usize) -> Vec<Request> {
-    std::fs::read_to_string(file)
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-        .lines()
-        .take(n)
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("workload line is JSON");
-            Request {
-                id: v["id"].as_str().expect("id").to_string(),
-                tag: v["structural_tag"].clone(),
-                output: v["output"].as_str().expect("output").to_string(),
-            }
-        })
-        .collect()
-}
 
 fn compiler(loaded: &LoadedVocab, options: CompileOptions) -> GrammarCompiler {
     GrammarCompiler::new(Arc::new(loaded.vocab.clone()), Limits::default(), options)
@@ -115,7 +78,7 @@ fn workloads(loaded: &LoadedVocab, per_file: usize, name: &str) {
     let mut steps = 0;
     for file in &files {
         let compiler = compiler(loaded, CompileOptions::default());
-        for r in requests(file, per_file) {
+        for r in common::workload_requests(file, per_file) {
             let grammar = r.grammar(&compiler);
             let tokens = common::encode(loaded, &r.output);
             steps += compare(&compiler, &r.tag.to_string(), &grammar, &tokens, &r.id);
@@ -204,7 +167,7 @@ fn masks_under(
 ) -> (Vec<Vec<u32>>, GrammarCompiler) {
     let compiler = compiler(loaded, options);
     let mut out = Vec::new();
-    for r in requests(file, 4) {
+    for r in common::workload_requests(file, 4) {
         let grammar = r.grammar(&compiler);
         let g = compiler.compile(&grammar).expect("compiles");
         let mut m = GrammarMatcher::new(g);
@@ -283,7 +246,7 @@ fn batch_fill_equals_one_by_one() {
         return;
     };
     let compiler = compiler(&loaded, CompileOptions::default());
-    let reqs = requests(&shared.join("bench/requests/harmony-dynamic-5.jsonl"), 8);
+    let reqs = common::workload_requests(&shared.join("bench/requests/harmony-dynamic-5.jsonl"), 8);
     let mut matchers: Vec<GrammarMatcher> = Vec::new();
     let mut texts = Vec::new();
     for r in &reqs {

@@ -12,50 +12,33 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use serde_json::Value;
 use structgen::engine::{CompileOptions, CompiledGrammar, GrammarCompiler, GrammarMatcher};
-use structgen::frontend::json_schema::JsonSchemaOptions;
-use structgen::frontend::structural_tag::structural_tag_grammar;
 use structgen::vocab::LoadedVocab;
 use structgen::{Limits, TokenBitmask, TokenId};
 
 /// Matchers per request in the parallel pass.
 const COPIES: usize = 4;
 
+/// A workload request and its output's tokens.
 struct Request {
-    id: String,
-    tag: Value,
+    inner: common::WorkloadRequest,
     tokens: Vec<TokenId>,
 }
 
 fn requests(loaded: &LoadedVocab, file: &std::path::Path, n: usize) -> Vec<Request> {
-    std::fs::read_to_string(file)
-        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
-        .lines()
-        .take(n)
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).expect("workload line is JSON");
-            Request {
-                id: v["id"].as_str().expect("id").to_string(),
-                tag: v["structural_tag"].clone(),
-                tokens: common::encode(loaded, v["output"].as_str().expect("output")),
-            }
+    common::workload_requests(file, n)
+        .into_iter()
+        .map(|inner| Request {
+            tokens: common::encode(loaded, &inner.output),
+            inner,
         })
         .collect()
 }
 
 fn compile(compiler: &GrammarCompiler, r: &Request) -> Arc<CompiledGrammar> {
-    let grammar = structural_tag_grammar(
-        &r.tag,
-        Some(compiler.vocab()),
-        &JsonSchemaOptions::default(),
-        &Limits::default(),
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", r.id))
-    .grammar;
     compiler
-        .compile(&grammar)
-        .unwrap_or_else(|e| panic!("{}: {e}", r.id))
+        .compile(&r.inner.grammar(compiler))
+        .unwrap_or_else(|e| panic!("{}: {e}", r.inner.id))
 }
 
 /// A hash of every mask along the request's output and stop token, up to the first refused token.
@@ -74,7 +57,7 @@ fn mask_trace(g: &Arc<CompiledGrammar>, r: &Request) -> Vec<u64> {
             m.accept_token(t),
             allowed,
             "{}: mask and accept disagree",
-            r.id
+            r.inner.id
         );
         if !allowed {
             break;
@@ -133,7 +116,7 @@ fn shared_grammars_give_the_same_masks_on_many_threads() {
                 &expected[i % reqs.len()],
                 "{}: {}: masks differ between one thread and many",
                 file.display(),
-                r.id
+                r.inner.id
             );
             steps += t.len();
         }

@@ -239,7 +239,8 @@ fn py_in(v: &Value, list: &[Value]) -> bool {
     list.iter().any(|a| py_eq(v, a))
 }
 
-fn is_omittable(values: &[Value]) -> bool {
+/// Whether acceptable `values` let the parameter be left out (`""` among them).
+pub fn is_omittable(values: &[Value]) -> bool {
     values.iter().any(|v| v.as_str() == Some(""))
 }
 

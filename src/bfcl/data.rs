@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::util::json_lines;
+
 /// A BFCL test category this command runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Category {
@@ -322,25 +324,28 @@ fn files(dir: &Path, category: Category) -> Result<(PathBuf, Option<PathBuf>), D
 }
 
 fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>, DataError> {
-    let bytes = std::fs::read(path).map_err(|source| DataError::Io {
+    let io = |source| DataError::Io {
         path: path.to_path_buf(),
         source,
+    };
+    let bytes = std::fs::read(path).map_err(io)?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not valid UTF-8 at byte {at}"),
+        ))
     })?;
-    let text = String::from_utf8_lossy(&bytes);
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v = serde_json::from_str(line).map_err(|e| DataError::Json {
-            path: path.to_path_buf(),
-            line: i + 1,
-            col: e.column(),
-            message: e.to_string(),
-        })?;
-        out.push((i + 1, v));
-    }
-    Ok(out)
+    json_lines(&text)
+        .map(|(line, v)| {
+            v.map(|v| (line, v)).map_err(|e| DataError::Json {
+                path: path.to_path_buf(),
+                line,
+                col: e.column(),
+                message: e.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// A file and line, for errors.

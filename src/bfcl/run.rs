@@ -16,6 +16,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::checker::is_omittable;
 use super::convert::{offered_name, openai_tools};
 use super::data::{Case, Param};
 use super::score::{score, Scored};
@@ -158,8 +159,7 @@ pub fn ground_truth(case: &Case, style: &StyleSpec) -> CaseResult {
                 .filter_map(|(p, values)| {
                     let param = f.and_then(|f| f.param(p));
                     let required = f.is_some_and(|f| f.required.contains(p));
-                    let omittable = values.iter().any(|v| v.as_str() == Some(""));
-                    if param.is_none() && omittable {
+                    if param.is_none() && is_omittable(values) {
                         return None;
                     }
                     let value = first_acceptable(values, required)?;
@@ -177,10 +177,10 @@ pub fn ground_truth(case: &Case, style: &StyleSpec) -> CaseResult {
 /// The first acceptable value; `None` when that is `""` (omit it), unless the parameter is
 /// required, which takes the first value that is not `""` (or `""` itself when it is the only one).
 fn first_acceptable(values: &[Value], required: bool) -> Option<&Value> {
-    let omit = |v: &&Value| v.as_str() == Some("");
+    let omit = |v: &Value| v.as_str() == Some("");
     match values.first() {
-        Some(v) if omit(&v) && required => values.iter().find(|v| !omit(v)).or(Some(v)),
-        Some(v) if omit(&v) => None,
+        Some(v) if omit(v) && required => values.iter().find(|v| !omit(v)).or(Some(v)),
+        Some(v) if omit(v) => None,
         first => first,
     }
 }
@@ -272,14 +272,13 @@ fn answer(
     if mode == Mode::GroundTruth {
         return Ok(ground_truth(case, settings.style));
     }
-    let t = Instant::now();
-    let matcher = match mode {
+    let (matcher, compile_ms) = match mode {
         Mode::Constrained => {
             let options = ToolOptions {
                 tool_choice: settings.tool_choice.clone(),
                 ..ToolOptions::default()
             };
-            let (m, _) = tools_matcher(
+            let (m, ms) = tools_matcher(
                 settings.compiler,
                 prompted.tools,
                 settings.style,
@@ -287,11 +286,10 @@ fn answer(
                 &settings.stop,
             )
             .map_err(|e| e.to_string())?;
-            Some(m)
+            (Some(m), ms)
         }
-        _ => None,
+        _ => (None, 0.0),
     };
-    let compile_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut opts = settings.generate.clone();
     opts.seed = seed;
     let mut session =

@@ -17,7 +17,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 use super::atomic::AtomicFile;
-use super::model_args::{named_style, LoadedModel, ModelArgs};
+use super::model_args::{named_style, DecodeArgs, LoadedModel, ModelArgs};
 use super::{read_json, CliError};
 use crate::bfcl::checker::answer_defects;
 use crate::bfcl::report::{rows, table, Results};
@@ -25,9 +25,7 @@ use crate::bfcl::run::{ground_truth, offered_tools, run_case, Settings};
 use crate::bfcl::score::score;
 use crate::bfcl::{load, Case, CaseResult, Category, Mode};
 use crate::frontend::tools::{StyleSpec, ToolChoice};
-use crate::runtime::generate::GenerateOptions;
 use crate::runtime::request::grammar_compiler;
-use crate::runtime::sampler::Sampling;
 use crate::runtime::Model;
 
 /// Arguments of `structgen bfcl`.
@@ -53,24 +51,8 @@ pub struct BfclCmd {
     tool_choice: String,
     #[command(flatten)]
     model: ModelArgs,
-    /// Most tokens per answer.
-    #[arg(long, default_value_t = 256, value_name = "N")]
-    max_tokens: usize,
-    /// Sampling temperature; 0 = greedy.
-    #[arg(long, default_value_t = 0.0, value_name = "T")]
-    temperature: f32,
-    /// Nucleus sampling: keep the best tokens up to this probability.
-    #[arg(long, value_name = "P")]
-    top_p: Option<f32>,
-    /// Keep only the K best tokens.
-    #[arg(long, value_name = "K")]
-    top_k: Option<usize>,
-    /// Seed of sampling (case i uses seed + i) and of --shuffle.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Feed every token through sampling, even text the grammar forces.
-    #[arg(long)]
-    no_jump_forward: bool,
+    #[command(flatten)]
+    decode: DecodeArgs,
     /// Model instances answering cases in parallel (a rayon pool; each loads its own copy).
     #[arg(long, default_value_t = 1, value_name = "N")]
     jobs: usize,
@@ -104,7 +86,7 @@ fn select(cases: Vec<Case>, cmd: &BfclCmd) -> Vec<Case> {
     let Some(limit) = cmd.limit else {
         return cases;
     };
-    let mut rng = rand::rngs::StdRng::seed_from_u64(cmd.seed);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(cmd.decode.seed);
     let mut out = Vec::new();
     for c in Category::ALL {
         let mut of: Vec<Case> = cases.iter().filter(|k| k.category == c).cloned().collect();
@@ -125,20 +107,19 @@ fn progress(total: usize) -> ProgressBar {
     pb
 }
 
-/// Running accuracy per mode, for the progress bar (and, when stderr is not a terminal and the
-/// bar is hidden, a line every 25 cases).
-fn accuracy_line(results: &[CaseResult], modes: &[Mode]) -> String {
+/// Running accuracy per mode after `done` cases, for the progress bar (and, when stderr is not a
+/// terminal and the bar is hidden, a line every 25 cases).
+fn accuracy_line(modes: &[Mode], correct: &[usize], done: usize) -> String {
     let parts: Vec<String> = modes
         .iter()
-        .map(|&m| {
-            let of: Vec<&CaseResult> = results.iter().filter(|r| r.mode == m).collect();
-            let ok = of.iter().filter(|r| r.scored.correct).count();
-            let pct = if of.is_empty() {
+        .zip(correct)
+        .map(|(m, &ok)| {
+            let pct = if done == 0 {
                 0.0
             } else {
-                ok as f64 * 100.0 / of.len() as f64
+                ok as f64 * 100.0 / done as f64
             };
-            format!("{} {ok}/{} ({pct:.1}%)", m.name(), of.len())
+            format!("{} {ok}/{done} ({pct:.1}%)", m.name())
         })
         .collect();
     parts.join(" · ")
@@ -177,10 +158,10 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         model: model_name,
         style: style_name,
         data: cmd.data.display().to_string(),
-        max_tokens: cmd.max_tokens,
+        max_tokens: cmd.decode.max_tokens,
         tool_choice: cmd.tool_choice.clone(),
-        temperature: cmd.temperature,
-        seed: cmd.seed,
+        temperature: cmd.decode.temperature,
+        seed: cmd.decode.seed,
         total_s: start.elapsed().as_secs_f64(),
         summary: Vec::new(),
         results,
@@ -204,13 +185,7 @@ fn answer_all(
         style: loaded.style,
         template: loaded.template.clone(),
         stop: loaded.stop.clone(),
-        generate: GenerateOptions {
-            max_tokens: cmd.max_tokens,
-            sampling: Sampling::from_flags(cmd.temperature, cmd.top_k, cmd.top_p),
-            seed: cmd.seed,
-            jump_forward: !cmd.no_jump_forward,
-            ..GenerateOptions::default()
-        },
+        generate: cmd.decode.options(),
         modes: modes.clone(),
         tool_choice: ToolChoice::parse(&cmd.tool_choice),
         compiler: &compiler,
@@ -222,10 +197,11 @@ fn answer_all(
         .map_err(|e| CliError::Usage(format!("--jobs {jobs}: {e}")))?;
     let pb = progress(cases.len() * modes.len());
     let next = AtomicUsize::new(0);
-    let (tx, rx) = mpsc::channel::<Result<Vec<CaseResult>, String>>();
+    let (tx, rx) = mpsc::channel::<Result<(usize, Vec<CaseResult>), String>>();
     let mut first = Some(loaded.model);
     let (files, device) = (&loaded.files, &loaded.device);
-    let mut results: Vec<CaseResult> = Vec::new();
+    let mut answered: Vec<Vec<CaseResult>> = vec![Vec::new(); cases.len()];
+    let (mut done, mut correct) = (0, vec![0; modes.len()]);
     let mut failure = None;
     pool.in_place_scope(|s| {
         for _ in 0..jobs {
@@ -245,7 +221,7 @@ fn answer_all(
                     let Some(case) = cases.get(i) else { break };
                     let seed = settings.generate.seed.wrapping_add(i as u64);
                     if tx
-                        .send(Ok(run_case(&mut model, case, settings, seed)))
+                        .send(Ok((i, run_case(&mut model, case, settings, seed))))
                         .is_err()
                     {
                         break;
@@ -256,11 +232,14 @@ fn answer_all(
         drop(tx);
         for msg in rx {
             match msg {
-                Ok(r) => {
+                Ok((i, r)) => {
                     pb.inc(r.len() as u64);
-                    results.extend(r);
-                    let line = accuracy_line(&results, &modes);
-                    let done = results.len() / modes.len();
+                    for (k, result) in r.iter().enumerate() {
+                        correct[k] += usize::from(result.scored.correct);
+                    }
+                    answered[i] = r;
+                    done += 1;
+                    let line = accuracy_line(&modes, &correct, done);
                     if pb.is_hidden() && (done % 25 == 0 || done == cases.len()) {
                         eprintln!("{done}/{} cases: {line}", cases.len());
                     }
@@ -276,15 +255,7 @@ fn answer_all(
     if let Some(e) = failure {
         return Err(CliError::Usage(e));
     }
-    let order = |r: &CaseResult| {
-        let case = cases
-            .iter()
-            .position(|c| c.id == r.id)
-            .unwrap_or(usize::MAX);
-        (case, modes.iter().position(|&m| m == r.mode))
-    };
-    results.sort_by_key(order);
-    Ok(results)
+    Ok(answered.into_iter().flatten().collect())
 }
 
 /// Scores the answers of a results file again.

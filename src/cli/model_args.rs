@@ -1,5 +1,6 @@
 //! The model options shared by `run` and `bfcl`: which model, on which device, with which chat
-//! template and call style → one [`LoadedModel`] (or a [`CliError`] naming what is wrong).
+//! template and call style → one [`LoadedModel`] (or a [`CliError`] naming what is wrong); and how
+//! to decode ([`DecodeArgs`] → [`GenerateOptions`]).
 
 use std::path::PathBuf;
 
@@ -9,8 +10,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::{read_text, CliError};
 use crate::frontend::tools::{style, StyleSpec, STYLES};
+use crate::runtime::generate::GenerateOptions;
 use crate::runtime::model::ModelFiles;
 use crate::runtime::request::stop_tokens;
+use crate::runtime::sampler::Sampling;
 use crate::runtime::source::{resolve, Manifest, ModelSpec};
 use crate::runtime::Model;
 
@@ -39,6 +42,42 @@ pub struct ModelArgs {
     /// Tool-call style (default: the manifest's for the model, else guessed from its template).
     #[arg(long, value_name = "STYLE")]
     style: Option<String>,
+}
+
+/// How to decode.
+#[derive(Debug, Clone, Args)]
+pub struct DecodeArgs {
+    /// Most tokens to generate (per answer).
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_tokens: usize,
+    /// Sampling temperature; 0 = greedy.
+    #[arg(long, default_value_t = 0.0, value_name = "T")]
+    pub temperature: f32,
+    /// Nucleus sampling: keep the best tokens up to this probability.
+    #[arg(long, value_name = "P")]
+    top_p: Option<f32>,
+    /// Keep only the K best tokens.
+    #[arg(long, value_name = "K")]
+    top_k: Option<usize>,
+    /// RNG seed (`bfcl`: case i samples with seed + i, and --shuffle draws with it).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Feed every token through sampling, even text the grammar forces.
+    #[arg(long)]
+    no_jump_forward: bool,
+}
+
+impl DecodeArgs {
+    /// The generation options these flags give.
+    pub fn options(&self) -> GenerateOptions {
+        GenerateOptions {
+            max_tokens: self.max_tokens,
+            sampling: Sampling::from_flags(self.temperature, self.top_k, self.top_p),
+            seed: self.seed,
+            jump_forward: !self.no_jump_forward,
+            ..GenerateOptions::default()
+        }
+    }
 }
 
 /// A loaded model with what prompting and stopping it needs.

@@ -12,15 +12,14 @@ use clap::{ArgGroup, Args};
 use serde_json::{json, Value};
 
 use super::atomic::AtomicFile;
-use super::model_args::{spinner, LoadedModel, ModelArgs};
+use super::model_args::{spinner, DecodeArgs, LoadedModel, ModelArgs};
 use super::source::SchemaArgs;
 use super::{read_json, CliError, GrammarArgs};
 use crate::engine::{compile, GrammarMatcher};
 use crate::frontend::tool_calls::parse_calls;
 use crate::frontend::tools::{parse_tools, Tool};
-use crate::runtime::generate::{generate, GenerateOptions};
+use crate::runtime::generate::generate;
 use crate::runtime::request::prompt_tokens;
-use crate::runtime::sampler::Sampling;
 use crate::runtime::trace::{table_row, StepRecord, TABLE_HEADER};
 use crate::util::{Limits, TokenId};
 
@@ -74,24 +73,8 @@ pub struct RunCmd {
     /// Generate without any grammar (tools are still shown to the model), for comparison.
     #[arg(long)]
     unconstrained: bool,
-    /// Most tokens to generate.
-    #[arg(long, default_value_t = 256, value_name = "N")]
-    max_tokens: usize,
-    /// Sampling temperature; 0 = greedy.
-    #[arg(long, default_value_t = 0.0, value_name = "T")]
-    temperature: f32,
-    /// Nucleus sampling: keep the best tokens up to this probability.
-    #[arg(long, value_name = "P")]
-    top_p: Option<f32>,
-    /// Keep only the K best tokens.
-    #[arg(long, value_name = "K")]
-    top_k: Option<usize>,
-    /// RNG seed.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Feed every token through sampling, even text the grammar forces.
-    #[arg(long)]
-    no_jump_forward: bool,
+    #[command(flatten)]
+    decode: DecodeArgs,
     /// Write one JSON line per generated token to FILE.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -189,13 +172,7 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
     } else {
         None
     };
-    let opts = GenerateOptions {
-        max_tokens: cmd.max_tokens,
-        sampling: Sampling::from_flags(cmd.temperature, cmd.top_k, cmd.top_p),
-        seed: cmd.seed,
-        jump_forward: !cmd.no_jump_forward,
-        ..GenerateOptions::default()
-    };
+    let opts = cmd.decode.options();
     let mut trace_out = match &cmd.trace {
         Some(p) => Some(AtomicFile::create(p)?),
         None => None,

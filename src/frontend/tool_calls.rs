@@ -19,7 +19,7 @@ use std::ops::Range;
 
 use serde_json::{json, Value};
 
-use super::tools::{StyleSpec, Tool};
+use super::tools::{is_tool_name_char, StyleSpec, Tool, MAX_TOOL_NAME};
 
 /// One call read from the text.
 #[derive(Debug, Clone, PartialEq)]
@@ -89,18 +89,12 @@ pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswe
         let after_pre = found + pre_len;
         let known = names.iter().find_map(|t| {
             match_flex(&text[after_pre..], &format!("{}{post}", t.name))
-                .map(|n| ((*t).clone(), after_pre + n))
+                .map(|n| (*t, after_pre + n))
         });
-        let (tool, args_at, is_known) = match known {
-            Some((tool, args_at)) => (tool, args_at, true),
+        let (name, schema, args_at) = match known {
+            Some((tool, args_at)) => (tool.name.clone(), Some(tool), args_at),
             None => match unknown_name(text, after_pre, post) {
-                Some((name, args_at)) => {
-                    let tool = Tool {
-                        name,
-                        parameters: json!({}),
-                    };
-                    (tool, args_at, false)
-                }
+                Some((name, args_at)) => (name, None, args_at),
                 None => {
                     answer
                         .errors
@@ -111,7 +105,11 @@ pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswe
             },
         };
         let read = if style.xml_args {
-            read_xml_args(text, args_at, &tool)
+            read_xml_args(
+                text,
+                args_at,
+                schema.map_or(&Value::Null, |t| &t.parameters),
+            )
         } else {
             read_json_args(text, args_at)
         };
@@ -132,18 +130,18 @@ pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswe
                 at = span.end;
                 from = span.end;
                 let call = ParsedCall {
-                    name: tool.name,
+                    name,
                     arguments,
                     span,
                 };
-                if is_known {
+                if schema.is_some() {
                     answer.calls.push(call);
                 } else {
                     answer.unknown.push(call);
                 }
             }
             Err(e) => {
-                answer.errors.push(format!("call of {:?}: {e}", tool.name));
+                answer.errors.push(format!("call of {name:?}: {e}"));
                 from = after_pre;
             }
         }
@@ -176,14 +174,13 @@ fn match_flex(text: &str, pattern: &str) -> Option<usize> {
     Some(i)
 }
 
-/// A tool name outside the list at `at`: up to 128 name characters, then the style's `post`;
+/// A tool name outside the list at `at`: up to [`MAX_TOOL_NAME`] name characters, then the style's `post`;
 /// the name and where the arguments start.
 fn unknown_name(text: &str, at: usize, post: &str) -> Option<(String, usize)> {
-    let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
     let len = text[at..]
-        .find(|c: char| !name_char(c))
+        .find(|c: char| !is_tool_name_char(c))
         .unwrap_or(text.len() - at);
-    if len == 0 || len > 128 {
+    if len == 0 || len > MAX_TOOL_NAME {
         return None;
     }
     let n = match_flex(&text[at + len..], post)?;
@@ -273,9 +270,10 @@ fn read_json_args(text: &str, at: usize) -> Result<(Value, usize), String> {
     }
 }
 
-/// `<parameter=NAME>value</parameter>` pairs from `at`, each value typed by the tool's schema:
-/// strings raw (trimmed of one newline each side), anything else parsed as JSON.
-fn read_xml_args(text: &str, at: usize, tool: &Tool) -> Result<(Value, usize), String> {
+/// `<parameter=NAME>value</parameter>` pairs from `at`, each value typed by the tool's
+/// `parameters` schema: strings raw (trimmed of one newline each side), anything else parsed as
+/// JSON.
+fn read_xml_args(text: &str, at: usize, parameters: &Value) -> Result<(Value, usize), String> {
     const OPEN: &str = "<parameter=";
     const CLOSE: &str = "</parameter>";
     let mut args = serde_json::Map::new();
@@ -297,7 +295,7 @@ fn read_xml_args(text: &str, at: usize, tool: &Tool) -> Result<(Value, usize), S
         let raw = &text[value_at..value_at + value_len];
         let raw = raw.strip_prefix('\n').unwrap_or(raw);
         let raw = raw.strip_suffix('\n').unwrap_or(raw);
-        let declared = &tool.parameters["properties"][name]["type"];
+        let declared = &parameters["properties"][name]["type"];
         let value = if declared == "string"
             || declared.is_null() && serde_json::from_str::<Value>(raw).is_err()
         {

@@ -190,6 +190,14 @@ fn tools_error(path: String, message: impl Into<String>) -> ToolsError {
     }
 }
 
+/// Longest tool name, in bytes.
+pub const MAX_TOOL_NAME: usize = 128;
+
+/// Whether `c` may appear in a tool name (A-Z a-z 0-9 `_ - . :`).
+pub fn is_tool_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')
+}
+
 /// Reads an OpenAI `tools` array (`{"type": "function", "function": {...}}` items, or bare
 /// `{"name", "parameters"}` function objects).
 pub fn parse_tools(v: &Value) -> Result<Vec<Tool>, ToolsError> {
@@ -219,8 +227,7 @@ pub fn parse_tools(v: &Value) -> Result<Vec<Tool>, ToolsError> {
             }
             None => return Err(tools_error(f_at, "missing field `name`")),
         };
-        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
-        if name.len() > 128 || !name.chars().all(allowed) {
+        if name.len() > MAX_TOOL_NAME || !name.chars().all(is_tool_name_char) {
             return Err(tools_error(
                 format!("{f_at}/name"),
                 format!("tool name {name:?} must be 1 to 128 characters from A-Z a-z 0-9 _ - . :"),

@@ -1,5 +1,5 @@
 //! JSON Lines input: the parsed value of every non-blank line, with its line number, for the
-//! readers that take `*.jsonl` files (`structgen check --inputs`, `structgen bench`). Each caller
+//! readers that take `*.jsonl` files (`structgen check --inputs`, `structgen bench`, the BFCL data). Each caller
 //! turns a parse error into its own error type naming the file, line and column.
 
 use serde_json::Value;

@@ -1,6 +1,6 @@
 //! Helpers shared by the integration tests: the data-driven grammar cases, the shared tokenizers, a
-//! byte-level vocabulary, the brute-force mask oracle, a deterministic RNG and (`mock_hub`) a local
-//! stand-in for the Hugging Face Hub.
+//! byte-level vocabulary, the brute-force mask oracle, a deterministic RNG, the shared workload
+//! requests and (`mock_hub`) a local stand-in for the Hugging Face Hub.
 #![allow(dead_code)]
 
 pub mod mock_hub;
@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
+use structgen::engine::GrammarCompiler;
+use structgen::frontend::json_schema::JsonSchemaOptions;
+use structgen::frontend::structural_tag::structural_tag_grammar;
 use structgen::vocab::{self, LoadedVocab};
 use structgen::{GrammarMatcher, TokenBitmask, TokenId, TokenKind, Vocab};
 
@@ -170,4 +173,42 @@ impl Rng {
 pub fn read(rel: impl AsRef<Path>) -> String {
     let p = repo().join(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// One request of a shared tool-calling workload (`../shared/bench/requests/*.jsonl`).
+pub struct WorkloadRequest {
+    pub id: String,
+    pub tag: serde_json::Value,
+    pub output: String,
+}
+
+impl WorkloadRequest {
+    /// The grammar of the request's structural tag.
+    pub fn grammar(&self, compiler: &GrammarCompiler) -> structgen::Grammar {
+        structural_tag_grammar(
+            &self.tag,
+            Some(compiler.vocab()),
+            &JsonSchemaOptions::default(),
+            &structgen::Limits::default(),
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}", self.id))
+        .grammar
+    }
+}
+
+/// The first `n` requests of a workload file.
+pub fn workload_requests(file: &Path, n: usize) -> Vec<WorkloadRequest> {
+    std::fs::read_to_string(file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .lines()
+        .take(n)
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("workload line is JSON");
+            WorkloadRequest {
+                id: v["id"].as_str().expect("id").to_string(),
+                tag: v["structural_tag"].clone(),
+                output: v["output"].as_str().expect("output").to_string(),
+            }
+        })
+        .collect()
 }
