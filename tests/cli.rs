@@ -142,6 +142,58 @@ fn trace_steps_through_text() {
 }
 
 #[test]
+fn verify_masks_reports_the_tokens_it_checked() {
+    let Some(_) = common::shared_dir("verify_masks_reports_the_tokens_it_checked") else {
+        return;
+    };
+    let tok = "../shared/tokenizers/smollm2-135m.tokenizer.json";
+    let call = r#"{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}"#;
+    let out = structgen(&[
+        "trace",
+        "--tokenizer",
+        tok,
+        "--ebnf",
+        "grammars/get_weather_call.ebnf",
+        "--verify-masks",
+        "--text",
+        call,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let last: Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("JSON");
+    let steps = last["step"].as_u64().expect("step");
+    let checked = last["verified_tokens"].as_u64().expect("verified_tokens");
+    assert!(
+        checked > steps * 16,
+        "{checked} tokens checked over {steps} steps"
+    );
+    let inputs = temp_file(
+        "verify.jsonl",
+        format!("{}\n", Value::from(call)).as_bytes(),
+    );
+    let out = structgen(&[
+        "check",
+        "--tokenizer",
+        tok,
+        "--ebnf",
+        "grammars/get_weather_call.ebnf",
+        "--inputs",
+        inputs.to_str().unwrap_or_default(),
+        "--verify-masks",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let summary: Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("JSON");
+    assert!(
+        summary["summary"]["verified_tokens"].as_u64() > Some(steps * 16),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_file(inputs);
+}
+
+#[test]
 fn trace_stops_at_the_first_refused_token() {
     let Some(_) = common::shared_dir("trace_stops_at_the_first_refused_token") else {
         return;

@@ -90,7 +90,7 @@ fn keyword_families() {
                     };
                 let passes = |text: &str| {
                     let tokens = common::encode(&loaded, text);
-                    let out = check_tokens(&compiled, &tokens)
+                    let out = check_tokens(&compiled, &tokens, None)
                         .unwrap_or_else(|e| panic!("{}: self-check: {e}", case.name));
                     out.accepted && out.completed
                 };
@@ -139,7 +139,9 @@ fn malformed_schemas_and_regexes() {
                     Err(SchemaError::TooDeep { path, limit }) => Ok((
                         Some(path),
                         None,
-                        format!("schema nesting deeper than the limit {limit}"),
+                        format!(
+                            "schema nesting deeper than the limit `max_schema_depth` = {limit}"
+                        ),
                     )),
                     Err(other) => Ok((None, None, other.to_string())),
                 }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use common::{encode, shared_dir};
 use serde_json::Value;
-use structgen::engine::check::check_tokens;
+use structgen::engine::check::{check_tokens, MaskVerifier};
 use structgen::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use structgen::vocab::LoadedVocab;
 use structgen::{compile, Limits};
@@ -29,6 +29,8 @@ struct Tally {
     invalid: usize,
     invalid_rejected: usize,
     invalid_rejected_by_grammar: usize,
+    /// Tokens the mask verifier tried on forks (all agreed, or the test panicked).
+    verified: u64,
     compile_ms: Vec<f64>,
     total_ms: Vec<(f64, String)>,
     failures: Vec<String>,
@@ -45,6 +47,7 @@ impl Tally {
         self.invalid += o.invalid;
         self.invalid_rejected += o.invalid_rejected;
         self.invalid_rejected_by_grammar += o.invalid_rejected_by_grammar;
+        self.verified += o.verified;
         self.compile_ms.extend(o.compile_ms);
         self.total_ms.extend(o.total_ms);
         self.failures.extend(o.failures);
@@ -89,9 +92,11 @@ fn run_line(line: &str, loaded: &LoadedVocab, t: &mut Tally) {
     t.compile_ms.push(start.elapsed().as_secs_f64() * 1e3);
     t.compiled += 1;
     // (grammar accepts, the uniqueItems post-check passes too)
-    let passes = |v: &Value| {
+    // --verify-masks on every instance: 4 allowed and 4 refused tokens per step tried on forks.
+    let mut verifier = MaskVerifier::new(t.compiled as u64, 4);
+    let mut passes = |v: &Value| {
         let tokens = encode(loaded, &v.to_string());
-        let outcome = check_tokens(&compiled, &tokens)
+        let outcome = check_tokens(&compiled, &tokens, Some(&mut verifier))
             .unwrap_or_else(|e| panic!("{id}: engine self-check failed: {e}"));
         let grammar_ok = outcome.accepted && outcome.completed;
         let unique_ok = converted
@@ -130,6 +135,7 @@ fn run_line(line: &str, loaded: &LoadedVocab, t: &mut Tally) {
             ));
         }
     }
+    t.verified += verifier.tokens;
     let (all, checks) = (
         start.elapsed().as_secs_f64(),
         checking.elapsed().as_secs_f64(),
@@ -235,6 +241,11 @@ fn jsonschemabench_soundness_and_completeness() {
         p(0.5),
         p(0.99)
     );
+    println!(
+        "--verify-masks: {} tokens tried on forks, no disagreement",
+        total.verified
+    );
+    assert!(total.verified > 0);
     total.total_ms.sort_by(|a, b| b.0.total_cmp(&a.0));
     for (ms, id) in total.total_ms.iter().take(5) {
         println!("slowest: {ms:.0} ms {id}");

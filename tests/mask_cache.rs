@@ -164,8 +164,9 @@ fn masks_under(
     loaded: &LoadedVocab,
     file: &std::path::Path,
     options: CompileOptions,
+    limits: Limits,
 ) -> (Vec<Vec<u32>>, GrammarCompiler) {
-    let compiler = compiler(loaded, options);
+    let compiler = GrammarCompiler::new(Arc::new(loaded.vocab.clone()), limits, options);
     let mut out = Vec::new();
     for r in common::workload_requests(file, 4) {
         let grammar = r.grammar(&compiler);
@@ -198,6 +199,7 @@ fn ahead_of_time_jit_unshared_and_evicting_compiles_agree() {
             precompute: Precompute::Top(0),
             ..base.clone()
         },
+        Limits::default(),
     );
     let (aot, _) = masks_under(
         &loaded,
@@ -207,13 +209,15 @@ fn ahead_of_time_jit_unshared_and_evicting_compiles_agree() {
             cross_grammar_cache: false,
             ..base.clone()
         },
+        Limits::default(),
     );
     let (tiny, compiler) = masks_under(
         &loaded,
         &file,
-        CompileOptions {
-            pool_bytes: 64 << 10,
-            ..base.clone()
+        base.clone(),
+        Limits {
+            max_mask_cache_bytes: 64 << 10,
+            ..Limits::default()
         },
     );
     assert!(jit == aot, "ahead-of-time masks differ from JIT masks");
@@ -232,7 +236,7 @@ fn structurally_equal_grammars_share_masks() {
         return;
     };
     let file = shared.join("bench/requests/llama-dynamic-5.jsonl");
-    let (_, compiler) = masks_under(&loaded, &file, CompileOptions::default());
+    let (_, compiler) = masks_under(&loaded, &file, CompileOptions::default(), Limits::default());
     let stats = compiler.pool_stats().expect("pool");
     assert!(
         stats.perfect_hits > 0,

@@ -55,6 +55,7 @@ fn run_case(
     let opts = GenerateOptions {
         max_tokens: 160,
         jump_forward,
+        verify_masks: true,
         ..GenerateOptions::default()
     };
     let gen = generate(model, &ids, Some(matcher), stop, opts, &mut |_| {}).unwrap();
@@ -74,6 +75,10 @@ fn constrained_calls_validate_with_and_without_jump_forward() {
             let (gen, tools) = run_case(&mut model, file, prompt, jf);
             let what = format!("{file} / jump-forward {jf}: {:?}", gen.text);
             assert_eq!(gen.summary.stop_reason, "grammar", "{what}");
+            assert!(
+                gen.summary.verified_tokens > Some(0),
+                "{what}: --verify-masks ran"
+            );
             let parsed = parse_calls(&gen.text, hermes, &tools);
             assert!(parsed.errors.is_empty(), "{what}: {:?}", parsed.errors);
             assert_eq!(parsed.calls.len(), 1, "{what}");

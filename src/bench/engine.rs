@@ -4,10 +4,12 @@
 //! ready matcher); a [`Compiled`] hands out fresh [`Sequence`]s, one per token sequence to check.
 //! Errors are strings: they are reported per request, never fatal to the run.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::engine::check::{MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::{CompileOptions, CompiledGrammar, GrammarCompiler, GrammarMatcher};
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions};
 use crate::frontend::structural_tag::structural_tag_grammar;
@@ -58,6 +60,12 @@ pub trait Sequence: Send {
     fn fill_mask(&mut self);
     /// Whether the last computed mask allows `token`.
     fn allows(&self, token: u32) -> bool;
+    /// `--verify-masks` (untimed, after [`Sequence::allows`]): checks the last mask against the
+    /// engine's own accept on forks, for `token` and a random sample of others. Engines without a
+    /// self-check accept everything.
+    fn verify(&mut self, _token: u32) -> Result<(), String> {
+        Ok(())
+    }
     /// Feeds `token`; an error says why it was refused.
     fn accept(&mut self, token: u32) -> Result<(), String>;
 }
@@ -67,15 +75,25 @@ pub struct StructgenEngine {
     compiler: GrammarCompiler,
     stop: TokenId,
     schema_options: JsonSchemaOptions,
+    /// Tokens checked by `--verify-masks`, when on.
+    verified: Option<Arc<AtomicU64>>,
 }
 
 impl StructgenEngine {
-    /// An engine for `vocab` stopping on `stop`.
-    pub fn new(vocab: Arc<Vocab>, stop: TokenId, options: CompileOptions) -> Self {
+    /// An engine for `vocab` stopping on `stop`; with `verify_masks`, sequences check their masks
+    /// ([`Sequence::verify`]).
+    pub fn new(
+        vocab: Arc<Vocab>,
+        stop: TokenId,
+        options: CompileOptions,
+        limits: Limits,
+        verify_masks: bool,
+    ) -> Self {
         StructgenEngine {
-            compiler: GrammarCompiler::new(vocab, Limits::default(), options),
+            compiler: GrammarCompiler::new(vocab, limits, options),
             stop,
             schema_options: JsonSchemaOptions::default(),
+            verified: verify_masks.then(|| Arc::new(AtomicU64::new(0))),
         }
     }
 
@@ -114,6 +132,7 @@ impl Engine for StructgenEngine {
         let compiled = StructgenCompiled {
             grammar,
             stop: self.stop,
+            verified: self.verified.clone(),
         };
         Ok(Box::new(compiled))
     }
@@ -121,14 +140,20 @@ impl Engine for StructgenEngine {
     fn cache_summary(&self) -> Option<String> {
         let grammars = self.compiler.grammar_cache_hits();
         let pool = self.compiler.pool_stats()?;
+        let verified = self.verified.as_ref().map_or(String::new(), |v| {
+            format!(
+                "; --verify-masks: {} tokens checked against accept_token",
+                v.load(Ordering::Relaxed)
+            )
+        });
         Some(format!(
-            "grammar cache hits {grammars}; mask pool: {} perfect hits, {} partial hits, {} computed, {} entries, {:.1} MiB, {} evicted",
+            "grammar cache hits {grammars}; mask pool: {} perfect hits, {} partial hits, {} computed, {} entries, {:.1} MiB, {} evicted{verified}",
             pool.perfect_hits,
             pool.partial_hits,
             pool.misses,
             pool.entries,
             pool.bytes as f64 / (1 << 20) as f64,
-            pool.evicted
+            pool.evicted,
         ))
     }
 }
@@ -145,6 +170,7 @@ impl From<crate::grammar::GrammarError> for CompileFailure {
 struct StructgenCompiled {
     grammar: Arc<CompiledGrammar>,
     stop: TokenId,
+    verified: Option<Arc<AtomicU64>>,
 }
 
 impl Compiled for StructgenCompiled {
@@ -153,6 +179,13 @@ impl Compiled for StructgenCompiled {
         Box::new(StructgenSequence {
             matcher: GrammarMatcher::with_stop_tokens(Arc::clone(&self.grammar), vec![self.stop]),
             mask: TokenBitmask::new(size),
+            verifier: self.verified.as_ref().map(|count| {
+                (
+                    MaskVerifier::new(u64::from(self.stop.0), DEFAULT_SAMPLE),
+                    Arc::clone(count),
+                )
+            }),
+            step: 0,
         })
     }
 }
@@ -160,6 +193,8 @@ impl Compiled for StructgenCompiled {
 struct StructgenSequence {
     matcher: GrammarMatcher,
     mask: TokenBitmask,
+    verifier: Option<(MaskVerifier, Arc<AtomicU64>)>,
+    step: usize,
 }
 
 impl Sequence for StructgenSequence {
@@ -171,7 +206,26 @@ impl Sequence for StructgenSequence {
         self.mask.is_allowed(TokenId(token))
     }
 
+    fn verify(&mut self, token: u32) -> Result<(), String> {
+        let Some((verifier, count)) = &mut self.verifier else {
+            return Ok(());
+        };
+        let before = verifier.tokens;
+        let checked = verifier
+            .check_step(
+                &self.matcher,
+                &self.mask,
+                self.step,
+                Some(TokenId(token)),
+                true,
+            )
+            .map_err(|e| e.to_string());
+        count.fetch_add(verifier.tokens - before, Ordering::Relaxed);
+        checked
+    }
+
     fn accept(&mut self, token: u32) -> Result<(), String> {
+        self.step += 1;
         if self.matcher.accept_token(TokenId(token)) {
             Ok(())
         } else {

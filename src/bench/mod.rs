@@ -242,6 +242,10 @@ pub fn run_job(engine: &dyn Engine, job: &Job) -> JobResult {
                 ));
                 return result;
             }
+            if let Err(e) = seq.verify(token) {
+                result.error = Some(format!("sequence {n}, token {i}: {e}"));
+                return result;
+            }
             let t = Instant::now();
             let accepted = seq.accept(token);
             result.accept_us += t.elapsed().as_secs_f64() * 1e6;

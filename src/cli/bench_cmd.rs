@@ -13,6 +13,7 @@ use crate::bench::engine::{Engine, StructgenEngine};
 use crate::bench::report::{render, EngineRow};
 use crate::bench::{read_jsonschema, read_requests, run_all, Job, Summary};
 use crate::engine::{CompileOptions, Precompute};
+use crate::util::Limits;
 use crate::vocab;
 
 /// Which engines run.
@@ -57,7 +58,11 @@ pub struct BenchCmd {
     /// structgen: no mask sharing between the grammars of a file.
     #[arg(long)]
     no_cross_grammar_cache: bool,
-    /// structgen: memory bound of the shared mask pool, MiB.
+    /// structgen: at every step, check the token and a random sample of allowed and refused tokens
+    /// against accept_token on a fork of the matcher (not timed; a disagreement fails the request).
+    #[arg(long)]
+    verify_masks: bool,
+    /// structgen: memory bound of the shared mask pool, MiB (`Limits::max_mask_cache_bytes`).
     #[arg(long, value_name = "MIB", default_value_t = 1024)]
     pool_mb: usize,
     /// structgen: repetitions with a bound above N become counted rules, or `off`.
@@ -100,6 +105,8 @@ struct Setup {
     loaded: Arc<vocab::LoadedVocab>,
     stop: u32,
     options: CompileOptions,
+    limits: Limits,
+    verify_masks: bool,
 }
 
 impl Setup {
@@ -119,6 +126,8 @@ impl Setup {
             Arc::new(self.loaded.vocab.clone()),
             crate::util::TokenId(self.stop),
             options,
+            self.limits.clone(),
+            self.verify_masks,
         ))
     }
 
@@ -190,7 +199,6 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
     let options = CompileOptions {
         precompute: precompute(&cmd.jit_precompute)?,
         cross_grammar_cache: !cmd.no_cross_grammar_cache,
-        pool_bytes: cmd.pool_mb << 20,
         repetition_threshold: repetition_threshold(&cmd.repetition_threshold)?,
         ..CompileOptions::default()
     };
@@ -199,6 +207,11 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
         loaded,
         stop,
         options,
+        limits: Limits {
+            max_mask_cache_bytes: cmd.pool_mb << 20,
+            ..Limits::default()
+        },
+        verify_masks: cmd.verify_masks,
     };
     let mut workloads: Vec<(String, Vec<Job>)> = Vec::new();
     let limit = |mut jobs: Vec<Job>| {

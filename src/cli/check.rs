@@ -15,7 +15,7 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::{read_text, CliError, GrammarArgs};
-use crate::engine::check::check_tokens;
+use crate::engine::check::{check_tokens, MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::compile;
 use crate::util::{json_lines, Limits, TokenId};
 use crate::vocab;
@@ -37,6 +37,10 @@ pub struct CheckCmd {
     /// Stop token id (repeatable); replaces the tokenizer's default stop tokens.
     #[arg(long = "stop-token", value_name = "ID")]
     stop_tokens: Vec<u32>,
+    /// At every step, also try a random sample of allowed and refused tokens on a fork of the
+    /// matcher; any disagreement with the mask stops with the grammar state.
+    #[arg(long)]
+    verify_masks: bool,
 }
 
 /// Reads the inputs: one text per non-empty line.
@@ -104,6 +108,9 @@ pub fn run(cmd: CheckCmd) -> Result<ExitCode, CliError> {
     })?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    let mut verifier = cmd
+        .verify_masks
+        .then(|| MaskVerifier::new(0, DEFAULT_SAMPLE));
     let (mut accepted, mut completed) = (0usize, 0usize);
     let mut times = Vec::new();
     for (index, text) in inputs.iter().enumerate() {
@@ -112,7 +119,7 @@ pub fn run(cmd: CheckCmd) -> Result<ExitCode, CliError> {
             .encode(text.as_str(), false)
             .map_err(|e| CliError::Usage(format!("tokenizing input {index} failed: {e}")))?;
         let tokens: Vec<TokenId> = enc.get_ids().iter().map(|&t| TokenId(t)).collect();
-        let outcome = check_tokens(&compiled, &tokens)
+        let outcome = check_tokens(&compiled, &tokens, verifier.as_mut())
             .map_err(|error| CliError::Disagreement { index, error })?;
         let violation = match (&loaded_grammar.post_check, outcome.completed) {
             (Some(check), true) => serde_json::from_str::<Value>(text)
@@ -134,7 +141,7 @@ pub fn run(cmd: CheckCmd) -> Result<ExitCode, CliError> {
         writeln!(out, "{line}").map_err(CliError::Output)?;
     }
     times.sort_by(f64::total_cmp);
-    let summary = json!({
+    let mut summary = json!({
         "summary": {
             "inputs": inputs.len(),
             "accepted": accepted,
@@ -144,6 +151,9 @@ pub fn run(cmd: CheckCmd) -> Result<ExitCode, CliError> {
             "mask_us_p99": (percentile(&times, 99.0) * 10.0).round() / 10.0,
         }
     });
+    if let Some(v) = &verifier {
+        summary["summary"]["verified_tokens"] = json!(v.tokens);
+    }
     writeln!(out, "{summary}").map_err(CliError::Output)?;
     Ok(if completed == inputs.len() {
         ExitCode::SUCCESS

@@ -65,6 +65,10 @@ pub struct DecodeArgs {
     /// Feed every token through sampling, even text the grammar forces.
     #[arg(long)]
     no_jump_forward: bool,
+    /// At every sampled step, check the token and a random sample of allowed and refused tokens
+    /// against accept_token on a fork of the matcher; a disagreement stops with the grammar state.
+    #[arg(long)]
+    verify_masks: bool,
 }
 
 impl DecodeArgs {
@@ -75,6 +79,7 @@ impl DecodeArgs {
             sampling: Sampling::from_flags(self.temperature, self.top_k, self.top_p),
             seed: self.seed,
             jump_forward: !self.no_jump_forward,
+            verify_masks: self.verify_masks,
             ..GenerateOptions::default()
         }
     }

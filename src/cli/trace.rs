@@ -14,6 +14,7 @@ use clap::{ArgGroup, Args};
 use serde_json::{json, Value};
 
 use super::{read_text, CliError, GrammarArgs};
+use crate::engine::check::{MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::{compile, GrammarMatcher};
 use crate::util::{Limits, TokenBitmask, TokenId};
 use crate::vocab::{self, Vocab};
@@ -42,6 +43,10 @@ pub struct TraceCmd {
     /// Stop token id (repeatable); replaces the tokenizer's default EOS / end-of-turn tokens.
     #[arg(long = "stop-token", value_name = "ID")]
     stop_tokens: Vec<u32>,
+    /// At every step, check the token and a random sample of allowed and refused tokens against
+    /// accept_token on a fork of the matcher; any disagreement stops with the grammar state.
+    #[arg(long)]
+    verify_masks: bool,
 }
 
 /// Everything `trace` needs, resolved from the arguments.
@@ -50,6 +55,7 @@ struct TraceConfig {
     matcher: GrammarMatcher,
     tokens: Vec<TokenId>,
     masks: bool,
+    verifier: Option<MaskVerifier>,
 }
 
 fn resolve(cmd: TraceCmd) -> Result<TraceConfig, CliError> {
@@ -80,6 +86,9 @@ fn resolve(cmd: TraceCmd) -> Result<TraceConfig, CliError> {
         matcher: GrammarMatcher::new(compiled),
         tokens,
         masks: cmd.masks,
+        verifier: cmd
+            .verify_masks
+            .then(|| MaskVerifier::new(0, DEFAULT_SAMPLE)),
     })
 }
 
@@ -113,12 +122,17 @@ pub fn run(cmd: TraceCmd) -> Result<ExitCode, CliError> {
         mut matcher,
         tokens,
         masks,
+        mut verifier,
     } = resolve(cmd)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let mut mask = TokenBitmask::new(vocab.size());
     for (step, &token) in tokens.iter().enumerate() {
         let mut line = state_line(&mut matcher, &mut mask, step, masks);
+        if let Some(v) = &mut verifier {
+            v.check_step(&matcher, &mask, step, Some(token), true)
+                .map_err(|error| CliError::Disagreement { index: 0, error })?;
+        }
         let accepted = matcher.accept_token(token);
         line["token"] = json!(token.0);
         line["piece"] = json!(String::from_utf8_lossy(vocab.token_bytes(token)));
@@ -137,6 +151,9 @@ pub fn run(cmd: TraceCmd) -> Result<ExitCode, CliError> {
     let mut line = state_line(&mut matcher, &mut mask, tokens.len(), masks);
     line["end"] = json!(true);
     line["completed"] = json!(matcher.is_completed());
+    if let Some(v) = &verifier {
+        line["verified_tokens"] = json!(v.tokens);
+    }
     writeln!(out, "{line}").map_err(CliError::Output)?;
     Ok(ExitCode::SUCCESS)
 }

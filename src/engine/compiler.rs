@@ -24,7 +24,7 @@ use crate::grammar::fsm::{CompactFsm, DState, Dfa};
 use crate::grammar::hash::structural_hashes;
 use crate::grammar::{passes, Expr, Grammar, GrammarError};
 use crate::util::marker::MARKER_BYTE;
-use crate::util::{Limits, RuleId, StateId};
+use crate::util::{Budget, Limits, RuleId, StateId};
 use crate::vocab::Vocab;
 
 /// Most uncertain suffix groups a callee start may leave to the matcher when it stands in for the
@@ -48,8 +48,6 @@ pub struct CompileOptions {
     pub precompute: Precompute,
     /// Share adaptive masks between the grammars of one compiler by structural hash.
     pub cross_grammar_cache: bool,
-    /// Most bytes of masks the shared pool keeps (least recently used go first).
-    pub pool_bytes: usize,
     /// Most whole compiled grammars kept for [`GrammarCompiler::compile_cached`].
     pub grammar_cache_entries: usize,
     /// Repetitions with a bound above this become counted rules ([`super::repetition`]); `None`
@@ -73,7 +71,6 @@ impl Default for CompileOptions {
         CompileOptions {
             precompute: Precompute::Top(DEFAULT_PRECOMPUTE),
             cross_grammar_cache: true,
-            pool_bytes: 1 << 30,
             grammar_cache_entries: 256,
             repetition_threshold: Some(REPETITION_THRESHOLD),
         }
@@ -97,6 +94,8 @@ pub struct CompiledGrammar {
     counted_masks: Mutex<HashMap<(StateId, u32), StateMask>>,
     /// Longest token in bytes: the most iterations one token can complete.
     max_token_len: u32,
+    /// `Limits::max_earley_items` of the compiler, enforced by matchers.
+    max_earley_items: usize,
     /// Per state: the callee starts consulted in place of an item at that state (see
     /// [`CompiledGrammar::stand_ins`]), decided on first use.
     stand_ins: Vec<OnceLock<Option<Box<[StateId]>>>>,
@@ -185,6 +184,11 @@ impl CompiledGrammar {
     /// The root rule.
     pub fn root(&self) -> RuleId {
         self.automaton.grammar.root()
+    }
+
+    /// Most Earley items a matcher's item set may hold after a step (`Limits::max_earley_items`).
+    pub fn max_earley_items(&self) -> usize {
+        self.max_earley_items
     }
 
     /// The vocabulary masks are computed over.
@@ -333,9 +337,9 @@ impl CompiledGrammar {
     }
 
     /// Computes the masks `precompute` asks for now.
-    fn precompute(&self, precompute: Precompute) {
+    fn precompute(&self, precompute: Precompute, budget: &Budget) -> Result<(), GrammarError> {
         if precompute == Precompute::Top(0) {
-            return;
+            return Ok(());
         }
         let mut states = self.consulted_states();
         if let Precompute::Top(n) = precompute {
@@ -357,9 +361,12 @@ impl CompiledGrammar {
             scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             states = scored.into_iter().take(n).map(|(_, s)| s).collect();
         }
-        for s in states {
+        let total = states.len();
+        for (i, s) in states.into_iter().enumerate() {
+            budget.check(|| format!("computing mask {} of {total} ahead of time", i + 1))?;
             self.state_mask(s);
         }
+        Ok(())
     }
 }
 
@@ -389,7 +396,13 @@ const DFA_CACHE_ENTRIES: usize = 1 << 16;
 
 impl DfaCache {
     /// The DFA of `body`, from the cache or built (and kept).
-    fn dfa(&self, body: &Expr, name: &str, limit: usize) -> Result<Dfa, GrammarError> {
+    fn dfa(
+        &self,
+        body: &Expr,
+        name: &str,
+        limit: usize,
+        budget: &Budget,
+    ) -> Result<Dfa, GrammarError> {
         let mut refs: Vec<RuleId> = Vec::new();
         let mut key = body.clone();
         key.map_refs(&mut |r| {
@@ -408,7 +421,7 @@ impl DfaCache {
         let canonical = match cached {
             Some(d) => d,
             None => {
-                let d = Arc::new(Dfa::from_expr(&key, name, limit)?);
+                let d = Arc::new(Dfa::from_expr_within(&key, name, limit, budget)?);
                 let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
                 if map.len() >= DFA_CACHE_ENTRIES {
                     map.clear();
@@ -431,18 +444,27 @@ impl DfaCache {
 /// Optimizes `grammar` and builds its automaton, compressing repetitions above the default
 /// threshold. Fails if a limit is hit or the root rule cannot match any finite string.
 pub fn build_automaton(grammar: &Grammar, limits: &Limits) -> Result<Automaton, GrammarError> {
-    build_automaton_cached(grammar, limits, Some(REPETITION_THRESHOLD), None)
+    build_automaton_cached(
+        grammar,
+        limits,
+        Some(REPETITION_THRESHOLD),
+        None,
+        &Budget::start(limits),
+    )
 }
 
 /// [`build_automaton`] with repetitions above `repetition_threshold` compressed (none when
-/// `None`), taking rule DFAs from `cache` when given.
+/// `None`), taking rule DFAs from `cache` when given, and stopping once `budget` is spent (checked
+/// between passes and between rules).
 pub fn build_automaton_cached(
     grammar: &Grammar,
     limits: &Limits,
     repetition_threshold: Option<u32>,
     cache: Option<&DfaCache>,
+    budget: &Budget,
 ) -> Result<Automaton, GrammarError> {
     let grammar = passes::optimize(grammar.clone());
+    budget.check(|| "optimizing the grammar".into())?;
     let (grammar, counted) = match repetition_threshold {
         Some(t) => repetition::compress(grammar, t),
         None => {
@@ -458,6 +480,7 @@ pub fn build_automaton_cached(
         if inlined[i] {
             continue;
         }
+        budget.check(|| format!("building the automaton of rule `{}`", rule.name))?;
         let this = RuleId(i as u32);
         let mut tail_calls = false;
         rule.body
@@ -470,13 +493,17 @@ pub fn build_automaton_cached(
                     refs: vec![(c.body, 0)],
                 }],
             },
-            _ if tail_calls => {
-                Dfa::from_expr_inlining(&rule.body, this, &rule.name, limit, &inlined, |r| {
-                    &grammar.rule(r).body
-                })?
-            }
-            (None, Some(c)) => c.dfa(&rule.body, &rule.name, limit)?,
-            (None, None) => Dfa::from_expr(&rule.body, &rule.name, limit)?,
+            _ if tail_calls => Dfa::from_expr_inlining(
+                &rule.body,
+                this,
+                &rule.name,
+                limit,
+                &inlined,
+                |r| &grammar.rule(r).body,
+                budget,
+            )?,
+            (None, Some(c)) => c.dfa(&rule.body, &rule.name, limit, budget)?,
+            (None, None) => Dfa::from_expr_within(&rule.body, &rule.name, limit, budget)?,
         };
         dfas[i] = Some(dfa);
     }
@@ -499,9 +526,15 @@ pub fn build_automaton_cached(
             None if called[i] => {
                 let this = RuleId(i as u32);
                 let rule = grammar.rule(this);
-                Dfa::from_expr_inlining(&rule.body, this, &rule.name, limit, &inlined, |r| {
-                    &grammar.rule(r).body
-                })
+                Dfa::from_expr_inlining(
+                    &rule.body,
+                    this,
+                    &rule.name,
+                    limit,
+                    &inlined,
+                    |r| &grammar.rule(r).body,
+                    budget,
+                )
             }
             None => Ok(Dfa {
                 states: vec![DState::default()],
@@ -573,7 +606,7 @@ impl GrammarCompiler {
     pub fn new(vocab: Arc<Vocab>, limits: Limits, options: CompileOptions) -> GrammarCompiler {
         let pool = options
             .cross_grammar_cache
-            .then(|| Arc::new(MaskPool::new(options.pool_bytes)));
+            .then(|| Arc::new(MaskPool::new(limits.max_mask_cache_bytes)));
         GrammarCompiler {
             vocab,
             limits,
@@ -608,13 +641,15 @@ impl GrammarCompiler {
         self.grammars.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Compiles `grammar`.
+    /// Compiles `grammar` within `Limits::max_compile_ms`.
     pub fn compile(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>, GrammarError> {
+        let budget = Budget::start(&self.limits);
         let automaton = build_automaton_cached(
             grammar,
             &self.limits,
             self.options.repetition_threshold,
             Some(&self.dfas),
+            &budget,
         )?;
         let fsm = &automaton.fsm;
         let takes_whole_tokens = (0..fsm.num_states()).any(|s| {
@@ -643,11 +678,13 @@ impl GrammarCompiler {
             masks,
             counted_masks: Mutex::new(HashMap::new()),
             max_token_len: self.vocab.max_token_len() as u32,
+            max_earley_items: self.limits.max_earley_items,
             stand_ins,
             dispatcher,
             dispatched,
         });
-        compiled.precompute(self.options.precompute);
+        budget.check(|| "analysing the automaton".into())?;
+        compiled.precompute(self.options.precompute, &budget)?;
         Ok(compiled)
     }
 

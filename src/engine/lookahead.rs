@@ -64,58 +64,70 @@ impl Lookahead {
         }
         // An item can also end its rule (when accepting) or step over nullable callees; the bytes
         // after those are follow bytes, not first bytes, so only predictions add to `first`.
-        loop {
-            let mut changed = false;
-            for s in 0..n {
-                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
-                    let callee = first[fsm.start(r).index()];
-                    changed |= union(&mut first[s], &callee);
-                    if nullable[r.index()] {
-                        let next = first[t.index()];
-                        changed |= union(&mut first[s], &next);
-                    }
+        // Worklist propagation along "first[x] flows into first[s]" edges: linear in the edges
+        // times the (at most 256) bytes each set can gain, where round-robin sweeps would take as
+        // many rounds as the longest chain of calls (tens of thousands in a large object schema).
+        let mut into: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
+                into[fsm.start(r).index()].push(s as u32);
+                if nullable[r.index()] {
+                    into[t.index()].push(s as u32);
                 }
             }
-            if !changed {
-                break;
+        }
+        let mut work: Vec<u32> = (0..n as u32).collect();
+        while let Some(x) = work.pop() {
+            let from = first[x as usize];
+            for &s in &into[x as usize] {
+                if union(&mut first[s as usize], &from) {
+                    work.push(s);
+                }
             }
         }
+        // States from which the rule can end: accepting, or stepping over nullable callees to one.
         let mut endable = (0..n)
             .map(|s| fsm.is_accept(StateId(s as u32)))
             .collect::<Vec<_>>();
-        loop {
-            let mut changed = false;
-            for s in 0..n {
-                if !endable[s]
-                    && fsm
-                        .ref_edges(StateId(s as u32))
-                        .iter()
-                        .any(|&(r, t)| nullable[r.index()] && endable[t.index()])
-                {
-                    endable[s] = true;
-                    changed = true;
+        let mut back: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for s in 0..n {
+            for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
+                if nullable[r.index()] {
+                    back[t.index()].push(s as u32);
                 }
-            }
-            if !changed {
-                break;
             }
         }
-        let mut follow = vec![[0u64; 4]; fsm.num_rules()];
-        loop {
-            let mut changed = false;
-            for s in 0..n {
-                let caller = fsm.rule_of(StateId(s as u32));
-                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
-                    let after = first[t.index()];
-                    changed |= union(&mut follow[r.index()], &after);
-                    if endable[t.index()] {
-                        let up = follow[caller.index()];
-                        changed |= union(&mut follow[r.index()], &up);
-                    }
+        let mut work: Vec<u32> = (0..n as u32).filter(|&s| endable[s as usize]).collect();
+        while let Some(t) = work.pop() {
+            for &s in &back[t as usize] {
+                if !endable[s as usize] {
+                    endable[s as usize] = true;
+                    work.push(s);
                 }
             }
-            if !changed {
-                break;
+        }
+        // follow(r) gets the first bytes after each reference to r, and follow(caller) where the
+        // caller can end right after the reference.
+        let rules = fsm.num_rules();
+        let mut follow = vec![[0u64; 4]; rules];
+        let mut callees: Vec<Vec<u32>> = vec![Vec::new(); rules];
+        for s in 0..n {
+            let caller = fsm.rule_of(StateId(s as u32));
+            for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
+                let after = first[t.index()];
+                union(&mut follow[r.index()], &after);
+                if endable[t.index()] {
+                    callees[caller.index()].push(r.0);
+                }
+            }
+        }
+        let mut work: Vec<u32> = (0..rules as u32).collect();
+        while let Some(x) = work.pop() {
+            let up = follow[x as usize];
+            for &r in &callees[x as usize] {
+                if union(&mut follow[r as usize], &up) {
+                    work.push(r);
+                }
             }
         }
         Lookahead { first, follow }

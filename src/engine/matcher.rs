@@ -5,7 +5,10 @@
 //! - a refused token or string leaves the matcher exactly as it was;
 //! - every accepted token (or `accept_string` call) is one step of history, and `rollback(n)` undoes
 //!   the last `n` steps exactly, whatever they were (including a stop token);
-//! - `fill_next_token_bitmask` allows token `t` exactly when `accept_token(t)` would succeed.
+//! - `fill_next_token_bitmask` allows token `t` exactly when `accept_token(t)` would succeed;
+//! - a step that leaves more than `Limits::max_earley_items` items is taken, but then the matcher
+//!   refuses everything (empty mask) and [`GrammarMatcher::limit_error`] says why, until a
+//!   rollback or reset.
 
 use std::sync::Arc;
 
@@ -13,7 +16,7 @@ use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
 use super::mask;
 use crate::util::marker::{token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
-use crate::util::{StateId, TokenBitmask, TokenId};
+use crate::util::{LimitError, StateId, TokenBitmask, TokenId};
 use crate::vocab::TokenKind;
 
 /// Scans `bytes` as one step; on refusal (or empty input) the parser is restored and `false` returned.
@@ -102,6 +105,8 @@ pub struct GrammarMatcher {
     history: Vec<Step>,
     stop_tokens: Vec<TokenId>,
     scratch: Scratch,
+    /// Set when the last step left more Earley items than the grammar's limit.
+    overflow: Option<LimitError>,
 }
 
 impl GrammarMatcher {
@@ -123,6 +128,7 @@ impl GrammarMatcher {
             history: Vec::new(),
             stop_tokens: stop,
             scratch: Scratch::default(),
+            overflow: None,
         }
     }
 
@@ -141,6 +147,74 @@ impl GrammarMatcher {
         self.history.len()
     }
 
+    /// Why the matcher refuses everything: the last step left more Earley items than
+    /// `Limits::max_earley_items`. Cleared by `rollback` and `reset`.
+    pub fn limit_error(&self) -> Option<&LimitError> {
+        self.overflow.as_ref()
+    }
+
+    /// Records a [`LimitError`] when the item set after the last step is over the limit.
+    fn check_items(&mut self) {
+        let items = self.parser.current().len();
+        let max = self.grammar.max_earley_items();
+        if items > max {
+            self.overflow = Some(LimitError {
+                limit: "max_earley_items",
+                value: items as u64,
+                max: max as u64,
+                at: format!(
+                    "matcher step {} ({} bytes in)",
+                    self.history.len(),
+                    self.parser.num_sets() - 1
+                ),
+            });
+        }
+    }
+
+    /// The matcher's state in words, for reports of engine bugs: steps taken, bytes consumed,
+    /// whether the input could end here, and the items of the current Earley set (rule, automaton
+    /// state, start position, iterations), at most 24 of them.
+    pub fn describe_state(&self) -> String {
+        const SHOWN: usize = 24;
+        let g = &self.grammar;
+        let fsm = g.fsm();
+        let items = self.parser.current();
+        let mut out = format!(
+            "{} steps, {} bytes, {}{}; {} items:",
+            self.history.len(),
+            self.parser.num_sets() - 1,
+            if self.is_completed() {
+                "may end"
+            } else {
+                "may not end"
+            },
+            if self.is_terminated() {
+                ", terminated"
+            } else {
+                ""
+            },
+            items.len()
+        );
+        for it in items.iter().take(SHOWN) {
+            let rule = fsm.rule_of(it.state);
+            out.push_str(&format!(
+                " [{} s{} @{}{}]",
+                g.grammar().rule(rule).name,
+                it.state.0,
+                it.origin,
+                if g.counted(rule).is_some() {
+                    format!(" ×{}", it.count)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        if items.len() > SHOWN {
+            out.push_str(" …");
+        }
+        out
+    }
+
     /// Whether a stop token has been accepted.
     pub fn is_terminated(&self) -> bool {
         matches!(self.history.last(), Some(Step::Stop))
@@ -153,9 +227,17 @@ impl GrammarMatcher {
 
     /// Accepts one token. Returns `false`, changing nothing, if the grammar does not allow it.
     pub fn accept_token(&mut self, token: TokenId) -> bool {
-        if self.is_terminated() {
+        if self.is_terminated() || self.overflow.is_some() {
             return false;
         }
+        let taken = self.take_token(token);
+        if taken {
+            self.check_items();
+        }
+        taken
+    }
+
+    fn take_token(&mut self, token: TokenId) -> bool {
         let g = &self.grammar;
         let vocab = g.vocab();
         // A whole-token terminal takes the token by id first.
@@ -194,7 +276,14 @@ impl GrammarMatcher {
 
     /// Accepts raw bytes as one step. Empty input is refused.
     pub fn accept_bytes(&mut self, bytes: &[u8]) -> bool {
-        !self.is_terminated() && scan(&self.grammar, &mut self.parser, &mut self.history, bytes)
+        if self.is_terminated() || self.overflow.is_some() {
+            return false;
+        }
+        let taken = scan(&self.grammar, &mut self.parser, &mut self.history, bytes);
+        if taken {
+            self.check_items();
+        }
+        taken
     }
 
     /// Writes the allowed-token mask for the next token into `mask` (which should be sized for the
@@ -203,7 +292,7 @@ impl GrammarMatcher {
     /// when the input so far is complete (never as text); padding never; nothing once terminated.
     pub fn fill_next_token_bitmask(&mut self, mask: &mut TokenBitmask) {
         mask.clear();
-        if self.is_terminated() {
+        if self.is_terminated() || self.overflow.is_some() {
             return;
         }
         self.fill_cached_text_tokens(mask);
@@ -215,7 +304,7 @@ impl GrammarMatcher {
     /// tested against.
     pub fn fill_next_token_bitmask_uncached(&mut self, mask: &mut TokenBitmask) {
         mask.clear();
-        if self.is_terminated() {
+        if self.is_terminated() || self.overflow.is_some() {
             return;
         }
         mask::fill_text_tokens(&self.grammar, &mut self.parser, mask);
@@ -349,11 +438,15 @@ impl GrammarMatcher {
                 self.parser.truncate(sets_before as usize);
             }
         }
+        if n > 0 {
+            self.overflow = None;
+        }
         Ok(())
     }
 
     /// Back to the initial state, forgetting the history.
     pub fn reset(&mut self) {
+        self.overflow = None;
         self.history.clear();
         self.parser.reset(&self.grammar);
     }
@@ -368,7 +461,7 @@ impl GrammarMatcher {
     /// incomplete UTF-8 character is left out. The matcher is unchanged.
     pub fn find_jump_forward_bytes(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
-        if self.is_terminated() {
+        if self.is_terminated() || self.overflow.is_some() {
             return out;
         }
         let base = self.parser.num_sets();

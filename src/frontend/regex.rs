@@ -209,7 +209,7 @@ fn check_repetitions(a: &Ast, max: u32) -> Result<(), (usize, String)> {
                 if bound > max {
                     return Err((
                         r.op.span.start.offset,
-                        format!("repetition bound {bound} exceeds the limit {max}"),
+                        format!("repetition bound {bound} exceeds the limit `max_repeat` = {max}"),
                     ));
                 }
             }

@@ -319,10 +319,12 @@ mod tests {
             Tool {
                 name: "get_weather".into(),
                 parameters: json!({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}),
+                parameters_at: "/0/parameters".into(),
             },
             Tool {
                 name: "get".into(),
                 parameters: json!({"type": "object"}),
+                parameters_at: "/1/parameters".into(),
             },
         ]
     }

@@ -12,6 +12,10 @@
 
 use serde_json::{json, Value};
 
+use super::json_schema::{json_schema_grammar, JsonSchemaOptions};
+use crate::grammar::passes;
+use crate::util::Limits;
+
 /// How one model family writes tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StyleSpec {
@@ -171,6 +175,8 @@ pub struct Tool {
     pub name: String,
     /// Its `parameters` (any JSON object when absent or `strict: false`).
     pub parameters: Value,
+    /// JSON path of `parameters` in the tool list, for errors.
+    pub parameters_at: String,
 }
 
 /// A malformed tool list or an impossible option, with its JSON path.
@@ -251,9 +257,64 @@ pub fn parse_tools(v: &Value) -> Result<Vec<Tool>, ToolsError> {
                 ))
             }
         };
-        tools.push(Tool { name, parameters });
+        tools.push(Tool {
+            name,
+            parameters,
+            parameters_at: format!("{f_at}/parameters"),
+        });
     }
     Ok(tools)
+}
+
+/// Whether some JSON value satisfies `schema`: `Some(false)` when its grammar derives nothing,
+/// `None` when it cannot be lowered on its own (an error, or a `$ref` into the enclosing schema).
+fn satisfiable(schema: &Value) -> Option<bool> {
+    let limits = Limits::default();
+    let g = json_schema_grammar(schema, &JsonSchemaOptions::default(), &limits).ok()?;
+    Some(passes::productive(&g.grammar)[g.grammar.root().index()])
+}
+
+/// Refuses a tool whose parameters no JSON value satisfies (it could never be called), naming the
+/// required parameter responsible when one is. A schema that does not convert is refused with the
+/// converter's error under `at`.
+fn check_satisfiable(name: &str, parameters: &Value, at: &str) -> Result<(), ToolsError> {
+    let limits = Limits::default();
+    let g = json_schema_grammar(parameters, &JsonSchemaOptions::default(), &limits)
+        .map_err(|e| tools_error(at.to_string(), format!("tool {name:?}: parameters: {e}")))?;
+    if passes::productive(&g.grammar)[g.grammar.root().index()] {
+        return Ok(());
+    }
+    let required: Vec<&str> = parameters
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let culprit = parameters
+        .get("properties")
+        .and_then(Value::as_object)
+        .and_then(|props| {
+            props
+                .iter()
+                .find(|(p, s)| required.contains(&p.as_str()) && satisfiable(s) == Some(false))
+        });
+    Err(match culprit {
+        Some((param, _)) => tools_error(
+            format!(
+                "{at}/properties/{}",
+                param.replace('~', "~0").replace('/', "~1")
+            ),
+            format!(
+                "no JSON value satisfies the schema of required parameter {param:?}, so tool \
+                 {name:?} could never be called"
+            ),
+        ),
+        None => tools_error(
+            at.to_string(),
+            format!(
+                "no JSON value satisfies these parameters, so tool {name:?} could never be called"
+            ),
+        ),
+    })
 }
 
 /// The structural tag for `tools` in `style` under `options`.
@@ -283,6 +344,9 @@ pub fn tools_structural_tag(
         }
         json!({"type": "any_text", "excludes": [style.trigger]})
     } else {
+        for t in &chosen {
+            check_satisfiable(&t.name, &t.parameters, &t.parameters_at)?;
+        }
         let at_least_one = options.tool_choice != ToolChoice::Auto;
         let one = !options.parallel_tool_calls;
         let call_tags: Vec<Value> = chosen

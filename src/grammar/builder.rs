@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use super::{Expr, Grammar, GrammarError, Rule};
-use crate::util::{Limits, RuleId};
+use crate::util::{LimitError, Limits, RuleId};
 
 /// Mutable grammar under construction.
 #[derive(Debug, Default)]
@@ -15,6 +15,9 @@ pub struct GrammarBuilder {
     names: Vec<String>,
     by_name: HashMap<String, RuleId>,
     max_rules: usize,
+    max_nodes: usize,
+    /// Expression nodes of the rules defined so far.
+    nodes: usize,
     /// Per base name, the suffix [`GrammarBuilder::fresh_name`] last returned: every lower one is
     /// taken (names are never removed), so the search resumes there instead of at 1.
     suffixes: RefCell<HashMap<String, u64>>,
@@ -25,6 +28,7 @@ impl GrammarBuilder {
     pub fn new(limits: &Limits) -> Self {
         GrammarBuilder {
             max_rules: limits.max_rules,
+            max_nodes: limits.max_grammar_nodes,
             ..Default::default()
         }
     }
@@ -68,7 +72,8 @@ impl GrammarBuilder {
         self.rules.get(id.index()).is_some_and(Option::is_some)
     }
 
-    /// Gives rule `id` its body and optional lookahead. Defining a rule twice is an error.
+    /// Gives rule `id` its body and optional lookahead. Defining a rule twice is an error, and so is
+    /// going over `Limits::max_grammar_nodes` in all.
     pub fn define(
         &mut self,
         id: RuleId,
@@ -79,6 +84,16 @@ impl GrammarBuilder {
         let slot = &mut self.rules[id.index()];
         if slot.is_some() {
             return Err(GrammarError::DuplicateRule { name });
+        }
+        self.nodes += body.node_count() + lookahead.as_ref().map_or(0, Expr::node_count);
+        if self.nodes > self.max_nodes {
+            return Err(LimitError {
+                limit: "max_grammar_nodes",
+                value: self.nodes as u64,
+                max: self.max_nodes as u64,
+                at: format!("defining rule `{name}`"),
+            }
+            .into());
         }
         *slot = Some(Rule {
             name,

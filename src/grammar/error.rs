@@ -1,7 +1,7 @@
 //! Errors of the grammar layer: EBNF syntax errors carry the 1-based line and column (counted in
 //! characters) of the offending token; structural errors name the rule.
 
-use crate::util::IdOverflow;
+use crate::util::{IdOverflow, LimitError};
 
 /// What went wrong while reading EBNF text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,7 +43,7 @@ pub enum EbnfErrorKind {
         max: u32,
     },
     /// A repetition bound above `Limits::max_repeat`.
-    #[error("repetition bound {given} exceeds the limit {limit}")]
+    #[error("repetition bound {given} exceeds the limit `max_repeat` = {limit}")]
     RepeatTooLarge {
         /// The bound written.
         given: u64,
@@ -63,7 +63,7 @@ pub enum EbnfErrorKind {
     #[error("rule `{0}` is defined more than once")]
     DuplicateRule(String),
     /// Groups and repetition operators nested deeper than `Limits::max_nesting`.
-    #[error("groups and repetitions nested deeper than the limit {0}")]
+    #[error("groups and repetitions nested deeper than the limit `max_nesting` = {0}")]
     TooDeep(usize),
     /// A character that cannot start any token.
     #[error("unexpected character {0:?}")]
@@ -107,7 +107,7 @@ pub enum GrammarError {
         name: String,
     },
     /// More rules than `Limits::max_rules`.
-    #[error("grammar has {given} rules, more than the limit {limit}")]
+    #[error("grammar has {given} rules, more than the limit `max_rules` = {limit}")]
     TooManyRules {
         /// Rules requested.
         given: usize,
@@ -115,7 +115,7 @@ pub enum GrammarError {
         limit: usize,
     },
     /// One rule's FSM would need more states than `Limits::max_nfa_states_per_rule`.
-    #[error("rule `{rule}` needs more than {limit} automaton states")]
+    #[error("rule `{rule}` needs more automaton states than the limit `max_nfa_states_per_rule` = {limit}")]
     RuleTooLarge {
         /// The rule's name.
         rule: String,
@@ -123,7 +123,9 @@ pub enum GrammarError {
         limit: usize,
     },
     /// The whole grammar's FSM needs more states than `Limits::max_fsm_states`.
-    #[error("grammar needs {given} automaton states, more than the limit {limit}")]
+    #[error(
+        "grammar needs {given} automaton states, more than the limit `max_fsm_states` = {limit}"
+    )]
     TooManyStates {
         /// States needed.
         given: usize,
@@ -139,4 +141,7 @@ pub enum GrammarError {
     /// An id overflowed `u32`.
     #[error(transparent)]
     IdOverflow(#[from] IdOverflow),
+    /// A resource limit of [`crate::Limits`] was hit (grammar size, compile time).
+    #[error(transparent)]
+    Limit(#[from] LimitError),
 }

@@ -50,16 +50,26 @@ impl Dfa {
     /// rounds as the longest distinguishing path, so chain-shaped automata (large bounded
     /// repetitions) would cost O(n²); above [`MINIMIZE_LIMIT`] states only the renumbering is done.
     pub fn minimize(&self) -> Dfa {
+        match self.minimize_checked(|| Ok::<(), std::convert::Infallible>(())) {
+            Ok(d) => d,
+            Err(never) => match never {},
+        }
+    }
+
+    /// [`Dfa::minimize`], calling `check` before every refinement round and stopping with its
+    /// error (the compile budget).
+    pub fn minimize_checked<E>(&self, mut check: impl FnMut() -> Result<(), E>) -> Result<Dfa, E> {
         let n = self.states.len();
         if n > MINIMIZE_LIMIT {
-            return self.renumber_bfs();
+            return Ok(self.renumber_bfs());
         }
         if let Some(class) = self.acyclic_classes() {
-            return self.quotient(&class).renumber_bfs();
+            return Ok(self.quotient(&class).renumber_bfs());
         }
         let mut class: Vec<u32> = self.states.iter().map(|s| u32::from(s.accept)).collect();
         let mut count = 0usize;
         loop {
+            check()?;
             let mut ids: HashMap<Signature, u32> = HashMap::new();
             let mut next = vec![0u32; n];
             for (i, s) in self.states.iter().enumerate() {
@@ -74,7 +84,7 @@ impl Dfa {
             }
             count = new_count;
         }
-        self.quotient(&class).renumber_bfs()
+        Ok(self.quotient(&class).renumber_bfs())
     }
 
     /// Equivalence classes in one bottom-up pass when no path (byte or reference edges) comes back

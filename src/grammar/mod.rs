@@ -129,6 +129,16 @@ pub enum Expr {
 }
 
 impl Expr {
+    /// Number of nodes of this expression tree (a leaf is one).
+    pub fn node_count(&self) -> usize {
+        1 + match self {
+            Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) | Expr::Ref(_) => 0,
+            Expr::Seq(items) | Expr::Alt(items) => items.iter().map(Expr::node_count).sum(),
+            Expr::Repeat { body, .. } => body.node_count(),
+            Expr::Dispatch(d) => d.tags.len(),
+        }
+    }
+
     /// Calls `f` on every rule this expression references, in order of appearance.
     pub fn for_each_ref(&self, f: &mut impl FnMut(RuleId)) {
         match self {

@@ -16,7 +16,7 @@ use super::dispatch::{DispatchAutomaton, Output};
 use super::fsm::{merge_ranges, DState, Dfa};
 use super::{CharClass, Expr, GrammarError, TagDispatch, TokenSet};
 use crate::util::marker::{id_range_sequences, token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
-use crate::util::RuleId;
+use crate::util::{Budget, RuleId};
 
 #[derive(Default)]
 struct Nfa<'a> {
@@ -291,7 +291,18 @@ impl Dfa {
     /// Builds the minimal DFA of `body`. `rule` names the rule in errors; the NFA may hold at most
     /// `limit` states.
     pub fn from_expr(body: &Expr, rule: &str, limit: usize) -> Result<Dfa, GrammarError> {
-        build_dfa(body, rule, limit, None, &|_| body)
+        build_dfa(body, rule, limit, None, &|_| body, None)
+    }
+
+    /// [`Dfa::from_expr`] that stops once `budget` is spent (checked while determinizing and
+    /// minimizing, so one huge rule cannot outlast the compile budget).
+    pub fn from_expr_within(
+        body: &Expr,
+        rule: &str,
+        limit: usize,
+        budget: &Budget,
+    ) -> Result<Dfa, GrammarError> {
+        build_dfa(body, rule, limit, None, &|_| body, Some(budget))
     }
 
     /// [`Dfa::from_expr`] for rule `this` with tail calls inlined: a reference to `this` or to a
@@ -306,8 +317,16 @@ impl Dfa {
         limit: usize,
         inline: &[bool],
         body_of: impl Fn(RuleId) -> &'a Expr,
+        budget: &Budget,
     ) -> Result<Dfa, GrammarError> {
-        build_dfa(body, rule, limit, Some((this, inline)), &body_of)
+        build_dfa(
+            body,
+            rule,
+            limit,
+            Some((this, inline)),
+            &body_of,
+            Some(budget),
+        )
     }
 }
 
@@ -319,6 +338,7 @@ fn build_dfa<'a>(
     limit: usize,
     tails: Option<(RuleId, &[bool])>,
     body_of: &dyn Fn(RuleId) -> &'a Expr,
+    budget: Option<&Budget>,
 ) -> Result<Dfa, GrammarError> {
     let too_large = |_| GrammarError::RuleTooLarge {
         rule: rule.to_string(),
@@ -340,11 +360,37 @@ fn build_dfa<'a>(
     while let Some((r, entry)) = nfa.tails.as_mut().and_then(|t| t.pending.pop()) {
         nfa.build(body_of(r), entry, end).map_err(too_large)?;
     }
-    let dfa = determinize(&nfa, start, end, limit).map_err(too_large)?;
-    Ok(dfa.minimize())
+    let check = || match budget {
+        Some(b) => b.check(|| format!("building the automaton of rule `{rule}`")),
+        None => Ok(()),
+    };
+    let dfa = determinize(&nfa, start, end, limit, &check).map_err(|e| match e {
+        Stop::TooLarge => too_large(TooLarge),
+        Stop::Budget(e) => GrammarError::Limit(e),
+    })?;
+    Ok(dfa.minimize_checked(check)?)
 }
 
-fn determinize(nfa: &Nfa<'_>, start: u32, end: u32, limit: usize) -> Result<Dfa, TooLarge> {
+/// Why subset construction stopped.
+enum Stop {
+    TooLarge,
+    Budget(crate::util::LimitError),
+}
+
+impl From<TooLarge> for Stop {
+    fn from(_: TooLarge) -> Stop {
+        Stop::TooLarge
+    }
+}
+
+/// Subset construction; `check` runs every 64 states.
+fn determinize(
+    nfa: &Nfa<'_>,
+    start: u32,
+    end: u32,
+    limit: usize,
+    check: &dyn Fn() -> Result<(), crate::util::LimitError>,
+) -> Result<Dfa, Stop> {
     let mut first = vec![start];
     nfa.closure(&mut first);
     let mut index: HashMap<Vec<u32>, u32> = HashMap::new();
@@ -365,6 +411,9 @@ fn determinize(nfa: &Nfa<'_>, start: u32, end: u32, limit: usize) -> Result<Dfa,
     };
     let mut i = 0;
     while i < sets.len() {
+        if i % 64 == 0 {
+            check().map_err(Stop::Budget)?;
+        }
         let set = sets[i].clone();
         i += 1;
         let accept = set.contains(&end);

@@ -213,6 +213,36 @@ pub fn remove_unreachable(g: Grammar) -> Grammar {
     Grammar::from_parts(kept, new_id[root.index()])
 }
 
+/// For each rule, whether it derives at least one finite string (least fixpoint over the
+/// expressions; an empty class or an empty non-negated token set derives nothing). Front ends use it
+/// to find the part of an input that can never match before compiling.
+pub fn productive(g: &Grammar) -> Vec<bool> {
+    fn expr(e: &Expr, p: &[bool]) -> bool {
+        match e {
+            Expr::Empty | Expr::Literal(_) | Expr::Dispatch(_) => true,
+            Expr::Class(c) => !c.matched_ranges().is_empty(),
+            Expr::Tokens(t) => t.negated || !t.ids.is_empty(),
+            Expr::Ref(r) => p[r.index()],
+            Expr::Seq(items) => items.iter().all(|i| expr(i, p)),
+            Expr::Alt(items) => items.iter().any(|i| expr(i, p)),
+            Expr::Repeat { body, min, .. } => *min == 0 || expr(body, p),
+        }
+    }
+    let mut p = vec![false; g.rules().len()];
+    loop {
+        let mut changed = false;
+        for (i, rule) in g.rules().iter().enumerate() {
+            if !p[i] && expr(&rule.body, &p) {
+                p[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return p;
+        }
+    }
+}
+
 /// For each rule, whether it derives the empty string.
 pub fn nullable(g: &Grammar) -> Vec<bool> {
     let mut null = vec![false; g.rules().len()];

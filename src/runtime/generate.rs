@@ -24,9 +24,10 @@ use super::logits::{apply_in_place, DeviceMasker};
 use super::model::Model;
 use super::sampler::{Sampler, Sampling};
 use super::trace::{Origin, StepRecord, StopReason, Summary};
+use crate::engine::check::{Disagreement, MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::GrammarMatcher;
 use crate::util::bitmask::TokenBitmask;
-use crate::util::TokenId;
+use crate::util::{LimitError, TokenId};
 
 /// What can stop a generation early.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +45,12 @@ pub enum GenerateError {
         /// Its text.
         text: String,
     },
+    /// `--verify-masks` found a token on which the mask and `accept_token` disagree: an engine bug.
+    #[error("--verify-masks: {0}")]
+    Verify(#[from] Disagreement),
+    /// The matcher hit a resource limit (`Limits::max_earley_items`).
+    #[error("grammar: {0}")]
+    Limit(LimitError),
     /// No token is allowed: the mask is empty and the grammar has not ended.
     #[error("step {step}: no token is allowed (empty mask) before the grammar ended")]
     NoToken {
@@ -76,6 +83,9 @@ pub struct GenerateOptions {
     pub jump_forward: bool,
     /// Generated tokens re-tokenized together with forced text.
     pub retokenize_window: usize,
+    /// Check every sampled token, and a random sample of allowed and refused ones, against
+    /// `accept_token` on a fork of the matcher ([`MaskVerifier`]).
+    pub verify_masks: bool,
 }
 
 impl Default for GenerateOptions {
@@ -86,6 +96,7 @@ impl Default for GenerateOptions {
             seed: 0,
             jump_forward: true,
             retokenize_window: 3,
+            verify_masks: false,
         }
     }
 }
@@ -129,6 +140,7 @@ pub struct Session<'m> {
     logits: Option<Tensor>,
     records: Vec<StepRecord>,
     stopped_by_token: bool,
+    verifier: Option<MaskVerifier>,
 }
 
 fn us_since(t: Instant) -> f64 {
@@ -148,7 +160,10 @@ impl<'m> Session<'m> {
             Device::Cpu => None,
             ref d => Some(DeviceMasker::new(d, model.logits_len)?),
         };
+        let verifier = (opts.verify_masks && matcher.is_some())
+            .then(|| MaskVerifier::new(opts.seed, DEFAULT_SAMPLE));
         Ok(Session {
+            verifier,
             sampler: Sampler::new(opts.sampling, opts.seed),
             bitmask: TokenBitmask::new(model.logits_len),
             model,
@@ -298,8 +313,11 @@ impl<'m> Session<'m> {
         })?;
         let sample_us = us_since(t);
         let step = self.out.len();
-        let t = Instant::now();
         let is_stop = self.stop_tokens.contains(&token);
+        if let (Some(m), Some(v)) = (&self.matcher, &mut self.verifier) {
+            v.check_step(m, &self.bitmask, step, Some(TokenId(token)), true)?;
+        }
+        let t = Instant::now();
         if let Some(m) = &mut self.matcher {
             if !m.accept_token(TokenId(token)) {
                 return Err(GenerateError::Refused {
@@ -307,6 +325,9 @@ impl<'m> Session<'m> {
                     token,
                     text: self.text_of(token),
                 });
+            }
+            if let Some(e) = m.limit_error() {
+                return Err(GenerateError::Limit(e.clone()));
             }
         }
         let accept_us = us_since(t);
@@ -346,6 +367,9 @@ impl<'m> Session<'m> {
                     token,
                     text: self.text_of(token),
                 });
+            }
+            if let Some(e) = m.limit_error() {
+                return Err(GenerateError::Limit(e.clone()));
             }
         }
         self.logits = None;
@@ -481,13 +505,14 @@ impl<'m> Session<'m> {
                     .copied()
             })
             .collect();
-        let summary = Summary::from_records(
+        let mut summary = Summary::from_records(
             &self.records,
             self.kv_out,
             self.prompt_len,
             self.prefill_ms,
             stop,
         );
+        summary.verified_tokens = self.verifier.as_ref().map(|v| v.tokens);
         Generation {
             tokens: self.out,
             text: String::from_utf8_lossy(&bytes).into_owned(),

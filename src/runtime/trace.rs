@@ -87,6 +87,9 @@ pub struct Summary {
     pub generation_tokens_per_s: f64,
     /// Why generation stopped.
     pub stop_reason: String,
+    /// With `--verify-masks`: tokens compared with `accept_token` on a fork (all agreed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified_tokens: Option<u64>,
 }
 
 /// Why generation ended.
@@ -162,12 +165,13 @@ impl Summary {
             prompt_tokens_per_s: per_s(prompt_tokens, prefill_ms * 1e3),
             generation_tokens_per_s: per_s(kept().count(), decode_us),
             stop_reason: stop.as_str().to_string(),
+            verified_tokens: None,
         }
     }
 
     /// The summary as aligned text lines.
     pub fn render(&self) -> String {
-        format!(
+        let mut text = format!(
             "tokens generated   {} ({} from jump-forward, {} rolled back)\n\
              forward passes     {} after prefill ({} saved by jump-forward)\n\
              mask               p50 {:.1} µs  p99 {:.1} µs  max {:.1} µs\n\
@@ -191,7 +195,11 @@ impl Summary {
             self.prompt_tokens_per_s,
             self.generation_tokens_per_s,
             self.stop_reason,
-        )
+        );
+        if let Some(n) = self.verified_tokens {
+            text += &format!("\nverify-masks       {n} tokens agree with accept_token");
+        }
+        text
     }
 }
 

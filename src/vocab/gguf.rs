@@ -8,6 +8,7 @@
 //! Stop tokens: `eos_token_id`, `eot_token_id` and `eom_token_id` when present.
 
 use std::collections::HashMap;
+use std::io::{Read, Seek};
 use std::path::Path;
 
 use candle_core::quantized::gguf_file::{Content, Value};
@@ -16,24 +17,38 @@ use serde_json::json;
 use super::bpe::{self, BpeSpec};
 use super::decode::ByteScheme;
 use super::{LoadedVocab, TokenKind, Vocab, VocabError};
+use crate::util::guard::catch_quiet;
 use crate::util::TokenId;
 
 /// Loads the tokenizer stored in a GGUF file's metadata.
 pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
-    let err = |message: String| VocabError::Gguf {
-        path: path.to_path_buf(),
-        message,
-    };
     let mut file = std::fs::File::open(path).map_err(|source| VocabError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let content = Content::read(&mut file).map_err(|e| {
-        err(format!(
-            "not a readable GGUF file (truncated or corrupt?): {e}"
-        ))
-    })?;
-    from_metadata(&content.metadata).map_err(err)
+    from_reader(&mut file).map_err(|message| VocabError::Gguf {
+        path: path.to_path_buf(),
+        message,
+    })
+}
+
+/// Loads the tokenizer of GGUF data from any seekable reader (the start of the data at the
+/// reader's position).
+pub fn from_reader<R: Read + Seek>(reader: &mut R) -> Result<LoadedVocab, String> {
+    let content = read_content(reader)?;
+    from_metadata(&content.metadata)
+}
+
+/// Reads the header, metadata and tensor table of GGUF data with candle's reader. A reader panic
+/// on corrupt data (candle 0.11.1 divides by `general.alignment` unchecked) becomes an error
+/// instead of taking the program down.
+pub fn read_content<R: Read + Seek>(reader: &mut R) -> Result<Content, String> {
+    let corrupt = "not a readable GGUF file (truncated or corrupt?)";
+    match catch_quiet(|| Content::read(reader)) {
+        Ok(Ok(content)) => Ok(content),
+        Ok(Err(e)) => Err(format!("{corrupt}: {e}")),
+        Err(panic) => Err(format!("{corrupt}: {panic}")),
+    }
 }
 
 fn get<'a>(md: &'a HashMap<String, Value>, key: &str) -> Result<&'a Value, String> {

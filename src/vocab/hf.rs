@@ -13,13 +13,18 @@ use tokenizers::Tokenizer;
 
 use super::decode::ByteScheme;
 use super::{LoadedVocab, TokenKind, Vocab, VocabError, KNOWN_STOP_TOKENS};
+use crate::util::guard::catch_quiet;
 use crate::util::TokenId;
 
 /// Loads `path` as a `tokenizer.json`.
 pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
-    let tokenizer = Tokenizer::from_file(path).map_err(|e| VocabError::Tokenizer {
+    let bytes = std::fs::read(path).map_err(|source| VocabError::Io {
         path: path.to_path_buf(),
-        message: e.to_string(),
+        source,
+    })?;
+    let tokenizer = parse(&bytes).map_err(|message| VocabError::Tokenizer {
+        path: path.to_path_buf(),
+        message,
     })?;
     let vocab = from_tokenizer(&tokenizer, path.parent());
     Ok(LoadedVocab {
@@ -27,6 +32,17 @@ pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
         tokenizer,
         warnings: Vec::new(),
     })
+}
+
+/// Parses `tokenizer.json` bytes with the `tokenizers` crate, whose deserializers panic on some
+/// malformed files (`tokenizers` 0.23: a `decoder` with a non-string key): the panic becomes an
+/// error.
+pub fn parse(bytes: &[u8]) -> Result<Tokenizer, String> {
+    match catch_quiet(|| Tokenizer::from_bytes(bytes)) {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(panic) => Err(format!("the tokenizers crate failed on it: {panic}")),
+    }
 }
 
 /// Builds the vocabulary of an already loaded tokenizer; `dir` is searched for the config files that

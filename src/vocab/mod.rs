@@ -359,7 +359,7 @@ pub struct LoadedVocab {
 }
 
 /// Loads a vocabulary from a `tokenizer.json`, a `.gguf` model file or a tiktoken rank file,
-/// recognised by content (GGUF magic, JSON object) rather than by extension.
+/// recognised by content (GGUF magic, JSON) rather than by extension.
 pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
     let io = |source| VocabError::Io {
         path: path.to_path_buf(),
@@ -374,7 +374,10 @@ pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
     let text = head.strip_prefix("\u{FEFF}".as_bytes()).unwrap_or(&head);
     let loaded = if head.starts_with(b"GGUF") {
         gguf::load(path)?
-    } else if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+    } else if matches!(
+        text.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    ) {
         hf::load(path)?
     } else {
         tiktoken::load(path)?

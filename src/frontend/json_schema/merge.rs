@@ -344,7 +344,9 @@ impl Lowerer<'_> {
                     return Err(SchemaError::invalid(
                         path,
                         format!(
-                            "allOf/anyOf/oneOf combine into more than {} alternatives",
+                            "allOf/anyOf/oneOf combine into {} alternatives, more than the limit \
+                             `max_schema_alternatives` = {}",
+                            out.len(),
                             self.limits.max_schema_alternatives
                         ),
                     ));

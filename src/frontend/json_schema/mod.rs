@@ -111,7 +111,7 @@ pub enum SchemaError {
     #[error("{0} (an error because of --strict-schema)")]
     NotEnforced(String),
     /// `$ref` inlining or nesting deeper than `Limits::max_schema_depth`.
-    #[error("{path}: schema nesting deeper than the limit {limit}")]
+    #[error("{path}: schema nesting deeper than the limit `max_schema_depth` = {limit}")]
     TooDeep {
         /// Where the limit was hit.
         path: String,

@@ -209,6 +209,9 @@ pub struct Parser {
     /// Keywords not enforced.
     pub warnings: Vec<SchemaWarning>,
     limits: Limits,
+    /// Schemas being parsed around the current one (bounded by `Limits::max_schema_depth`, so a
+    /// deeply nested document is refused instead of overflowing the stack).
+    depth: usize,
 }
 
 fn child(path: &str, key: &str) -> String {
@@ -254,6 +257,7 @@ impl Parser {
         Parser {
             warnings: Vec::new(),
             limits: limits.clone(),
+            depth: 0,
         }
     }
 
@@ -273,7 +277,18 @@ impl Parser {
     pub fn parse(&mut self, v: &Value, path: &str) -> Result<Schema, SchemaError> {
         match v {
             Value::Bool(b) => Ok(Schema::Bool(*b)),
-            Value::Object(map) => Ok(Schema::Spec(Box::new(self.spec(map, path)?))),
+            Value::Object(map) => {
+                if self.depth > self.limits.max_schema_depth {
+                    return Err(SchemaError::TooDeep {
+                        path: path.to_string(),
+                        limit: self.limits.max_schema_depth,
+                    });
+                }
+                self.depth += 1;
+                let spec = self.spec(map, path);
+                self.depth -= 1;
+                Ok(Schema::Spec(Box::new(spec?)))
+            }
             other => Err(SchemaError::invalid(
                 path,
                 format!("a schema must be an object or a boolean, found {other}"),

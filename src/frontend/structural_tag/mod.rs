@@ -28,6 +28,17 @@ use crate::grammar::{EbnfError, Grammar, GrammarBuilder, GrammarError};
 use crate::util::Limits;
 use crate::vocab::Vocab;
 
+/// A schema error shown after the schema's own path: errors that carry a path inside the schema
+/// continue it (`.../json_schema/properties/x: ...`), the others follow a colon.
+fn after_path(error: &SchemaError) -> String {
+    let text = error.to_string();
+    if text.starts_with('/') {
+        text
+    } else {
+        format!(": {text}")
+    }
+}
+
 /// Why a structural tag cannot be turned into a grammar; each names the JSON path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TagError {
@@ -40,7 +51,7 @@ pub enum TagError {
         message: String,
     },
     /// A `json_schema` format's schema failed to convert.
-    #[error("{path}/json_schema{error}")]
+    #[error("{path}/json_schema{}", after_path(.error))]
     Schema {
         /// JSON path of the format.
         path: String,

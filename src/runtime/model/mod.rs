@@ -169,12 +169,8 @@ pub fn gguf_decoder(
         path: path.to_path_buf(),
         source,
     })?;
-    let content = gguf_file::Content::read(&mut file).map_err(|e| {
-        invalid(format!(
-            "{}: not a readable GGUF file (truncated or corrupt?): {e}",
-            path.display()
-        ))
-    })?;
+    let content = crate::vocab::gguf::read_content(&mut file)
+        .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
     let cfg = config::from_gguf(&content.metadata)
         .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
     let description = format!(
