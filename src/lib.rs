@@ -13,6 +13,7 @@
 //! | [`bench`] | L5 | `structgen bench`: workloads, engines side by side, reports |
 //! | [`bfcl`] | L5 | `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports |
 //! | [`cli`] | L6 | the `structgen` command line |
+//! | [`fuzzing`] | L6 | the bodies of the fuzz targets and their regression tests |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -39,6 +40,7 @@ pub mod bfcl;
 pub mod cli;
 pub mod engine;
 pub mod frontend;
+pub mod fuzzing;
 pub mod grammar;
 pub mod runtime;
 pub mod util;
