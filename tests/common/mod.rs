@@ -3,6 +3,7 @@
 //! requests and (`mock_hub`) a local stand-in for the Hugging Face Hub.
 #![allow(dead_code)]
 
+pub mod hostile;
 pub mod mock_hub;
 
 use std::path::{Path, PathBuf};
