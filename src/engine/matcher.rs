@@ -237,6 +237,7 @@ impl GrammarMatcher {
         taken
     }
 
+    /// [`GrammarMatcher::accept_token`] without the Earley-item check.
     fn take_token(&mut self, token: TokenId) -> bool {
         let g = &self.grammar;
         let vocab = g.vocab();
