@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use common::hostile::*;
 use serde_json::{json, Value};
-use structgen::engine::{CompileOptions, GrammarCompiler};
 use structgen::frontend::json_schema::JsonSchemaOptions;
 use structgen::frontend::regex::regex_grammar;
 use structgen::frontend::structural_tag::structural_tag_grammar;
@@ -182,11 +181,7 @@ fn rows() -> Vec<Row> {
                     max_earley_items: 5_000,
                     ..d()
                 };
-                let g = ebnf::parse("root ::= s\ns ::= s s | \"a\" | \"\"", "root", &limits)
-                    .map_err(|e| e.to_string())?;
-                let compiler =
-                    GrammarCompiler::new(common::byte_vocab(), limits, CompileOptions::default());
-                let mut m = GrammarMatcher::new(compiler.compile(&g).map_err(|e| e.to_string())?);
+                let mut m = ebnf_matcher("root ::= s\ns ::= s s | \"a\" | \"\"", limits)?;
                 for i in 0..400 {
                     if !m.accept_token(TokenId(u32::from(b'a'))) {
                         return Err(m
@@ -205,11 +200,7 @@ fn rows() -> Vec<Row> {
                     max_earley_items: 50,
                     ..d()
                 };
-                let g = ebnf::parse("root ::= s\ns ::= s s | \"a\"", "root", &limits)
-                    .map_err(|e| e.to_string())?;
-                let compiler =
-                    GrammarCompiler::new(common::byte_vocab(), limits, CompileOptions::default());
-                let mut m = GrammarMatcher::new(compiler.compile(&g).map_err(|e| e.to_string())?);
+                let mut m = ebnf_matcher("root ::= s\ns ::= s s | \"a\"", limits)?;
                 let mut mask = TokenBitmask::new(m.grammar().vocab().size());
                 for _ in 0..400 {
                     if !m.accept_token(TokenId(u32::from(b'a'))) {
@@ -327,10 +318,7 @@ fn rows() -> Vec<Row> {
             let limits = d();
             let g = ebnf::parse("root ::= (\"é\" | \"€\" | \"a\")+", "root", &limits)
                 .map_err(|e| e.to_string())?;
-            let compiled = GrammarCompiler::new(v, limits, CompileOptions::default())
-                .compile(&g)
-                .map_err(|e| e.to_string())?;
-            let mut m = GrammarMatcher::new(compiled);
+            let mut m = matcher_for(&g, v, limits)?;
             let mut mask = TokenBitmask::new(n as usize + 1);
             for t in [0u32, 1, 2, 3, 4] {
                 m.fill_next_token_bitmask(&mut mask);
@@ -498,13 +486,9 @@ fn rows() -> Vec<Row> {
         ),
         // Huge token ids.
         row("accept_token(u32::MAX)", Expect::Ok, move || {
-            let limits = d();
-            let g = ebnf::parse("root ::= \"a\"", "root", &limits).map_err(|e| e.to_string())?;
-            let compiled =
-                GrammarCompiler::new(common::byte_vocab(), limits, CompileOptions::default())
-                    .compile(&g)
-                    .map_err(|e| e.to_string())?;
-            let mut m = GrammarMatcher::with_stop_tokens(compiled, vec![TokenId(u32::MAX)]);
+            let a = ebnf_matcher("root ::= \"a\"", d())?;
+            let mut m =
+                GrammarMatcher::with_stop_tokens(a.grammar().clone(), vec![TokenId(u32::MAX)]);
             assert!(!m.accept_token(TokenId(u32::MAX)) && m.stop_tokens().is_empty());
             assert!(m.accept_token(TokenId(u32::from(b'a'))));
             Ok("refused; stop id outside the vocabulary dropped".into())
@@ -517,71 +501,17 @@ fn rows() -> Vec<Row> {
         row(
             "trace --tokens with ids past the vocabulary",
             Expect::Ok,
-            || {
-                let g = temp_file("a.ebnf", b"root ::= \"a\"");
-                let tok = temp_file(
-                    "tokenizer.json",
-                    serde_json::to_vec(&bpe_tokenizer())
-                        .expect("json")
-                        .as_slice(),
-                );
-                cli(&[
-                    "trace",
-                    "--tokenizer",
-                    tok.to_str().expect("path"),
-                    "--ebnf",
-                    g.to_str().expect("path"),
-                    "--tokens",
-                    "0,4294967295",
-                    "--verify-masks",
-                ])
-            },
+            || trace_a(&["--tokens", "0,4294967295", "--verify-masks"]),
         ),
         row(
             "trace --tokens with an id over u32",
             Expect::Err(&["--tokens", "not a token id"]),
-            || {
-                let g = temp_file("a.ebnf", b"root ::= \"a\"");
-                let tok = temp_file(
-                    "tokenizer.json",
-                    serde_json::to_vec(&bpe_tokenizer())
-                        .expect("json")
-                        .as_slice(),
-                );
-                cli(&[
-                    "trace",
-                    "--tokenizer",
-                    tok.to_str().expect("path"),
-                    "--ebnf",
-                    g.to_str().expect("path"),
-                    "--tokens",
-                    "99999999999",
-                ])
-            },
+            || trace_a(&["--tokens", "99999999999"]),
         ),
         row(
             "--stop-token past the vocabulary",
             Expect::Err(&["99999"]),
-            || {
-                let g = temp_file("a.ebnf", b"root ::= \"a\"");
-                let tok = temp_file(
-                    "tokenizer.json",
-                    serde_json::to_vec(&bpe_tokenizer())
-                        .expect("json")
-                        .as_slice(),
-                );
-                cli(&[
-                    "trace",
-                    "--tokenizer",
-                    tok.to_str().expect("path"),
-                    "--ebnf",
-                    g.to_str().expect("path"),
-                    "--text",
-                    "a",
-                    "--stop-token",
-                    "99999",
-                ])
-            },
+            || trace_a(&["--text", "a", "--stop-token", "99999"]),
         ),
         // Empty vocabularies.
         row(

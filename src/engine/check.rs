@@ -173,16 +173,19 @@ pub fn check_tokens(
             v.check_step(&matcher, &mask, step, None, true)?;
         }
         let in_mask = mask.is_allowed(token);
-        // A refused token leaves the matcher as it was; an accepted one changes it.
-        let state = (!in_mask).then(|| matcher.describe_state());
         let accepted = matcher.accept_token(token);
         if in_mask != accepted {
+            // The state before the token: a refused token changed nothing, an accepted one is
+            // one step to undo.
+            if accepted {
+                let _ = matcher.rollback(1);
+            }
             return Err(Disagreement {
                 step,
                 token: token.0,
                 in_mask,
                 accepted,
-                state: state.unwrap_or_else(|| matcher.describe_state()),
+                state: matcher.describe_state(),
             });
         }
         if !accepted {

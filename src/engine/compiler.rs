@@ -475,6 +475,19 @@ pub fn build_automaton_cached(
     let pinned: Vec<bool> = counted.iter().map(Option::is_some).collect();
     let inlined = passes::tail_inlined(&grammar, &pinned);
     let limit = limits.max_nfa_states_per_rule;
+    // A rule's automaton with its tail calls inlined.
+    let inlining_dfa = |this: RuleId| {
+        let rule = grammar.rule(this);
+        Dfa::from_expr_inlining(
+            &rule.body,
+            this,
+            &rule.name,
+            limit,
+            &inlined,
+            |r| &grammar.rule(r).body,
+            budget,
+        )
+    };
     let mut dfas: Vec<Option<Dfa>> = vec![None; grammar.rules().len()];
     for (i, (rule, bounds)) in grammar.rules().iter().zip(&counted).enumerate() {
         if inlined[i] {
@@ -493,15 +506,7 @@ pub fn build_automaton_cached(
                     refs: vec![(c.body, 0)],
                 }],
             },
-            _ if tail_calls => Dfa::from_expr_inlining(
-                &rule.body,
-                this,
-                &rule.name,
-                limit,
-                &inlined,
-                |r| &grammar.rule(r).body,
-                budget,
-            )?,
+            _ if tail_calls => inlining_dfa(this)?,
             (None, Some(c)) => c.dfa(&rule.body, &rule.name, limit, budget)?,
             (None, None) => Dfa::from_expr_within(&rule.body, &rule.name, limit, budget)?,
         };
@@ -523,19 +528,7 @@ pub fn build_automaton_cached(
         .enumerate()
         .map(|(i, d)| match d {
             Some(d) => Ok(d),
-            None if called[i] => {
-                let this = RuleId(i as u32);
-                let rule = grammar.rule(this);
-                Dfa::from_expr_inlining(
-                    &rule.body,
-                    this,
-                    &rule.name,
-                    limit,
-                    &inlined,
-                    |r| &grammar.rule(r).body,
-                    budget,
-                )
-            }
+            None if called[i] => inlining_dfa(RuleId(i as u32)),
             None => Ok(Dfa {
                 states: vec![DState::default()],
             }),

@@ -44,6 +44,21 @@ fn union(into: &mut ByteSet, from: &ByteSet) -> bool {
     changed
 }
 
+/// Closes `sets` under "`sets[x]` flows into `sets[y]` for every `y` in `into[x]`", by worklist:
+/// linear in the edges times the (at most 256) bytes a set can gain, where round-robin sweeps would
+/// take as many rounds as the longest chain (tens of thousands of calls in a large object schema).
+fn propagate(sets: &mut [ByteSet], into: &[Vec<u32>]) {
+    let mut work: Vec<u32> = (0..sets.len() as u32).collect();
+    while let Some(x) = work.pop() {
+        let from = sets[x as usize];
+        for &y in &into[x as usize] {
+            if union(&mut sets[y as usize], &from) {
+                work.push(y);
+            }
+        }
+    }
+}
+
 /// First and follow byte sets of an automaton.
 #[derive(Debug, Clone)]
 pub struct Lookahead {
@@ -64,9 +79,6 @@ impl Lookahead {
         }
         // An item can also end its rule (when accepting) or step over nullable callees; the bytes
         // after those are follow bytes, not first bytes, so only predictions add to `first`.
-        // Worklist propagation along "first[x] flows into first[s]" edges: linear in the edges
-        // times the (at most 256) bytes each set can gain, where round-robin sweeps would take as
-        // many rounds as the longest chain of calls (tens of thousands in a large object schema).
         let mut into: Vec<Vec<u32>> = vec![Vec::new(); n];
         for s in 0..n {
             for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
@@ -76,15 +88,7 @@ impl Lookahead {
                 }
             }
         }
-        let mut work: Vec<u32> = (0..n as u32).collect();
-        while let Some(x) = work.pop() {
-            let from = first[x as usize];
-            for &s in &into[x as usize] {
-                if union(&mut first[s as usize], &from) {
-                    work.push(s);
-                }
-            }
-        }
+        propagate(&mut first, &into);
         // States from which the rule can end: accepting, or stepping over nullable callees to one.
         let mut endable = (0..n)
             .map(|s| fsm.is_accept(StateId(s as u32)))
@@ -121,15 +125,7 @@ impl Lookahead {
                 }
             }
         }
-        let mut work: Vec<u32> = (0..rules as u32).collect();
-        while let Some(x) = work.pop() {
-            let up = follow[x as usize];
-            for &r in &callees[x as usize] {
-                if union(&mut follow[r as usize], &up) {
-                    work.push(r);
-                }
-            }
-        }
+        propagate(&mut follow, &callees);
         Lookahead { first, follow }
     }
 

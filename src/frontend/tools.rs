@@ -12,7 +12,7 @@
 
 use serde_json::{json, Value};
 
-use super::json_schema::{json_schema_grammar, JsonSchemaOptions};
+use super::json_schema::{json_schema_grammar, JsonSchemaOptions, SchemaError};
 use crate::grammar::passes;
 use crate::util::Limits;
 
@@ -269,19 +269,22 @@ pub fn parse_tools(v: &Value) -> Result<Vec<Tool>, ToolsError> {
 /// Whether some JSON value satisfies `schema`: `Some(false)` when its grammar derives nothing,
 /// `None` when it cannot be lowered on its own (an error, or a `$ref` into the enclosing schema).
 fn satisfiable(schema: &Value) -> Option<bool> {
-    let limits = Limits::default();
-    let g = json_schema_grammar(schema, &JsonSchemaOptions::default(), &limits).ok()?;
-    Some(passes::productive(&g.grammar)[g.grammar.root().index()])
+    root_productive(schema).ok()
+}
+
+/// Lowers `schema` with the default options and says whether its root derives any value.
+fn root_productive(schema: &Value) -> Result<bool, SchemaError> {
+    let g = json_schema_grammar(schema, &JsonSchemaOptions::default(), &Limits::default())?;
+    Ok(passes::productive(&g.grammar)[g.grammar.root().index()])
 }
 
 /// Refuses a tool whose parameters no JSON value satisfies (it could never be called), naming the
 /// required parameter responsible when one is. A schema that does not convert is refused with the
 /// converter's error under `at`.
 fn check_satisfiable(name: &str, parameters: &Value, at: &str) -> Result<(), ToolsError> {
-    let limits = Limits::default();
-    let g = json_schema_grammar(parameters, &JsonSchemaOptions::default(), &limits)
+    let productive = root_productive(parameters)
         .map_err(|e| tools_error(at.to_string(), format!("tool {name:?}: parameters: {e}")))?;
-    if passes::productive(&g.grammar)[g.grammar.root().index()] {
+    if productive {
         return Ok(());
     }
     let required: Vec<&str> = parameters

@@ -228,36 +228,30 @@ pub fn productive(g: &Grammar) -> Vec<bool> {
             Expr::Repeat { body, min, .. } => *min == 0 || expr(body, p),
         }
     }
-    let mut p = vec![false; g.rules().len()];
+    least_fixpoint(g, expr)
+}
+
+/// The least per-rule flags such that a rule is set when `holds(body, flags)`: every rule starts
+/// unset and rules are set until nothing changes.
+fn least_fixpoint(g: &Grammar, holds: impl Fn(&Expr, &[bool]) -> bool) -> Vec<bool> {
+    let mut flags = vec![false; g.rules().len()];
     loop {
         let mut changed = false;
         for (i, rule) in g.rules().iter().enumerate() {
-            if !p[i] && expr(&rule.body, &p) {
-                p[i] = true;
+            if !flags[i] && holds(&rule.body, &flags) {
+                flags[i] = true;
                 changed = true;
             }
         }
         if !changed {
-            return p;
+            return flags;
         }
     }
 }
 
 /// For each rule, whether it derives the empty string.
 pub fn nullable(g: &Grammar) -> Vec<bool> {
-    let mut null = vec![false; g.rules().len()];
-    loop {
-        let mut changed = false;
-        for (i, rule) in g.rules().iter().enumerate() {
-            if !null[i] && expr_nullable(&rule.body, &null) {
-                null[i] = true;
-                changed = true;
-            }
-        }
-        if !changed {
-            return null;
-        }
-    }
+    least_fixpoint(g, expr_nullable)
 }
 
 pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {

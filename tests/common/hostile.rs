@@ -13,11 +13,27 @@ use structgen::frontend::tools::{parse_tools, style, tools_structural_tag, ToolO
 use structgen::vocab::{self, gguf};
 use structgen::{ebnf, Grammar, GrammarMatcher, Limits, TokenBitmask, Vocab};
 
+/// A matcher at the start of `g` compiled for `vocab` under `limits`.
+pub fn matcher_for(
+    g: &Grammar,
+    vocab: Arc<Vocab>,
+    limits: Limits,
+) -> Result<GrammarMatcher, String> {
+    let compiler = GrammarCompiler::new(vocab, limits, CompileOptions::default());
+    Ok(GrammarMatcher::new(
+        compiler.compile(g).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// A matcher for EBNF `src` over the byte vocabulary under `limits`.
+pub fn ebnf_matcher(src: &str, limits: Limits) -> Result<GrammarMatcher, String> {
+    let g = ebnf::parse(src, "root", &limits).map_err(|e| e.to_string())?;
+    matcher_for(&g, super::byte_vocab(), limits)
+}
+
 /// Compiles `g` for `vocab` under `limits`; a result describes the grammar and its first mask.
 pub fn compile(g: Grammar, vocab: Arc<Vocab>, limits: Limits) -> Result<String, String> {
-    let compiler = GrammarCompiler::new(vocab, limits, CompileOptions::default());
-    let compiled = compiler.compile(&g).map_err(|e| e.to_string())?;
-    let mut m = GrammarMatcher::new(compiled);
+    let mut m = matcher_for(&g, vocab, limits)?;
     let mut mask = TokenBitmask::new(m.grammar().vocab().size());
     m.fill_next_token_bitmask(&mut mask);
     Ok(format!(
@@ -161,4 +177,24 @@ pub fn bpe_tokenizer() -> Value {
                   "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false,
                   "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}
     })
+}
+
+/// `structgen trace` on grammar `root ::= "a"` with the small BPE tokenizer, plus `args`.
+pub fn trace_a(args: &[&str]) -> Result<String, String> {
+    let g = temp_file("a.ebnf", b"root ::= \"a\"");
+    let tok = temp_file(
+        "tokenizer.json",
+        serde_json::to_vec(&bpe_tokenizer())
+            .expect("json")
+            .as_slice(),
+    );
+    let mut all = vec![
+        "trace",
+        "--tokenizer",
+        tok.to_str().expect("path"),
+        "--ebnf",
+        g.to_str().expect("path"),
+    ];
+    all.extend_from_slice(args);
+    cli(&all)
 }
