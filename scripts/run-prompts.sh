@@ -19,7 +19,7 @@ while IFS= read -r line; do
       nojf) flags+=(--no-jump-forward) ;;
       free) flags=(--unconstrained) ;;
     esac
-    ./target/release/structgen run --tools "grammars/tools/$tools" --prompt "$prompt" \
+    ./target/release/structgen run --tools "grammars/$tools" --prompt "$prompt" \
       --max-tokens 96 --json "${flags[@]}" "$@" > "$out/$i.$mode.json" 2>/dev/null
   done
   echo "prompt $i done" >&2
@@ -36,7 +36,7 @@ reqs = [json.loads(l) for l in open("grammars/prompts.jsonl")]
 def valid(k, call):
     if jsonschema is None:
         return True
-    tools = json.load(open(f"grammars/tools/{reqs[k]['tools']}"))
+    tools = json.load(open(f"grammars/{reqs[k]['tools']}"))
     schema = next(t["function"]["parameters"] for t in tools if t["function"]["name"] == call["function"]["name"])
     return jsonschema.Draft202012Validator(schema).is_valid(json.loads(call["function"]["arguments"]))
 for mode in ["jf", "nojf", "free"]:

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
-use structgen::runtime::model::{gguf_decoder, safetensors_decoder, Decoder};
+use structgen::runtime::model::{gguf_decoder, safetensors_decoder, Decoder, WeightDtype};
 
 struct Rng(u64);
 
@@ -323,7 +323,7 @@ fn gguf_architectures_match_candle_transformers() {
     for kind in [Kind::Llama, Kind::Qwen2, Kind::Qwen3, Kind::Phi3] {
         let path = write_gguf(kind, &dir, &mut rng);
         let what = path.display().to_string();
-        let (mut dec, _, _) = gguf_decoder(&path, &Device::Cpu).unwrap();
+        let (mut dec, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto).unwrap();
         let got = ours(&mut dec);
         let open = || {
             let mut f = std::fs::File::open(&path).unwrap();
@@ -369,8 +369,13 @@ fn safetensors_architectures_match_candle_transformers() {
     for kind in [Kind::Llama, Kind::Qwen2, Kind::Qwen3] {
         let (cfg, st) = write_safetensors(kind, &dir, &mut rng);
         let what = st.display().to_string();
-        let (mut dec, _) =
-            safetensors_decoder(&cfg, std::slice::from_ref(&st), &Device::Cpu).unwrap();
+        let (mut dec, _) = safetensors_decoder(
+            &cfg,
+            std::slice::from_ref(&st),
+            &Device::Cpu,
+            WeightDtype::Auto,
+        )
+        .unwrap();
         let got = ours(&mut dec);
         let text = std::fs::read_to_string(&cfg).unwrap();
         let vb = unsafe {
@@ -403,12 +408,72 @@ fn safetensors_architectures_match_candle_transformers() {
     }
 }
 
+/// Max |a − b| over the row's scale, for comparing reduced-precision runs with f32.
+fn rel_diff(a: &[f32], b: &[f32]) -> f32 {
+    let scale = b.iter().fold(1e-6f32, |m, x| m.max(x.abs()));
+    a.iter()
+        .zip(b)
+        .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()))
+        / scale
+}
+
+/// `--dtype`: every weight, activation and the KV cache in bf16 / f16 give the f32 logits up to
+/// that precision, at prefill and decode, for both formats; GGUF dequantized to f32 gives the
+/// quantized weights' logits up to activation quantization.
+#[test]
+fn weight_dtypes_agree_with_f32() {
+    let dir = tempdir("dtype");
+    let mut rng = Rng(0x0DDB_1A5E_5BAD_5EED);
+    for kind in [Kind::Llama, Kind::Qwen2] {
+        let (cfg, st) = write_safetensors(kind, &dir, &mut rng);
+        let load = |dt| {
+            safetensors_decoder(&cfg, std::slice::from_ref(&st), &Device::Cpu, dt)
+                .unwrap()
+                .0
+        };
+        let mut f32_dec = load(WeightDtype::F32);
+        assert_eq!(f32_dec.dtype, DType::F32);
+        let want = ours(&mut f32_dec);
+        for (dt, tol) in [(WeightDtype::Bf16, 0.05), (WeightDtype::F16, 0.01)] {
+            let mut dec = load(dt);
+            assert_eq!(Some(dec.dtype), dt.explicit());
+            let got = ours(&mut dec);
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                let d = rel_diff(a, b);
+                assert!(
+                    d < tol,
+                    "{} {dt:?} step {i}: relative diff {d}",
+                    st.display()
+                );
+            }
+            check_rollback(&mut dec, &got, &format!("{} {dt:?}", st.display()));
+        }
+        let path = write_gguf(kind, &dir, &mut rng);
+        let (mut quant, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto).unwrap();
+        let (mut dense, _, desc) = gguf_decoder(&path, &Device::Cpu, WeightDtype::F32).unwrap();
+        assert!(desc.contains("dequantized to f32"), "{desc}");
+        let (q, d) = (ours(&mut quant), ours(&mut dense));
+        for (i, (a, b)) in q.iter().zip(&d).enumerate() {
+            let diff = rel_diff(a, b);
+            assert!(
+                diff < 0.02,
+                "{} step {i}: relative diff {diff}",
+                path.display()
+            );
+        }
+        let (mut half, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Bf16).unwrap();
+        assert_eq!(half.dtype, DType::BF16);
+        let h = ours(&mut half);
+        assert!(rel_diff(&h[0], &d[0]) < 0.05, "{} bf16", path.display());
+    }
+}
+
 #[test]
 fn gemma3_sliding_window_and_decode_consistency() {
     let dir = tempdir("gemma");
     let mut rng = Rng(0x1234_5678_9ABC_DEF1);
     let path = write_gguf(Kind::Gemma3, &dir, &mut rng);
-    let (mut dec, _, _) = gguf_decoder(&path, &Device::Cpu).unwrap();
+    let (mut dec, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto).unwrap();
     let got = ours(&mut dec);
     check_rollback(&mut dec, &got, "gemma3");
     // Two layers with a window of 3: the last token sees at most 5 positions back.
@@ -458,27 +523,43 @@ fn truncated_and_wrong_files_are_clear_errors() {
     let bytes = std::fs::read(&path).unwrap();
     let cut = dir.join("cut.gguf");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
-    let e = gguf_decoder(&cut, &Device::Cpu).unwrap_err().to_string();
+    let e = gguf_decoder(&cut, &Device::Cpu, WeightDtype::Auto)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("cut.gguf") && e.contains("truncated"), "{e}");
     let head = dir.join("head.gguf");
     std::fs::write(&head, &bytes[..100]).unwrap();
-    let e = gguf_decoder(&head, &Device::Cpu).unwrap_err().to_string();
+    let e = gguf_decoder(&head, &Device::Cpu, WeightDtype::Auto)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("head.gguf"), "{e}");
     let text = dir.join("text.gguf");
     std::fs::write(&text, "not a model").unwrap();
-    let e = gguf_decoder(&text, &Device::Cpu).unwrap_err().to_string();
+    let e = gguf_decoder(&text, &Device::Cpu, WeightDtype::Auto)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("text.gguf") && e.contains("GGUF"), "{e}");
     let (cfg, st) = write_safetensors(Kind::Llama, &dir, &mut rng);
     let bytes = std::fs::read(&st).unwrap();
     std::fs::write(&st, &bytes[..bytes.len() - 1000]).unwrap();
-    let e = safetensors_decoder(&cfg, std::slice::from_ref(&st), &Device::Cpu)
-        .unwrap_err()
-        .to_string();
+    let e = safetensors_decoder(
+        &cfg,
+        std::slice::from_ref(&st),
+        &Device::Cpu,
+        WeightDtype::Auto,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("llama.safetensors"), "{e}");
     std::fs::write(&cfg, r#"{"model_type": "llama", "hidden_size": 64}"#).unwrap();
-    let e = safetensors_decoder(&cfg, std::slice::from_ref(&st), &Device::Cpu)
-        .unwrap_err()
-        .to_string();
+    let e = safetensors_decoder(
+        &cfg,
+        std::slice::from_ref(&st),
+        &Device::Cpu,
+        WeightDtype::Auto,
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("num_attention_heads"), "{e}");
 }
 

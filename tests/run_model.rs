@@ -12,11 +12,18 @@ use structgen::frontend::tools::{parse_tools, style, Tool, ToolChoice, ToolOptio
 use structgen::runtime::generate::{generate, GenerateOptions, Generation, Session};
 use structgen::runtime::request::{grammar_compiler, prompt_tokens, stop_tokens, tools_matcher};
 use structgen::runtime::source::local_files;
-use structgen::runtime::Model;
+use structgen::runtime::{Model, WeightDtype};
 
 fn model(test: &str) -> Option<Model> {
     let path = common::model_file(test)?;
-    Some(Model::load(&local_files(&path).unwrap(), &Device::Cpu).unwrap())
+    Some(
+        Model::load(
+            &local_files(&path).unwrap(),
+            &Device::Cpu,
+            WeightDtype::Auto,
+        )
+        .unwrap(),
+    )
 }
 
 fn tools(file: &str) -> (Vec<Value>, Vec<Tool>) {
@@ -40,6 +47,21 @@ fn run_case(
     prompt: &str,
     jump_forward: bool,
 ) -> (Generation, Vec<Tool>) {
+    let opts = GenerateOptions {
+        max_tokens: 160,
+        jump_forward,
+        verify_masks: true,
+        ..GenerateOptions::default()
+    };
+    run_with(model, file, prompt, opts)
+}
+
+fn run_with(
+    model: &mut Model,
+    file: &str,
+    prompt: &str,
+    opts: GenerateOptions,
+) -> (Generation, Vec<Tool>) {
     let hermes = style("hermes").unwrap();
     let (tools_json, tools) = tools(file);
     let messages = [json!({"role": "user", "content": prompt})];
@@ -52,12 +74,6 @@ fn run_case(
     };
     let (matcher, _) =
         tools_matcher(&grammar_compiler(model), &tools, hermes, &options, &stop).unwrap();
-    let opts = GenerateOptions {
-        max_tokens: 160,
-        jump_forward,
-        verify_masks: true,
-        ..GenerateOptions::default()
-    };
     let gen = generate(model, &ids, Some(matcher), stop, opts, &mut |_| {}).unwrap();
     (gen, tools)
 }
@@ -110,6 +126,54 @@ fn constrained_calls_validate_with_and_without_jump_forward() {
     }
     eprintln!("forward passes: {passes_on} with jump-forward, {passes_off} without; answers differ in {differ}/{}", CASES.len());
     assert!(passes_on < passes_off, "{passes_on} vs {passes_off}");
+}
+
+/// The GPU decode path on the CPU device: masks filled during the forward pass (overlap) or
+/// after it, and masks applied and tokens drawn with tensor ops (`on_device`) must give the same
+/// greedy answer as the host path; every sampled step records its wait for the mask, which
+/// without overlap is the whole fill time (with it, the fill thread's scheduling counts too, so
+/// no bound is asserted).
+#[test]
+fn overlap_and_device_sampling_keep_the_answer() {
+    let Some(mut model) = model("overlap_and_device_sampling") else {
+        return;
+    };
+    for (file, prompt) in CASES {
+        let run = |model: &mut Model, overlap, on_device| {
+            let opts = GenerateOptions {
+                max_tokens: 96,
+                overlap,
+                on_device,
+                ..GenerateOptions::default()
+            };
+            run_with(model, file, prompt, opts).0
+        };
+        let serial = run(&mut model, false, false);
+        let sampled: Vec<_> = serial
+            .records
+            .iter()
+            .filter(|r| r.mask_us.is_some())
+            .collect();
+        assert!(!sampled.is_empty());
+        for r in &sampled {
+            assert_eq!(r.mask_wait_us, r.mask_us, "{file}: serial wait = fill time");
+        }
+        for (overlap, on_device) in [(true, false), (true, true), (false, true)] {
+            let gen = run(&mut model, overlap, on_device);
+            let what = format!("{file} overlap {overlap} on_device {on_device}");
+            assert_eq!(gen.tokens, serial.tokens, "{what}");
+            for r in gen.records.iter().filter(|r| r.mask_us.is_some()) {
+                let (mask, wait) = (r.mask_us.unwrap(), r.mask_wait_us.unwrap());
+                assert!(wait >= 0.0, "{what}: step {}", r.step);
+                if !overlap {
+                    assert_eq!(wait, mask, "{what}");
+                }
+            }
+            if on_device {
+                assert!(gen.records.iter().any(|r| r.apply_us.is_some()), "{what}");
+            }
+        }
+    }
 }
 
 #[test]

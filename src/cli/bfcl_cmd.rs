@@ -199,7 +199,7 @@ fn answer_all(
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<Result<(usize, Vec<CaseResult>), String>>();
     let mut first = Some(loaded.model);
-    let (files, device) = (&loaded.files, &loaded.device);
+    let (files, device, dtype) = (&loaded.files, &loaded.device, loaded.dtype);
     let mut answered: Vec<Vec<CaseResult>> = vec![Vec::new(); cases.len()];
     let (mut done, mut correct) = (0, vec![0; modes.len()]);
     let mut failure = None;
@@ -209,7 +209,7 @@ fn answer_all(
             let own = first.take();
             let (next, settings) = (&next, &settings);
             s.spawn(move |_| {
-                let mut model = match own.map_or_else(|| Model::load(files, device), Ok) {
+                let mut model = match own.map_or_else(|| Model::load(files, device, dtype), Ok) {
                     Ok(m) => m,
                     Err(e) => {
                         let _ = tx.send(Err(format!("loading another model instance: {e}")));

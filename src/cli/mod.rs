@@ -7,9 +7,11 @@ mod bench_cmd;
 mod bfcl_cmd;
 mod check;
 mod grammar_cmd;
+mod latency_cmd;
 mod model_args;
 mod run_cmd;
 mod source;
+mod tokenizer_cmd;
 mod trace;
 
 use std::path::PathBuf;
@@ -49,6 +51,12 @@ pub enum Command {
     /// BFCL-style accuracy of a local model on tool calling, constrained and free, scored by an
     /// AST checker with BFCL's semantics.
     Bfcl(Box<bfcl_cmd::BfclCmd>),
+    /// End-to-end latency of one model on a set of tool-calling requests: free, constrained and
+    /// constrained + jump-forward, with the grammar's wait on the critical path.
+    Latency(Box<latency_cmd::LatencyCmd>),
+    /// Write a model file's tokenizer and chat template as tokenizer.json and
+    /// tokenizer_config.json (e.g. a GGUF file's, for a safetensors checkpoint).
+    Tokenizer(tokenizer_cmd::TokenizerCmd),
 }
 
 /// Everything that can stop a subcommand.
@@ -165,6 +173,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Run(cmd) => run_cmd::run(*cmd),
         Command::Bench(cmd) => bench_cmd::run(*cmd),
         Command::Bfcl(cmd) => bfcl_cmd::run(*cmd),
+        Command::Latency(cmd) => latency_cmd::run(*cmd),
+        Command::Tokenizer(cmd) => tokenizer_cmd::run(cmd),
     };
     match result {
         Ok(code) => code,

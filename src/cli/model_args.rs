@@ -15,7 +15,7 @@ use crate::runtime::model::ModelFiles;
 use crate::runtime::request::stop_tokens;
 use crate::runtime::sampler::Sampling;
 use crate::runtime::source::{resolve, Manifest, ModelSpec};
-use crate::runtime::Model;
+use crate::runtime::{Model, WeightDtype};
 
 /// Which model to load, where, and how to prompt it.
 #[derive(Debug, Clone, Args)]
@@ -36,6 +36,11 @@ pub struct ModelArgs {
     /// cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
     #[arg(long, default_value = "cpu", value_name = "DEVICE")]
     device: String,
+    /// Weight dtype: auto keeps a GGUF file's quantized weights and gives a safetensors
+    /// checkpoint its own dtype on a GPU (f32 on the CPU); bf16, f16 or f32 convert every weight
+    /// (and the activations) to that dtype.
+    #[arg(long, default_value = "auto", value_name = "auto|bf16|f16|f32")]
+    dtype: WeightDtype,
     /// Jinja chat template to use instead of the model's own.
     #[arg(long, value_name = "FILE")]
     chat_template: Option<PathBuf>,
@@ -65,6 +70,10 @@ pub struct DecodeArgs {
     /// Feed every token through sampling, even text the grammar forces.
     #[arg(long)]
     no_jump_forward: bool,
+    /// Fill each mask after the logits are ready instead of while the forward pass runs (the
+    /// whole fill time is then waited for; to measure what the overlap saves).
+    #[arg(long)]
+    no_overlap: bool,
     /// At every sampled step, check the token and a random sample of allowed and refused tokens
     /// against accept_token on a fork of the matcher; a disagreement stops with the grammar state.
     #[arg(long)]
@@ -80,6 +89,7 @@ impl DecodeArgs {
             seed: self.seed,
             jump_forward: !self.no_jump_forward,
             verify_masks: self.verify_masks,
+            overlap: !self.no_overlap,
             ..GenerateOptions::default()
         }
     }
@@ -93,6 +103,8 @@ pub struct LoadedModel {
     pub files: ModelFiles,
     /// The device it is on.
     pub device: Device,
+    /// How its weights are held.
+    pub dtype: WeightDtype,
     /// The chat template (source, origin) when one was given instead of the model's.
     pub template: Option<(String, String)>,
     /// The call style's name.
@@ -163,6 +175,7 @@ impl ModelArgs {
 
     /// Resolves, fetches if needed and loads the model; prints its description and warnings.
     pub fn load(&self) -> Result<LoadedModel, CliError> {
+        let dev = device(&self.device)?;
         let manifest = Manifest::load(self.manifest.as_deref())?;
         let spec = ModelSpec {
             name: self.model.clone(),
@@ -170,9 +183,8 @@ impl ModelArgs {
             file: self.model_file.clone(),
         };
         let resolved = resolve(&spec, &manifest, true)?;
-        let dev = device(&self.device)?;
         let pb = spinner("loading model");
-        let model = Model::load(&resolved.files, &dev)?;
+        let model = Model::load(&resolved.files, &dev, self.dtype)?;
         pb.finish_and_clear();
         eprintln!("model: {}", model.description);
         for w in &model.vocab.warnings {
@@ -203,6 +215,7 @@ impl ModelArgs {
             model,
             files: resolved.files,
             device: dev,
+            dtype: self.dtype,
             template,
             style_name,
             style,

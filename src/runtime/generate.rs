@@ -15,14 +15,23 @@
 //! (`{` then `"name` rather than a forced `{` the model never writes alone). A token the grammar
 //! refuses after it was sampled from the grammar's own mask is a bug
 //! and stops generation with the step and token.
+//!
+//! Overlap: the mask for the next token depends only on the tokens already accepted, so while a
+//! forward pass runs (the prompt's, or the pass that feeds the tokens just chosen) another thread
+//! fills it. The step then waits for whichever finishes last; how long the logits waited for the
+//! mask (`mask_wait_us`: 0 when the mask was ready first) is the grammar's real cost on the
+//! critical path. On a GPU the forward pass is queued asynchronously and the device is
+//! synchronized to know when its logits are ready, then the mask is applied and the token drawn
+//! there (one bitmask upload, one id back). Without overlap the mask is filled after the logits,
+//! and all of it is waited for.
 
 use std::time::Instant;
 
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 
-use super::logits::{apply_in_place, DeviceMasker};
+use super::logits::{apply_in_place, apply_on_device};
 use super::model::Model;
-use super::sampler::{Sampler, Sampling};
+use super::sampler::{sample_on_device, Sampler, Sampling};
 use super::trace::{Origin, StepRecord, StopReason, Summary};
 use crate::engine::check::{Disagreement, MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::GrammarMatcher;
@@ -48,6 +57,19 @@ pub enum GenerateError {
     /// `--verify-masks` found a token on which the mask and `accept_token` disagree: an engine bug.
     #[error("--verify-masks: {0}")]
     Verify(#[from] Disagreement),
+    /// `--verify-masks` on the device path: the masked logits keep another number of tokens
+    /// than the mask allows (the device kernel disagrees with the bitmask): an engine bug.
+    #[error(
+        "step {step}: --verify-masks: the device kept {kept} logits, the mask allows {allowed}"
+    )]
+    DeviceMask {
+        /// Generated-token position.
+        step: usize,
+        /// Tokens the bitmask allows.
+        allowed: usize,
+        /// Finite logits after masking on the device.
+        kept: usize,
+    },
     /// The matcher hit a resource limit (`Limits::max_earley_items`).
     #[error("grammar: {0}")]
     Limit(LimitError),
@@ -86,6 +108,11 @@ pub struct GenerateOptions {
     /// Check every sampled token, and a random sample of allowed and refused ones, against
     /// `accept_token` on a fork of the matcher ([`MaskVerifier`]).
     pub verify_masks: bool,
+    /// Fill the next mask on another thread while the forward pass runs.
+    pub overlap: bool,
+    /// Mask and sample with tensor ops on the model's device, as on a GPU, even on the CPU (the
+    /// GPU path, testable without a GPU). Always on for other devices.
+    pub on_device: bool,
 }
 
 impl Default for GenerateOptions {
@@ -97,6 +124,8 @@ impl Default for GenerateOptions {
             jump_forward: true,
             retokenize_window: 3,
             verify_masks: false,
+            overlap: true,
+            on_device: false,
         }
     }
 }
@@ -123,14 +152,22 @@ pub struct Prefill {
     ms: f64,
 }
 
+/// A mask filled while the forward pass ran: its fill time and how long the logits waited for it.
+#[derive(Debug, Clone, Copy)]
+struct ReadyMask {
+    mask_us: f64,
+    wait_us: f64,
+}
+
 /// One sequence being generated.
 pub struct Session<'m> {
     model: &'m mut Model,
     matcher: Option<GrammarMatcher>,
     opts: GenerateOptions,
     sampler: Sampler,
-    masker: Option<DeviceMasker>,
+    on_device: bool,
     bitmask: TokenBitmask,
+    ready: Option<ReadyMask>,
     stop_tokens: Vec<u32>,
     prompt_len: usize,
     prefill_ms: f64,
@@ -156,10 +193,10 @@ impl<'m> Session<'m> {
         stop_tokens: Vec<u32>,
         opts: GenerateOptions,
     ) -> Result<Self, GenerateError> {
-        let masker = match model.decoder.device {
-            Device::Cpu => None,
-            ref d => Some(DeviceMasker::new(d, model.logits_len)?),
-        };
+        let on_device = opts.on_device || !model.decoder.device.is_cpu();
+        if !model.decoder.device.is_cpu() {
+            model.decoder.device.set_seed(opts.seed)?;
+        }
         let verifier = (opts.verify_masks && matcher.is_some())
             .then(|| MaskVerifier::new(opts.seed, DEFAULT_SAMPLE));
         Ok(Session {
@@ -169,7 +206,8 @@ impl<'m> Session<'m> {
             model,
             matcher,
             opts,
-            masker,
+            on_device,
+            ready: None,
             stop_tokens,
             prompt_len: 0,
             prefill_ms: 0.0,
@@ -188,9 +226,9 @@ impl<'m> Session<'m> {
             return Err(GenerateError::EmptyPrompt);
         }
         self.model.decoder.truncate(0)?;
-        let t = Instant::now();
-        self.logits = Some(self.model.decoder.forward(prompt)?);
-        self.prefill_ms = us_since(t) / 1e3;
+        let (logits, ms) = self.forward_and_mask(prompt)?;
+        self.logits = Some(logits);
+        self.prefill_ms = ms;
         self.prompt_len = prompt.len();
         Ok(())
     }
@@ -217,6 +255,7 @@ impl<'m> Session<'m> {
             });
         }
         self.model.decoder.truncate(prefill.len)?;
+        self.ready = None;
         self.logits = Some(prefill.logits.clone());
         self.prefill_ms = prefill.ms;
         self.prompt_len = prefill.len;
@@ -254,6 +293,7 @@ impl<'m> Session<'m> {
             text: self.text_of(token),
             origin,
             mask_us: None,
+            mask_wait_us: None,
             apply_us: None,
             forward_ms: None,
             forward_tokens: None,
@@ -282,36 +322,66 @@ impl<'m> Session<'m> {
                 self.logits.take().ok_or(GenerateError::EmptyPrompt)?
             }
         };
-        let (mut mask_us, mut apply_us, mut allowed) = (None, None, None);
-        let row: Vec<f32> = match &mut self.matcher {
-            Some(m) => {
-                let t = Instant::now();
-                m.fill_next_token_bitmask(&mut self.bitmask);
-                mask_us = Some(us_since(t));
-                allowed = Some(self.bitmask.count_allowed());
-                match &self.masker {
-                    None => {
-                        let mut row = logits.to_vec1::<f32>()?;
-                        let t = Instant::now();
-                        apply_in_place(&mut row, &self.bitmask);
-                        apply_us = Some(us_since(t));
-                        row
-                    }
-                    Some(dm) => {
-                        let t = Instant::now();
-                        let masked = dm.apply(&logits, &self.bitmask)?;
-                        apply_us = Some(us_since(t));
-                        masked.to_vec1::<f32>()?
+        let (mut mask_us, mut wait_us, mut apply_us, mut allowed) = (None, None, None, None);
+        if let Some(m) = &mut self.matcher {
+            let ready = match self.ready.take() {
+                Some(r) => r,
+                None => {
+                    let t = Instant::now();
+                    m.fill_next_token_bitmask(&mut self.bitmask);
+                    let mask_us = us_since(t);
+                    ReadyMask {
+                        mask_us,
+                        wait_us: mask_us,
                     }
                 }
+            };
+            mask_us = Some(ready.mask_us);
+            wait_us = Some(ready.wait_us);
+            let n = self.bitmask.count_allowed();
+            if n == 0 {
+                return Err(GenerateError::NoToken {
+                    step: self.out.len(),
+                });
             }
-            None => logits.to_vec1::<f32>()?,
+            allowed = Some(n);
+        }
+        let constrained = self.matcher.is_some();
+        let sample_from_host = |row: &mut [f32], sampler: &mut Sampler| {
+            sampler.sample(row).ok_or(GenerateError::NoToken {
+                step: self.out.len(),
+            })
         };
-        let t = Instant::now();
-        let token = self.sampler.sample(&row).ok_or(GenerateError::NoToken {
-            step: self.out.len(),
-        })?;
-        let sample_us = us_since(t);
+        let (token, sample_us) = if self.on_device {
+            let masked = if constrained {
+                let t = Instant::now();
+                let masked = apply_on_device(&logits, &self.bitmask)?;
+                apply_us = Some(us_since(t));
+                if self.verifier.is_some() {
+                    self.check_device_mask(&logits, &masked, allowed.unwrap_or(0))?;
+                }
+                masked
+            } else {
+                logits
+            };
+            let t = Instant::now();
+            let token = if self.opts.sampling.on_device() {
+                sample_on_device(&masked, self.opts.sampling)?
+            } else {
+                sample_from_host(&mut masked.to_vec1::<f32>()?, &mut self.sampler)?
+            };
+            (token, us_since(t))
+        } else {
+            let mut row = logits.to_vec1::<f32>()?;
+            if constrained {
+                let t = Instant::now();
+                apply_in_place(&mut row, &self.bitmask);
+                apply_us = Some(us_since(t));
+            }
+            let t = Instant::now();
+            let token = sample_from_host(&mut row, &mut self.sampler)?;
+            (token, us_since(t))
+        };
         let step = self.out.len();
         let is_stop = self.stop_tokens.contains(&token);
         if let (Some(m), Some(v)) = (&self.matcher, &mut self.verifier) {
@@ -334,6 +404,7 @@ impl<'m> Session<'m> {
         let r = self.record(token, Origin::Sampled);
         let rec = &mut self.records[r];
         rec.mask_us = mask_us;
+        rec.mask_wait_us = wait_us;
         rec.apply_us = apply_us;
         rec.sample_us = Some(sample_us);
         rec.accept_us = accept_us;
@@ -357,9 +428,38 @@ impl<'m> Session<'m> {
         Ok(None)
     }
 
+    /// `--verify-masks` on the device path: the masked row keeps exactly the allowed tokens (of
+    /// those whose raw logit was finite).
+    fn check_device_mask(
+        &self,
+        logits: &Tensor,
+        masked: &Tensor,
+        allowed: usize,
+    ) -> Result<(), GenerateError> {
+        let finite = |t: &Tensor| -> candle_core::Result<usize> {
+            let n = t
+                .to_dtype(candle_core::DType::F32)?
+                .ge(f64::from(f32::MIN))?
+                .to_dtype(candle_core::DType::U32)?
+                .sum_all()?
+                .to_scalar::<u32>()?;
+            Ok(n as usize)
+        };
+        let kept = finite(masked)?;
+        if finite(logits)? == logits.elem_count() && kept != allowed {
+            return Err(GenerateError::DeviceMask {
+                step: self.out.len(),
+                allowed,
+                kept,
+            });
+        }
+        Ok(())
+    }
+
     /// Accepts `token` as if it had been sampled (no mask, no forward pass); for tests and
     /// replaying a known answer.
     pub fn push_token(&mut self, token: u32) -> Result<(), GenerateError> {
+        self.ready = None;
         if let Some(m) = &mut self.matcher {
             if !m.accept_token(TokenId(token)) {
                 return Err(GenerateError::Refused {
@@ -439,6 +539,7 @@ impl<'m> Session<'m> {
             return Ok((0, 0));
         }
         *m = trial;
+        self.ready = None;
         let keep = self.out.len() - roll;
         for &r in &self.out_rec[keep..] {
             self.records[r].replaced = true;
@@ -478,9 +579,8 @@ impl<'m> Session<'m> {
             self.kv_out = keep;
         }
         let feed = self.out[self.kv_out..].to_vec();
-        let t = Instant::now();
-        self.logits = Some(self.model.decoder.forward(&feed)?);
-        let ms = us_since(t) / 1e3;
+        let (logits, ms) = self.forward_and_mask(&feed)?;
+        self.logits = Some(logits);
         let first = self.out_rec[self.kv_out];
         self.records[first].forward_ms = Some(ms);
         self.records[first].forward_tokens = Some(feed.len());
@@ -489,6 +589,48 @@ impl<'m> Session<'m> {
         }
         self.kv_out = self.out.len();
         Ok(())
+    }
+
+    /// Runs `tokens` through the model and returns the logits after them, ready on the device,
+    /// and the pass's time (ms). With overlap and a grammar that goes on, the next mask is filled
+    /// on another thread meanwhile and kept for the next step with its wait.
+    fn forward_and_mask(&mut self, tokens: &[u32]) -> Result<(Tensor, f64), GenerateError> {
+        self.ready = None;
+        let decoder = &mut self.model.decoder;
+        let forward = |decoder: &mut super::model::Decoder| {
+            let t = Instant::now();
+            let logits = decoder.forward(tokens)?;
+            decoder.device.synchronize()?;
+            Ok::<_, candle_core::Error>((logits, t, Instant::now()))
+        };
+        let matcher = self
+            .matcher
+            .as_mut()
+            .filter(|m| self.opts.overlap && !m.is_terminated());
+        let Some(m) = matcher else {
+            let (logits, t, ready) = forward(decoder)?;
+            return Ok((logits, (ready - t).as_secs_f64() * 1e3));
+        };
+        let bitmask = &mut self.bitmask;
+        let (result, mask_us, mask_done) = std::thread::scope(|s| {
+            let filler = s.spawn(move || {
+                let t = Instant::now();
+                m.fill_next_token_bitmask(bitmask);
+                (us_since(t), Instant::now())
+            });
+            let result = forward(decoder);
+            let (mask_us, done) = match filler.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            (result, mask_us, done)
+        });
+        let (logits, t, ready) = result?;
+        self.ready = Some(ReadyMask {
+            mask_us,
+            wait_us: mask_done.saturating_duration_since(ready).as_secs_f64() * 1e6,
+        });
+        Ok((logits, (ready - t).as_secs_f64() * 1e3))
     }
 
     /// The result so far.

@@ -22,4 +22,4 @@ pub mod source;
 pub mod trace;
 
 pub use generate::{generate, GenerateError, GenerateOptions, Generation, Session};
-pub use model::{Model, ModelError, ModelFiles};
+pub use model::{Model, ModelError, ModelFiles, WeightDtype};

@@ -4,7 +4,14 @@
 //! top-k and top-p (nucleus) cuts, drawn from a seeded RNG so that a run repeats exactly. Tokens
 //! at −∞ never win: greedy skips them and the softmax gives them zero weight. All-−∞ logits are
 //! an error, not a draw.
+//!
+//! On a GPU the logits stay there: [`sample_on_device`] draws greedy (an argmax) and plain
+//! temperature sampling (Gumbel-max: the argmax of `logits / T` plus Gumbel noise, which is an
+//! exact draw from the softmax) with tensor ops, so only the token id comes back. Top-k and top-p
+//! need a sort of the whole row, which candle's CUDA kernels cannot do for a 150K-entry row;
+//! those rows are copied to the host and cut there ([`Sampler::sample`]).
 
+use candle_core::{DType, Tensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -117,6 +124,45 @@ impl Sampler {
     }
 }
 
+impl Sampling {
+    /// Whether [`sample_on_device`] can draw this.
+    pub fn on_device(self) -> bool {
+        matches!(
+            self,
+            Sampling::Greedy
+                | Sampling::Random {
+                    top_k: None,
+                    top_p: None,
+                    ..
+                }
+        )
+    }
+}
+
+/// Draws a token from a logits row `(vocab,)` on its own device; refused tokens are −∞. Greedy
+/// takes the argmax; a temperature without cuts takes the argmax of `logits / T − log(−log U)`
+/// with `U` uniform on the device (seeded with `Device::set_seed`). Errors for top-k / top-p
+/// ([`Sampling::on_device`] is false).
+pub fn sample_on_device(logits: &Tensor, sampling: Sampling) -> candle_core::Result<u32> {
+    let logits = logits.to_dtype(DType::F32)?;
+    let scores = match sampling {
+        Sampling::Greedy => logits,
+        Sampling::Random {
+            temperature,
+            top_k: None,
+            top_p: None,
+        } => {
+            let u = Tensor::rand(f32::MIN_POSITIVE, 1.0f32, logits.shape(), logits.device())?;
+            let gumbel = u.log()?.neg()?.log()?.neg()?;
+            ((logits / f64::from(temperature))? + gumbel)?
+        }
+        Sampling::Random { .. } => {
+            candle_core::bail!("top-k / top-p sampling is done on the host, not the device")
+        }
+    };
+    scores.argmax(0)?.to_scalar::<u32>()
+}
+
 /// Index of the largest finite logit (the lowest on ties).
 fn argmax(logits: &[f32]) -> Option<u32> {
     let mut best = f32::NEG_INFINITY;
@@ -157,6 +203,41 @@ mod tests {
         assert!(a.iter().all(|&t| t == 0 || t == 2 || t == 3));
         assert!(a.contains(&0) && a.contains(&3));
         assert_eq!(a, draw(7));
+    }
+
+    #[test]
+    fn device_draws_match_the_host() {
+        let dev = candle_core::Device::Cpu;
+        let logits = [0.5f32, NEG, 0.1, 2.0, NEG, 1.9];
+        let t = Tensor::new(&logits[..], &dev).unwrap();
+        assert_eq!(sample_on_device(&t, Sampling::Greedy).unwrap(), 3);
+        let warm = Sampling::from_flags(1.0, None, None);
+        assert!(warm.on_device());
+        assert!(!Sampling::from_flags(1.0, Some(2), None).on_device());
+        let mut counts = [0usize; 6];
+        for _ in 0..4000 {
+            counts[sample_on_device(&t, warm).unwrap() as usize] += 1;
+        }
+        assert_eq!(
+            counts[1] + counts[4],
+            0,
+            "a refused token was drawn: {counts:?}"
+        );
+        let z: f32 = logits
+            .iter()
+            .filter(|l| l.is_finite())
+            .map(|l| l.exp())
+            .sum();
+        for (i, &l) in logits.iter().enumerate().filter(|(_, l)| l.is_finite()) {
+            let p = l.exp() / z;
+            let seen = counts[i] as f32 / 4000.0;
+            assert!(
+                (seen - p).abs() < 0.04,
+                "token {i}: {seen} drawn, softmax {p}"
+            );
+        }
+        let cut = Sampling::from_flags(1.0, None, Some(0.5));
+        assert!(sample_on_device(&t, cut).is_err());
     }
 
     #[test]

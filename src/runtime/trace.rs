@@ -3,7 +3,9 @@
 //! One [`StepRecord`] per generated token: sampled tokens carry the mask, apply and sample times
 //! of the step that chose them; forced (jump-forward) tokens carry none. `forward_ms` sits on the
 //! first token of each forward pass (a pass that feeds several forced tokens is timed once), and
-//! `rolled_back` on the token whose jump-forward re-tokenized earlier tokens. The [`Summary`] is
+//! `rolled_back` on the token whose jump-forward re-tokenized earlier tokens. Grammar time counts
+//! what the step waited for: `mask_wait_us` (not the fill time, which overlaps the forward pass),
+//! applying the mask and accepting the token. The [`Summary`] is
 //! computed from the records and the prefill timing only, so that a trace file holds everything
 //! needed to recompute it.
 
@@ -32,6 +34,9 @@ pub struct StepRecord {
     pub origin: Origin,
     /// Time to fill the grammar mask (µs); sampled tokens only.
     pub mask_us: Option<f64>,
+    /// How long the logits waited for the mask (µs): 0 when it was filled during the forward
+    /// pass, its whole fill time without overlap; sampled tokens only.
+    pub mask_wait_us: Option<f64>,
     /// Time to apply the mask to the logits (µs); sampled tokens only.
     pub apply_us: Option<f64>,
     /// Time of the forward pass that fed this token (ms); first token of each pass only.
@@ -73,14 +78,21 @@ pub struct Summary {
     pub mask_us_p99: f64,
     /// Slowest mask fill (µs).
     pub mask_us_max: f64,
+    /// Median wait of the logits for the mask (µs).
+    pub mask_wait_us_p50: f64,
+    /// 99th percentile wait for the mask (µs).
+    pub mask_wait_us_p99: f64,
     /// Median forward pass (ms).
     pub forward_ms_p50: f64,
-    /// Grammar time: mask + apply + accept (ms).
+    /// Grammar time on the critical path: mask wait + apply + accept (ms).
     pub grammar_ms: f64,
     /// Decode time after the prefill: grammar + sampling + forward passes (ms).
     pub decode_ms: f64,
     /// Grammar time as % of decode time.
     pub grammar_overhead_pct: f64,
+    /// Median over sampled steps of the step's grammar time as % of the step (its grammar time,
+    /// sampling and the forward pass that fed its token).
+    pub step_overhead_pct_p50: f64,
     /// Prompt tokens per second.
     pub prompt_tokens_per_s: f64,
     /// Generated tokens per second (decode only).
@@ -113,6 +125,25 @@ impl StopReason {
     }
 }
 
+/// What a step waited for its mask: `mask_wait_us`, or the fill time in records without it.
+pub fn mask_wait(r: &StepRecord) -> Option<f64> {
+    r.mask_wait_us.or(r.mask_us)
+}
+
+/// Per sampled step whose forward pass is recorded on it: the grammar time on the critical path
+/// (mask wait + apply + accept) as % of the step (that, sampling and the forward pass).
+pub fn step_overheads(records: &[StepRecord]) -> Vec<f64> {
+    records
+        .iter()
+        .filter(|r| r.origin == Origin::Sampled)
+        .filter_map(|r| {
+            let g = mask_wait(r).unwrap_or(0.0) + r.apply_us.unwrap_or(0.0) + r.accept_us;
+            let step = g + r.sample_us.unwrap_or(0.0) + r.forward_ms? * 1e3;
+            (step > 0.0).then(|| g / step * 100.0)
+        })
+        .collect()
+}
+
 /// The `q`-quantile (0..=1) of `values` by nearest rank; 0 when empty.
 pub fn percentile(values: &[f64], q: f64) -> f64 {
     if values.is_empty() {
@@ -139,8 +170,10 @@ impl Summary {
         let passes = forwards.len();
         let kept = || records.iter().filter(|r| !r.replaced);
         let forced = kept().filter(|r| r.origin == Origin::Forced).count();
+        let waits: Vec<f64> = records.iter().filter_map(mask_wait).collect();
         let us = |f: fn(&StepRecord) -> Option<f64>| records.iter().filter_map(f).sum::<f64>();
-        let grammar_us = us(|r| r.mask_us) + us(|r| r.apply_us) + us(|r| Some(r.accept_us));
+        let grammar_us = us(mask_wait) + us(|r| r.apply_us) + us(|r| Some(r.accept_us));
+        let step_pcts = step_overheads(records);
         let decode_us = grammar_us + us(|r| r.sample_us) + forwards.iter().sum::<f64>() * 1e3;
         let per_s = |n: usize, us: f64| if us > 0.0 { n as f64 / us * 1e6 } else { 0.0 };
         Summary {
@@ -154,6 +187,8 @@ impl Summary {
             mask_us_p50: percentile(&masks, 0.5),
             mask_us_p99: percentile(&masks, 0.99),
             mask_us_max: masks.iter().copied().fold(0.0, f64::max),
+            mask_wait_us_p50: percentile(&waits, 0.5),
+            mask_wait_us_p99: percentile(&waits, 0.99),
             forward_ms_p50: percentile(&forwards, 0.5),
             grammar_ms: grammar_us / 1e3,
             decode_ms: decode_us / 1e3,
@@ -162,6 +197,7 @@ impl Summary {
             } else {
                 0.0
             },
+            step_overhead_pct_p50: percentile(&step_pcts, 0.5),
             prompt_tokens_per_s: per_s(prompt_tokens, prefill_ms * 1e3),
             generation_tokens_per_s: per_s(kept().count(), decode_us),
             stop_reason: stop.as_str().to_string(),
@@ -175,8 +211,9 @@ impl Summary {
             "tokens generated   {} ({} from jump-forward, {} rolled back)\n\
              forward passes     {} after prefill ({} saved by jump-forward)\n\
              mask               p50 {:.1} µs  p99 {:.1} µs  max {:.1} µs\n\
+             mask wait          p50 {:.1} µs  p99 {:.1} µs (logits waiting for the mask)\n\
              forward            p50 {:.2} ms\n\
-             grammar overhead   {:.2}% of decode time\n\
+             grammar overhead   {:.2}% of decode time ({:.2}% of a step at p50)\n\
              prompt             {} tokens in {:.1} ms ({:.1} tokens/s)\n\
              generation         {:.2} tokens/s\n\
              stopped by         {}",
@@ -188,8 +225,11 @@ impl Summary {
             self.mask_us_p50,
             self.mask_us_p99,
             self.mask_us_max,
+            self.mask_wait_us_p50,
+            self.mask_wait_us_p99,
             self.forward_ms_p50,
             self.grammar_overhead_pct,
+            self.step_overhead_pct_p50,
             self.prompt_tokens,
             self.prefill_ms,
             self.prompt_tokens_per_s,
@@ -205,7 +245,7 @@ impl Summary {
 
 /// The header of the live table printed by `-v`.
 pub const TABLE_HEADER: &str =
-    " step  origin    token  text                  mask µs  apply µs  forward ms  sample µs  rollback";
+    " step  origin    token  text                  mask µs  wait µs  apply µs  forward ms  sample µs  rollback";
 
 /// One live-table row.
 pub fn table_row(r: &StepRecord) -> String {
@@ -215,7 +255,7 @@ pub fn table_row(r: &StepRecord) -> String {
         text = text.chars().take(19).collect::<String>() + "…";
     }
     format!(
-        "{:>5}  {:<8} {:>6}  {:<20} {:>8} {:>9} {:>11} {:>10} {:>9}",
+        "{:>5}  {:<8} {:>6}  {:<20} {:>8} {:>8} {:>9} {:>11} {:>10} {:>9}",
         r.step,
         match r.origin {
             Origin::Sampled => "sampled",
@@ -224,6 +264,7 @@ pub fn table_row(r: &StepRecord) -> String {
         r.token,
         text,
         opt(r.mask_us, 1),
+        opt(r.mask_wait_us, 1),
         opt(r.apply_us, 1),
         opt(r.forward_ms, 2),
         opt(r.sample_us, 1),
@@ -242,6 +283,7 @@ mod tests {
             text: "a".into(),
             origin,
             mask_us: mask,
+            mask_wait_us: mask.map(|_| 0.0),
             apply_us: mask.map(|_| 1.0),
             forward_ms: fwd.map(|f| f.0),
             forward_tokens: fwd.map(|f| f.1),

@@ -262,14 +262,23 @@ pub fn from_hf(config: &Json) -> Result<ArchConfig, String> {
         .map_or(hidden / heads, |v| v as usize);
     let layers = count("num_hidden_layers")?;
     let eps = config["rms_norm_eps"].as_f64().unwrap_or(1e-6);
-    let rope_base = config["rope_theta"].as_f64().unwrap_or(1e4);
+    // Transformers 5 writes the RoPE settings as one `rope_parameters` object.
+    let rope_params = &config["rope_parameters"];
+    let rope_base = config["rope_theta"]
+        .as_f64()
+        .or(rope_params["rope_theta"].as_f64())
+        .unwrap_or(1e4);
     let mut cfg = base_config(
         arch, hidden, layers, heads, kv_heads, head_dim, eps, rope_base,
     );
     cfg.context = config["max_position_embeddings"]
         .as_u64()
         .map_or(4096, |v| v as usize);
-    let scaling = &config["rope_scaling"];
+    let scaling = if config["rope_scaling"].is_object() {
+        &config["rope_scaling"]
+    } else {
+        rope_params
+    };
     let kind = scaling["rope_type"].as_str().or(scaling["type"].as_str());
     match kind {
         None | Some("default") => {}

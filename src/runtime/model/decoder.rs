@@ -126,6 +126,8 @@ pub struct Decoder {
     pub inv_freq: (Tensor, Tensor),
     /// Where the tensors live.
     pub device: Device,
+    /// The activations' (and KV cache's) dtype: F32 over quantized weights, else the weights'.
+    pub dtype: DType,
     /// Per layer `(keys, values)`.
     pub cache: Vec<Option<(Tensor, Tensor)>>,
 }
@@ -227,21 +229,27 @@ impl Decoder {
             Embedding::Quantized(q) => q.embedding(&ids)?,
             Embedding::Dense(t) => t.index_select(&ids, 0)?,
         }
-        .to_dtype(DType::F32)?;
+        .to_dtype(self.dtype)?;
         if self.cfg.scale_embeddings {
             x = (x * (self.cfg.hidden as f64).sqrt())?;
         }
         let mut x = x.unsqueeze(0)?;
         let positions: Vec<f32> = (offset..offset + seq).map(|p| p as f32).collect();
         let positions = Tensor::from_vec(positions, (seq, 1), &self.device)?;
-        let global = rope_tables(&positions, &self.inv_freq.0, self.cfg.rope_linear_factor)?;
+        let dt = self.dtype;
+        let global = rope_tables(
+            &positions,
+            &self.inv_freq.0,
+            self.cfg.rope_linear_factor,
+            dt,
+        )?;
         let rep = self.cfg.heads / self.cfg.kv_heads;
         let total = offset + seq;
-        let global_mask = mask(seq, offset, total, None, rep, &self.device)?;
+        let global_mask = mask(seq, offset, total, None, rep, &self.device, dt)?;
         let local = match self.cfg.sliding_window {
             Some((w, _)) => Some((
-                rope_tables(&positions, &self.inv_freq.1, 1.0)?,
-                mask(seq, offset, total, Some(w), rep, &self.device)?,
+                rope_tables(&positions, &self.inv_freq.1, 1.0, dt)?,
+                mask(seq, offset, total, Some(w), rep, &self.device, dt)?,
             )),
             None => None,
         };
@@ -278,11 +286,13 @@ impl Decoder {
     }
 }
 
-/// `(cos, sin)` of shape `(seq, head_dim / 2)` for these positions.
+/// `(cos, sin)` of shape `(seq, head_dim / 2)` for these positions, computed in f32 and given
+/// in `dtype`.
 fn rope_tables(
     positions: &Tensor,
     inv_freq: &Tensor,
     linear: f64,
+    dtype: DType,
 ) -> candle_core::Result<(Tensor, Tensor)> {
     let pos = if linear != 1.0 {
         (positions / linear)?
@@ -290,7 +300,10 @@ fn rope_tables(
         positions.clone()
     };
     let angles = pos.broadcast_mul(&inv_freq.unsqueeze(0)?)?;
-    Ok((angles.cos()?.contiguous()?, angles.sin()?.contiguous()?))
+    Ok((
+        angles.cos()?.to_dtype(dtype)?.contiguous()?,
+        angles.sin()?.to_dtype(dtype)?.contiguous()?,
+    ))
 }
 
 fn heads(x: Tensor, n: usize, d: usize) -> candle_core::Result<Tensor> {
@@ -366,6 +379,7 @@ fn mask(
     window: Option<usize>,
     rep: usize,
     device: &Device,
+    dtype: DType,
 ) -> candle_core::Result<Option<Tensor>> {
     let hidden = |p: usize, j: usize| j > p || window.is_some_and(|w| p - j.min(p) >= w);
     let any = (0..seq).any(|i| (0..total).any(|j| hidden(offset + i, j)));
@@ -384,6 +398,7 @@ fn mask(
         })
         .collect();
     Tensor::from_vec(values, (seq, total), device)?
+        .to_dtype(dtype)?
         .repeat((rep, 1))
         .map(Some)
 }

@@ -6,6 +6,11 @@
 //! Safetensors checkpoints come with `config.json`, `tokenizer.json` and usually
 //! `tokenizer_config.json`. The forward pass and its KV cache are ours ([`decoder`]) so that the
 //! cache can be truncated for rollback.
+//!
+//! Weight dtype ([`WeightDtype`]): `auto` keeps a GGUF file's quantized weights (f32
+//! activations) and gives a safetensors checkpoint its own dtype (`torch_dtype`) on a GPU and f32
+//! on the CPU; `bf16`, `f16` and `f32` dequantize or convert every weight to that dtype, and the
+//! activations and KV cache follow it.
 
 pub mod config;
 pub mod decoder;
@@ -44,6 +49,71 @@ pub enum ModelFiles {
         /// `tokenizer_config.json`, when present.
         tokenizer_config: Option<PathBuf>,
     },
+}
+
+/// How to hold a model's weights on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightDtype {
+    /// GGUF: quantized as in the file; safetensors: the checkpoint's dtype on a GPU, f32 on CPU.
+    #[default]
+    Auto,
+    /// bfloat16.
+    Bf16,
+    /// float16.
+    F16,
+    /// float32.
+    F32,
+}
+
+impl std::str::FromStr for WeightDtype {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(WeightDtype::Auto),
+            "bf16" => Ok(WeightDtype::Bf16),
+            "f16" => Ok(WeightDtype::F16),
+            "f32" => Ok(WeightDtype::F32),
+            _ => Err(format!("{s:?} is not a dtype (auto, bf16, f16, f32)")),
+        }
+    }
+}
+
+impl WeightDtype {
+    /// The dtype asked for, `None` for `auto`.
+    pub fn explicit(self) -> Option<DType> {
+        match self {
+            WeightDtype::Auto => None,
+            WeightDtype::Bf16 => Some(DType::BF16),
+            WeightDtype::F16 => Some(DType::F16),
+            WeightDtype::F32 => Some(DType::F32),
+        }
+    }
+}
+
+/// The dtype a safetensors checkpoint is loaded in: the one asked for, else on a GPU the
+/// checkpoint's own (`torch_dtype`, or `dtype` as Transformers 5 writes it), else f32.
+fn checkpoint_dtype(config: &Value, want: WeightDtype, device: &Device) -> DType {
+    if let Some(dt) = want.explicit() {
+        return dt;
+    }
+    if device.is_cpu() {
+        return DType::F32;
+    }
+    let named = config["torch_dtype"].as_str().or(config["dtype"].as_str());
+    match named {
+        Some("bfloat16") => DType::BF16,
+        Some("float16") => DType::F16,
+        _ => DType::F32,
+    }
+}
+
+fn dtype_name(dt: DType) -> &'static str {
+    match dt {
+        DType::BF16 => "bf16",
+        DType::F16 => "f16",
+        _ => "f32",
+    }
 }
 
 /// A model that could not be loaded.
@@ -127,8 +197,12 @@ fn config_template(cfg: &Value) -> Option<String> {
 }
 
 impl Model {
-    /// Loads `files` onto `device`.
-    pub fn load(files: &ModelFiles, device: &Device) -> Result<Model, ModelError> {
+    /// Loads `files` onto `device`, the weights held as `dtype` says.
+    pub fn load(
+        files: &ModelFiles,
+        device: &Device,
+        dtype: WeightDtype,
+    ) -> Result<Model, ModelError> {
         match files {
             ModelFiles::Gguf {
                 model,
@@ -139,6 +213,7 @@ impl Model {
                 tokenizer.as_deref(),
                 tokenizer_config.as_deref(),
                 device,
+                dtype,
             ),
             ModelFiles::Safetensors {
                 config,
@@ -151,6 +226,7 @@ impl Model {
                 tokenizer,
                 tokenizer_config.as_deref(),
                 device,
+                dtype,
             ),
         }
     }
@@ -164,6 +240,7 @@ fn invalid(e: String) -> ModelError {
 pub fn gguf_decoder(
     path: &Path,
     device: &Device,
+    dtype: WeightDtype,
 ) -> Result<(Decoder, gguf_file::Content, String), ModelError> {
     let mut file = std::fs::File::open(path).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
@@ -173,20 +250,26 @@ pub fn gguf_decoder(
         .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
     let cfg = config::from_gguf(&content.metadata)
         .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let dense = dtype.explicit();
     let description = format!(
-        "{} ({}, GGUF, {} layers, hidden {}, {} heads / {} KV)",
+        "{} ({}, GGUF, {} layers, hidden {}, {} heads / {} KV, {})",
         path.display(),
         cfg.arch.name(),
         cfg.layers,
         cfg.hidden,
         cfg.heads,
-        cfg.kv_heads
+        cfg.kv_heads,
+        match dense {
+            Some(dt) => format!("dequantized to {}", dtype_name(dt)),
+            None => "quantized weights, f32 activations".to_string(),
+        }
     );
     let decoder = {
         let mut src = weights::Source::Gguf {
             content: &content,
             file: &mut file,
             path,
+            dense,
         };
         weights::build(cfg, &mut src, device).map_err(invalid)?
     };
@@ -202,8 +285,9 @@ fn load_gguf(
     tokenizer: Option<&Path>,
     tokenizer_config: Option<&Path>,
     device: &Device,
+    dtype: WeightDtype,
 ) -> Result<Model, ModelError> {
-    let (mut decoder, content, mut description) = gguf_decoder(path, device)?;
+    let (mut decoder, content, mut description) = gguf_decoder(path, device, dtype)?;
     if device.is_cpu() {
         let bytes = decoder
             .add_dense_copies(DENSE_COPY_BUDGET)
@@ -219,24 +303,9 @@ fn load_gguf(
         Some(t) => vocab::load(t)?,
         None => vocab::load(path)?,
     };
-    let md_string = |key: &str| match content.metadata.get(key) {
-        Some(gguf_file::Value::String(s)) => Some(s.clone()),
-        _ => None,
-    };
-    let md_token = |key: &str| {
-        content
-            .metadata
-            .get(key)
-            .and_then(|v| v.to_u32().ok())
-            .map(|id| {
-                String::from_utf8_lossy(vocab.vocab.token_bytes(crate::util::TokenId(id)))
-                    .into_owned()
-            })
-    };
-    let mut template = md_string("tokenizer.chat_template")
-        .map(|t| (t, format!("{} (tokenizer.chat_template)", path.display())));
-    let mut bos = md_token("tokenizer.ggml.bos_token_id").unwrap_or_default();
-    let mut eos = md_token("tokenizer.ggml.eos_token_id").unwrap_or_default();
+    let (template, mut bos, mut eos) = gguf_chat(&content, &vocab);
+    let mut template =
+        template.map(|t| (t, format!("{} (tokenizer.chat_template)", path.display())));
     if let Some(tc) = tokenizer_config {
         let cfg = read_json(tc)?;
         if let Some(t) = config_template(&cfg) {
@@ -248,11 +317,40 @@ fn load_gguf(
     finish(decoder, vocab, template, bos, eos, description)
 }
 
+/// A GGUF file's chat template (`tokenizer.chat_template`) and its BOS and EOS token texts
+/// (empty when the file names none), read with `vocab`, the file's tokenizer.
+pub fn gguf_chat(
+    content: &gguf_file::Content,
+    vocab: &LoadedVocab,
+) -> (Option<String>, String, String) {
+    let template = match content.metadata.get("tokenizer.chat_template") {
+        Some(gguf_file::Value::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let token = |key: &str| {
+        content
+            .metadata
+            .get(key)
+            .and_then(|v| v.to_u32().ok())
+            .map(|id| {
+                String::from_utf8_lossy(vocab.vocab.token_bytes(crate::util::TokenId(id)))
+                    .into_owned()
+            })
+            .unwrap_or_default()
+    };
+    (
+        template,
+        token("tokenizer.ggml.bos_token_id"),
+        token("tokenizer.ggml.eos_token_id"),
+    )
+}
+
 /// Builds the decoder of a safetensors checkpoint from its `config.json` and shards.
 pub fn safetensors_decoder(
     config: &Path,
     weight_files: &[PathBuf],
     device: &Device,
+    dtype: WeightDtype,
 ) -> Result<(Decoder, String), ModelError> {
     let cfg_json = read_json(config)?;
     let cfg =
@@ -269,17 +367,18 @@ pub fn safetensors_decoder(
     };
     // SAFETY: the files are memory-mapped read-only; candle documents that they must not be
     // modified while mapped, which holds for model files we only read.
-    let vb =
-        unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(weight_files, DType::F32, device) }
-            .map_err(|e| invalid(format!("{}: {e}", shards())))?;
+    let dt = checkpoint_dtype(&cfg_json, dtype, device);
+    let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(weight_files, dt, device) }
+        .map_err(|e| invalid(format!("{}: {e}", shards())))?;
     let description = format!(
-        "{} ({}, safetensors, {} layers, hidden {}, {} heads / {} KV)",
+        "{} ({}, safetensors, {} layers, hidden {}, {} heads / {} KV, {})",
         config.parent().unwrap_or(config).display(),
         cfg.arch.name(),
         cfg.layers,
         cfg.hidden,
         cfg.heads,
-        cfg.kv_heads
+        cfg.kv_heads,
+        dtype_name(dt)
     );
     let mut src = weights::Source::Safetensors {
         vb,
@@ -295,8 +394,9 @@ fn load_safetensors(
     tokenizer: &Path,
     tokenizer_config: Option<&Path>,
     device: &Device,
+    dtype: WeightDtype,
 ) -> Result<Model, ModelError> {
-    let (decoder, description) = safetensors_decoder(config, weight_files, device)?;
+    let (decoder, description) = safetensors_decoder(config, weight_files, device, dtype)?;
     let vocab = vocab::load(tokenizer)?;
     let (template, bos, eos) = match tokenizer_config {
         Some(tc) => {

@@ -1,5 +1,7 @@
-//! Weight files → a [`Decoder`]: GGUF tensors (kept quantized) or safetensors checkpoints (dense
-//! f32), named by llama.cpp's or Transformers' conventions.
+//! Weight files → a [`Decoder`]: GGUF tensors (kept quantized, or dequantized to one dtype) or
+//! safetensors checkpoints (dense, in the dtype their VarBuilder converts to), named by llama.cpp's
+//! or Transformers' conventions. Every dense tensor of a decoder has one dtype, which is also the
+//! dtype of its activations; over quantized weights the activations are f32.
 //!
 //! Both formats go through [`Source`], which answers "is tensor X there" and "give me X as a
 //! matmul weight / a dense tensor" under a format-neutral [`Part`] name, so the layer assembly is
@@ -36,6 +38,8 @@ pub enum Source<'a> {
         file: &'a mut File,
         /// Its path, for errors.
         path: &'a Path,
+        /// Dequantize every tensor to this dtype instead of keeping quantized weights.
+        dense: Option<DType>,
     },
     /// Memory-mapped safetensors shards.
     Safetensors {
@@ -108,6 +112,14 @@ fn hf_name(part: Part) -> String {
 }
 
 impl Source<'_> {
+    /// The dtype of dense tensors and activations.
+    fn dtype(&self) -> DType {
+        match self {
+            Source::Gguf { dense, .. } => dense.unwrap_or(DType::F32),
+            Source::Safetensors { vb, .. } => vb.dtype(),
+        }
+    }
+
     fn name(&self, part: Part) -> String {
         match self {
             Source::Gguf { .. } => gguf_name(part),
@@ -168,12 +180,21 @@ impl Source<'_> {
             )
         };
         match self {
-            Source::Gguf { .. } => {
+            Source::Gguf { dense, .. } => {
+                let dense = *dense;
                 let q = self.qtensor(part, device)?;
                 if q.shape().dims() != [shape.0, shape.1] {
                     return Err(bad(q.shape().dims()));
                 }
-                QMatMul::from_arc(Arc::new(q)).map_err(|e| format!("{where_}: `{name}`: {e}"))
+                let err = |e: candle_core::Error| format!("{where_}: `{name}`: {e}");
+                match dense {
+                    Some(dt) => Ok(QMatMul::Tensor(
+                        q.dequantize(device)
+                            .and_then(|t| t.to_dtype(dt))
+                            .map_err(err)?,
+                    )),
+                    None => QMatMul::from_arc(Arc::new(q)).map_err(err),
+                }
             }
             Source::Safetensors { vb, .. } => {
                 let t = vb
@@ -187,7 +208,7 @@ impl Source<'_> {
         }
     }
 
-    /// A dense f32 tensor of `len` elements (norms, biases, rope factors).
+    /// A dense tensor of `len` elements (norms, biases, rope factors) in the source's dtype.
     fn vector(&mut self, part: Part, len: usize, device: &Device) -> Result<Tensor, String> {
         if !self.has(part) {
             return Err(self.missing(part));
@@ -209,7 +230,7 @@ impl Source<'_> {
                 t.dims()
             ));
         }
-        t.to_dtype(DType::F32).map_err(|e| e.to_string())
+        t.to_dtype(self.dtype()).map_err(|e| e.to_string())
     }
 
     fn linear(
@@ -247,8 +268,10 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Decod
             cfg.kv_heads
         ));
     }
+    let dtype = src.dtype();
     let (vocab, embed) = match src {
-        Source::Gguf { .. } => {
+        Source::Gguf { dense, .. } => {
+            let dense = *dense;
             let q = src.qtensor(Part::Embed, device)?;
             let dims = q.shape().dims().to_vec();
             if dims.len() != 2 || dims[1] != h {
@@ -257,8 +280,17 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Decod
                     src.where_()
                 ));
             }
-            let qm = QMatMul::from_arc(Arc::new(q)).map_err(|e| e.to_string())?;
-            (dims[0], Embedding::Quantized(qm))
+            let embed = match dense {
+                Some(dt) => Embedding::Dense(
+                    q.dequantize(device)
+                        .and_then(|t| t.to_dtype(dt))
+                        .map_err(|e| e.to_string())?,
+                ),
+                None => {
+                    Embedding::Quantized(QMatMul::from_arc(Arc::new(q)).map_err(|e| e.to_string())?)
+                }
+            };
+            (dims[0], embed)
         }
         Source::Safetensors { vb, .. } => {
             let name = hf_name(Part::Embed);
@@ -281,9 +313,7 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Decod
         match &embed {
             Embedding::Quantized(QMatMul::QTensor(q)) => QMatMul::QTensor(q.clone()),
             Embedding::Quantized(QMatMul::Tensor(t) | QMatMul::TensorF16(t))
-            | Embedding::Dense(t) => {
-                QMatMul::Tensor(t.to_dtype(DType::F32).map_err(|e| e.to_string())?)
-            }
+            | Embedding::Dense(t) => QMatMul::Tensor(t.to_dtype(dtype).map_err(|e| e.to_string())?),
         }
     };
     let mut layers = Vec::with_capacity(cfg.layers);
@@ -339,7 +369,11 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Decod
     let factors: Option<Vec<f32>> =
         if matches!(src, Source::Gguf { .. }) && src.has(Part::RopeFreqs) {
             let t = src.vector(Part::RopeFreqs, d / 2, device)?;
-            Some(t.to_vec1().map_err(|e| e.to_string())?)
+            Some(
+                t.to_dtype(DType::F32)
+                    .and_then(|t| t.to_vec1())
+                    .map_err(|e| e.to_string())?,
+            )
         } else {
             None
         };
@@ -358,6 +392,7 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Decod
         lm_head,
         inv_freq,
         device: device.clone(),
+        dtype,
         cache: vec![None; n_layers],
     })
 }

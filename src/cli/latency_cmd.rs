@@ -1,0 +1,371 @@
+//! `structgen latency`: the end-to-end latency table of one model. Every request of a prompts
+//! file is generated in each mode — `free` (no grammar), `constrained` (grammar, no
+//! jump-forward) and `jump-forward` (grammar + jump-forward) — with the model loaded once and one
+//! grammar compiler shared by all requests (as a server would). Warm-up runs come first and are
+//! not counted (kernel compilation, cuBLAS handles, caches).
+//!
+//! Per mode, the step records of all runs are pooled: forward ms p50, mask µs p50/p99, mask wait
+//! µs p50/p99 (how long the logits waited for the mask: the grammar's cost on the critical path),
+//! grammar overhead (share of decode time, and per step at p50), generated tokens/s, forward passes
+//! saved, how many answers parse to calls whose arguments the tool's schema accepts (an
+//! independent JSON Schema validator), and how many were cut at `--max-tokens` (a grammar
+//! guarantees that whatever is written is valid so far, not that the model ever ends an unbounded
+//! string or number: random weights often do not). One JSON line per run goes to `--out` as soon as it ends;
+//! the table (Markdown) and one JSON line per mode (`--summary`) come at the end.
+//!
+//! Prompts file: JSON Lines, each `{"prompt": TEXT, "tools": FILE | [OpenAI tools]}` (a FILE is
+//! relative to the prompts file), optionally `"system": TEXT`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use serde_json::{json, Value};
+
+use super::atomic::AtomicFile;
+use super::model_args::{DecodeArgs, LoadedModel, ModelArgs};
+use super::{read_json, read_text, CliError};
+use crate::frontend::tool_calls::parse_calls;
+use crate::frontend::tools::{parse_tools, Tool, ToolChoice, ToolOptions};
+use crate::runtime::generate::generate;
+use crate::runtime::request::{grammar_compiler, prompt_tokens, tools_matcher};
+use crate::runtime::trace::{mask_wait, percentile, step_overheads, StepRecord};
+use crate::util::json_lines::json_lines;
+
+/// Arguments of `structgen latency`.
+#[derive(Debug, Args)]
+pub struct LatencyCmd {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// The requests: JSON Lines of `{"prompt": TEXT, "tools": FILE or [tools]}`.
+    #[arg(long, value_name = "FILE")]
+    prompts: PathBuf,
+    /// Modes to run, in order: free, constrained, jump-forward.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "free,constrained,jump-forward"
+    )]
+    modes: Vec<String>,
+    /// auto, required, none, or a tool name.
+    #[arg(long, value_name = "CHOICE", default_value = "required")]
+    tool_choice: String,
+    /// Only the first N requests.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Uncounted runs of the first request (in every mode) before the measured ones.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    warmup: usize,
+    #[command(flatten)]
+    decode: DecodeArgs,
+    /// Write one JSON line per run (summary, calls, validity) to FILE.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Write one JSON line per mode (the table's numbers) to FILE.
+    #[arg(long, value_name = "FILE")]
+    summary: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Free,
+    Constrained,
+    JumpForward,
+}
+
+impl Mode {
+    fn parse(s: &str) -> Result<Mode, CliError> {
+        match s {
+            "free" => Ok(Mode::Free),
+            "constrained" => Ok(Mode::Constrained),
+            "jump-forward" => Ok(Mode::JumpForward),
+            _ => Err(CliError::Usage(format!(
+                "--modes: unknown mode {s:?} (free, constrained, jump-forward)"
+            ))),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Free => "free",
+            Mode::Constrained => "constrained",
+            Mode::JumpForward => "jump-forward",
+        }
+    }
+}
+
+struct Request {
+    prompt: String,
+    system: Option<String>,
+    tools_json: Vec<Value>,
+    tools: Vec<Tool>,
+}
+
+fn load_requests(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, CliError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut out = Vec::new();
+    let text = read_text(path)?;
+    for (line, v) in json_lines(&text) {
+        if limit.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+        let v = v.map_err(|e| CliError::Json {
+            path: path.to_path_buf(),
+            line,
+            col: e.column(),
+            message: e.to_string(),
+        })?;
+        let at = |what: &str| CliError::Usage(format!("{}:{line}: {what}", path.display()));
+        let prompt = v["prompt"]
+            .as_str()
+            .ok_or_else(|| at("`prompt` is missing or not a string"))?;
+        let (tools_json, origin) = match &v["tools"] {
+            Value::String(f) => {
+                let file = dir.join(f);
+                (read_json(&file)?, file)
+            }
+            t @ Value::Array(_) => (t.clone(), path.to_path_buf()),
+            _ => return Err(at("`tools` is neither a file name nor an array")),
+        };
+        let tools = parse_tools(&tools_json).map_err(|error| CliError::Tools {
+            path: origin,
+            error,
+        })?;
+        out.push(Request {
+            prompt: prompt.to_string(),
+            system: v["system"].as_str().map(str::to_string),
+            tools_json: tools_json.as_array().cloned().unwrap_or_default(),
+            tools,
+        });
+    }
+    if out.is_empty() {
+        return Err(CliError::Usage(format!("{}: no requests", path.display())));
+    }
+    Ok(out)
+}
+
+/// One run's outcome.
+struct Run {
+    records: Vec<StepRecord>,
+    tokens: usize,
+    decode_ms: f64,
+    grammar_ms: f64,
+    passes: usize,
+    saved: usize,
+    valid: bool,
+    cut: bool,
+    line: Value,
+}
+
+/// Pooled numbers of one mode.
+fn mode_summary(mode: Mode, runs: &[Run]) -> Value {
+    let records: Vec<&StepRecord> = runs.iter().flat_map(|r| &r.records).collect();
+    let pool = |f: &dyn Fn(&StepRecord) -> Option<f64>| -> Vec<f64> {
+        records.iter().filter_map(|r| f(r)).collect()
+    };
+    let forwards = pool(&|r| r.forward_ms);
+    let masks = pool(&|r| r.mask_us);
+    let waits = pool(&mask_wait);
+    let steps: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| step_overheads(&r.records))
+        .collect();
+    let (tokens, decode_ms, grammar_ms) = runs.iter().fold((0, 0.0, 0.0), |a, r| {
+        (a.0 + r.tokens, a.1 + r.decode_ms, a.2 + r.grammar_ms)
+    });
+    let constrained = mode != Mode::Free;
+    json!({
+        "mode": mode.name(),
+        "runs": runs.len(),
+        "forward_ms_p50": percentile(&forwards, 0.5),
+        "mask_us_p50": constrained.then(|| percentile(&masks, 0.5)),
+        "mask_us_p99": constrained.then(|| percentile(&masks, 0.99)),
+        "mask_wait_us_p50": constrained.then(|| percentile(&waits, 0.5)),
+        "mask_wait_us_p99": constrained.then(|| percentile(&waits, 0.99)),
+        "grammar_overhead_pct": if decode_ms > 0.0 { grammar_ms / decode_ms * 100.0 } else { 0.0 },
+        "step_overhead_pct_p50": percentile(&steps, 0.5),
+        "tokens": tokens,
+        "tokens_per_s": if decode_ms > 0.0 { tokens as f64 / decode_ms * 1e3 } else { 0.0 },
+        "forward_passes": runs.iter().map(|r| r.passes).sum::<usize>(),
+        "forward_passes_saved": runs.iter().map(|r| r.saved).sum::<usize>(),
+        "valid_answers": runs.iter().filter(|r| r.valid).count(),
+        "cut_at_max_tokens": runs.iter().filter(|r| r.cut).count(),
+    })
+}
+
+/// The arguments of every call validate against their tool's parameters.
+fn calls_valid(text: &str, m: &LoadedModel, tools: &[Tool]) -> (bool, Value) {
+    let parsed = parse_calls(text, m.style, tools);
+    let mut errors: Vec<String> = parsed.errors.clone();
+    for call in &parsed.calls {
+        let Some(tool) = tools.iter().find(|t| t.name == call.name) else {
+            continue;
+        };
+        match jsonschema::validator_for(&tool.parameters) {
+            Ok(v) => errors.extend(
+                v.iter_errors(&call.arguments)
+                    .map(|e| format!("{}: {} at {}", call.name, e, e.instance_path())),
+            ),
+            Err(e) => errors.push(format!("{}: schema: {e}", call.name)),
+        }
+    }
+    let ok = !parsed.calls.is_empty() && errors.is_empty() && parsed.unknown.is_empty();
+    (
+        ok,
+        json!({"tool_calls": parsed.openai_tool_calls(), "errors": errors}),
+    )
+}
+
+/// Runs `structgen latency`.
+pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
+    let modes = cmd
+        .modes
+        .iter()
+        .map(|m| Mode::parse(m))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !cmd.decode.options().jump_forward {
+        return Err(CliError::Usage(
+            "--no-jump-forward: choose the modes with --modes instead".into(),
+        ));
+    }
+    let requests = load_requests(&cmd.prompts, cmd.limit)?;
+    let mut loaded = cmd.model.load()?;
+    let compiler = grammar_compiler(&loaded.model);
+    let options = ToolOptions {
+        tool_choice: ToolChoice::parse(&cmd.tool_choice),
+        ..ToolOptions::default()
+    };
+    let mut out = match &cmd.out {
+        Some(p) => Some(AtomicFile::create(p)?),
+        None => None,
+    };
+    let mut per_mode: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
+    let order = (0..cmd.warmup).map(|_| 0).chain(0..requests.len());
+    for (n, i) in order.enumerate() {
+        let warm = n < cmd.warmup;
+        let req = &requests[i];
+        let mut messages = Vec::new();
+        if let Some(s) = &req.system {
+            messages.push(json!({"role": "system", "content": s}));
+        }
+        messages.push(json!({"role": "user", "content": req.prompt}));
+        let (_, prompt) = prompt_tokens(
+            &loaded.model,
+            loaded.template.as_ref(),
+            &messages,
+            &req.tools_json,
+            loaded.style,
+        )?;
+        for (k, &mode) in modes.iter().enumerate() {
+            let (matcher, compile_ms) = if mode == Mode::Free {
+                (None, 0.0)
+            } else {
+                let (m, ms) =
+                    tools_matcher(&compiler, &req.tools, loaded.style, &options, &loaded.stop)?;
+                (Some(m), ms)
+            };
+            let mut opts = cmd.decode.options();
+            opts.jump_forward = mode == Mode::JumpForward;
+            let gen = generate(
+                &mut loaded.model,
+                &prompt,
+                matcher,
+                loaded.stop.clone(),
+                opts,
+                &mut |_| {},
+            )?;
+            if warm {
+                continue;
+            }
+            let (valid, calls) = calls_valid(&gen.text, &loaded, &req.tools);
+            let s = &gen.summary;
+            let line = json!({"request": i, "mode": mode.name(), "compile_ms": compile_ms,
+                              "text": gen.text, "valid": valid, "calls": calls, "summary": s});
+            if let Some(f) = &mut out {
+                f.write_line(&line.to_string())?;
+            }
+            eprintln!(
+                "request {i:>3} {:<12} {:>4} tokens  {:>7.1} tok/s  forward p50 {:>7.2} ms  mask wait p50 {:>6.1} µs  {}",
+                mode.name(),
+                s.tokens_generated,
+                s.generation_tokens_per_s,
+                s.forward_ms_p50,
+                s.mask_wait_us_p50,
+                if mode == Mode::Free { "" } else if valid { "valid" } else { "INVALID" }
+            );
+            per_mode[k].push(Run {
+                tokens: s.tokens_generated,
+                decode_ms: s.decode_ms,
+                grammar_ms: s.grammar_ms,
+                passes: s.forward_passes,
+                saved: s.forward_passes_saved,
+                valid,
+                cut: s.stop_reason == "max tokens",
+                records: gen.records,
+                line,
+            });
+        }
+    }
+    if let Some(f) = out {
+        f.commit()?;
+    }
+    let rows: Vec<Value> = modes
+        .iter()
+        .zip(&per_mode)
+        .map(|(&m, runs)| mode_summary(m, runs))
+        .collect();
+    if let Some(p) = &cmd.summary {
+        let mut f = AtomicFile::create(p)?;
+        for r in &rows {
+            let mut r = r.clone();
+            r["model"] = json!(loaded.model.description);
+            f.write_line(&r.to_string())?;
+        }
+        f.commit()?;
+    }
+    let invalid: Vec<String> = per_mode
+        .iter()
+        .flatten()
+        .filter(|r| r.line["mode"] != "free" && !r.valid)
+        .map(|r| format!("request {} {}", r.line["request"], r.line["mode"]))
+        .collect();
+    println!("{}", table(&loaded.model.description, &rows));
+    if !invalid.is_empty() {
+        eprintln!("answers without schema-valid calls: {}", invalid.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The Markdown table of the mode rows.
+fn table(model: &str, rows: &[Value]) -> String {
+    let num = |v: &Value, p: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.p$}"));
+    let mut t = format!(
+        "model: {model}\n\n| mode | runs | forward ms p50 | mask µs p50 | mask µs p99 | mask wait µs p50 | mask wait µs p99 | grammar overhead | step overhead p50 | tokens/s | passes saved | valid calls | cut at max tokens |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n"
+    );
+    for r in rows {
+        let free = r["mode"] == "free";
+        t += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {}% | {}% | {} | {} / {} | {} | {} |\n",
+            r["mode"].as_str().unwrap_or_default(),
+            r["runs"],
+            num(&r["forward_ms_p50"], 2),
+            num(&r["mask_us_p50"], 1),
+            num(&r["mask_us_p99"], 1),
+            num(&r["mask_wait_us_p50"], 1),
+            num(&r["mask_wait_us_p99"], 1),
+            num(&r["grammar_overhead_pct"], 2),
+            num(&r["step_overhead_pct_p50"], 2),
+            num(&r["tokens_per_s"], 1),
+            r["forward_passes_saved"],
+            r["forward_passes"].as_u64().unwrap_or(0)
+                + r["forward_passes_saved"].as_u64().unwrap_or(0),
+            if free {
+                "-".to_string()
+            } else {
+                format!("{} / {}", r["valid_answers"], r["runs"])
+            },
+            r["cut_at_max_tokens"],
+        );
+    }
+    t
+}
