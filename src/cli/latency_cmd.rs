@@ -166,6 +166,7 @@ fn mode_summary(mode: Mode, runs: &[Run]) -> Value {
     let forwards = pool(&|r| r.forward_ms);
     let masks = pool(&|r| r.mask_us);
     let waits = pool(&mask_wait);
+    let samples = pool(&|r| r.sample_us);
     let steps: Vec<f64> = runs
         .iter()
         .flat_map(|r| step_overheads(&r.records))
@@ -182,6 +183,8 @@ fn mode_summary(mode: Mode, runs: &[Run]) -> Value {
         "mask_us_p99": constrained.then(|| percentile(&masks, 0.99)),
         "mask_wait_us_p50": constrained.then(|| percentile(&waits, 0.5)),
         "mask_wait_us_p99": constrained.then(|| percentile(&waits, 0.99)),
+        "sample_us_p50": percentile(&samples, 0.5),
+        "sample_us_p99": percentile(&samples, 0.99),
         "grammar_overhead_pct": if decode_ms > 0.0 { grammar_ms / decode_ms * 100.0 } else { 0.0 },
         "step_overhead_pct_p50": percentile(&steps, 0.5),
         "tokens": tokens,
@@ -241,50 +244,52 @@ pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
     };
     let mut per_mode: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
     let order = (0..cmd.warmup).map(|_| 0).chain(0..requests.len());
-    for (n, i) in order.enumerate() {
-        let warm = n < cmd.warmup;
-        let req = &requests[i];
-        let mut messages = Vec::new();
-        if let Some(s) = &req.system {
-            messages.push(json!({"role": "system", "content": s}));
-        }
-        messages.push(json!({"role": "user", "content": req.prompt}));
-        let (_, prompt) = prompt_tokens(
-            &loaded.model,
-            loaded.template.as_ref(),
-            &messages,
-            &req.tools_json,
-            loaded.style,
-        )?;
-        for (k, &mode) in modes.iter().enumerate() {
-            let (matcher, compile_ms) = if mode == Mode::Free {
-                (None, 0.0)
-            } else {
-                let (m, ms) =
-                    tools_matcher(&compiler, &req.tools, loaded.style, &options, &loaded.stop)?;
-                (Some(m), ms)
-            };
-            let mut opts = cmd.decode.options();
-            opts.jump_forward = mode == Mode::JumpForward;
-            let gen = generate(
-                &mut loaded.model,
-                &prompt,
-                matcher,
-                loaded.stop.clone(),
-                opts,
-                &mut |_| {},
+    // A failure part way (the device running out of memory, say) keeps the runs already written.
+    let measure = || -> Result<(), CliError> {
+        for (n, i) in order.enumerate() {
+            let warm = n < cmd.warmup;
+            let req = &requests[i];
+            let mut messages = Vec::new();
+            if let Some(s) = &req.system {
+                messages.push(json!({"role": "system", "content": s}));
+            }
+            messages.push(json!({"role": "user", "content": req.prompt}));
+            let (_, prompt) = prompt_tokens(
+                &loaded.model,
+                loaded.template.as_ref(),
+                &messages,
+                &req.tools_json,
+                loaded.style,
             )?;
-            if warm {
-                continue;
-            }
-            let (valid, calls) = calls_valid(&gen.text, &loaded, &req.tools);
-            let s = &gen.summary;
-            let line = json!({"request": i, "mode": mode.name(), "compile_ms": compile_ms,
+            for (k, &mode) in modes.iter().enumerate() {
+                let (matcher, compile_ms) = if mode == Mode::Free {
+                    (None, 0.0)
+                } else {
+                    let (m, ms) =
+                        tools_matcher(&compiler, &req.tools, loaded.style, &options, &loaded.stop)?;
+                    (Some(m), ms)
+                };
+                let mut opts = cmd.decode.options();
+                opts.jump_forward = mode == Mode::JumpForward;
+                let gen = generate(
+                    &mut loaded.model,
+                    &prompt,
+                    matcher,
+                    loaded.stop.clone(),
+                    opts,
+                    &mut |_| {},
+                )?;
+                if warm {
+                    continue;
+                }
+                let (valid, calls) = calls_valid(&gen.text, &loaded, &req.tools);
+                let s = &gen.summary;
+                let line = json!({"request": i, "mode": mode.name(), "compile_ms": compile_ms,
                               "text": gen.text, "valid": valid, "calls": calls, "summary": s});
-            if let Some(f) = &mut out {
-                f.write_line(&line.to_string())?;
-            }
-            eprintln!(
+                if let Some(f) = &mut out {
+                    f.write_line(&line.to_string())?;
+                }
+                eprintln!(
                 "request {i:>3} {:<12} {:>4} tokens  {:>7.1} tok/s  forward p50 {:>7.2} ms  mask wait p50 {:>6.1} µs  {}",
                 mode.name(),
                 s.tokens_generated,
@@ -293,22 +298,26 @@ pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
                 s.mask_wait_us_p50,
                 if mode == Mode::Free { "" } else if valid { "valid" } else { "INVALID" }
             );
-            per_mode[k].push(Run {
-                tokens: s.tokens_generated,
-                decode_ms: s.decode_ms,
-                grammar_ms: s.grammar_ms,
-                passes: s.forward_passes,
-                saved: s.forward_passes_saved,
-                valid,
-                cut: s.stop_reason == "max tokens",
-                records: gen.records,
-                line,
-            });
+                per_mode[k].push(Run {
+                    tokens: s.tokens_generated,
+                    decode_ms: s.decode_ms,
+                    grammar_ms: s.grammar_ms,
+                    passes: s.forward_passes,
+                    saved: s.forward_passes_saved,
+                    valid,
+                    cut: s.stop_reason == "max tokens",
+                    records: gen.records,
+                    line,
+                });
+            }
         }
-    }
+        Ok(())
+    };
+    let measured = measure();
     if let Some(f) = out {
         f.commit()?;
     }
+    measured?;
     let rows: Vec<Value> = modes
         .iter()
         .zip(&per_mode)

@@ -82,6 +82,11 @@ pub struct Summary {
     pub mask_wait_us_p50: f64,
     /// 99th percentile wait for the mask (µs).
     pub mask_wait_us_p99: f64,
+    /// Median time to draw a token from the masked logits (µs; on a GPU it includes waiting for
+    /// the masking kernel and copying the token id back).
+    pub sample_us_p50: f64,
+    /// 99th percentile sampling time (µs).
+    pub sample_us_p99: f64,
     /// Median forward pass (ms).
     pub forward_ms_p50: f64,
     /// Grammar time on the critical path: mask wait + apply + accept (ms).
@@ -171,6 +176,7 @@ impl Summary {
         let kept = || records.iter().filter(|r| !r.replaced);
         let forced = kept().filter(|r| r.origin == Origin::Forced).count();
         let waits: Vec<f64> = records.iter().filter_map(mask_wait).collect();
+        let samples: Vec<f64> = records.iter().filter_map(|r| r.sample_us).collect();
         let us = |f: fn(&StepRecord) -> Option<f64>| records.iter().filter_map(f).sum::<f64>();
         let grammar_us = us(mask_wait) + us(|r| r.apply_us) + us(|r| Some(r.accept_us));
         let step_pcts = step_overheads(records);
@@ -189,6 +195,8 @@ impl Summary {
             mask_us_max: masks.iter().copied().fold(0.0, f64::max),
             mask_wait_us_p50: percentile(&waits, 0.5),
             mask_wait_us_p99: percentile(&waits, 0.99),
+            sample_us_p50: percentile(&samples, 0.5),
+            sample_us_p99: percentile(&samples, 0.99),
             forward_ms_p50: percentile(&forwards, 0.5),
             grammar_ms: grammar_us / 1e3,
             decode_ms: decode_us / 1e3,
