@@ -4,17 +4,11 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn structgen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_structgen"))
-        .args(args)
-        .current_dir(common::repo())
-        .output()
-        .expect("run structgen")
-}
+use common::structgen;
 
 /// `structgen check` of `inputs` (JSON Lines) against the JSON Schema file `schema`, SmolLM2
 /// tokenizer, each line a JSON value when `json`.

@@ -6,18 +6,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 use structgen::runtime::model::config::from_hf;
 
-fn structgen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_structgen"))
-        .args(args)
-        .current_dir(common::repo())
-        .output()
-        .expect("run structgen")
-}
+use common::structgen;
 
 fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(

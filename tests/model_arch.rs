@@ -542,24 +542,20 @@ fn truncated_and_wrong_files_are_clear_errors() {
     let (cfg, st) = write_safetensors(Kind::Llama, &dir, &mut rng);
     let bytes = std::fs::read(&st).unwrap();
     std::fs::write(&st, &bytes[..bytes.len() - 1000]).unwrap();
-    let e = safetensors_decoder(
-        &cfg,
-        std::slice::from_ref(&st),
-        &Device::Cpu,
-        WeightDtype::Auto,
-    )
-    .unwrap_err()
-    .to_string();
+    let load_err = || {
+        safetensors_decoder(
+            &cfg,
+            std::slice::from_ref(&st),
+            &Device::Cpu,
+            WeightDtype::Auto,
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let e = load_err();
     assert!(e.contains("llama.safetensors"), "{e}");
     std::fs::write(&cfg, r#"{"model_type": "llama", "hidden_size": 64}"#).unwrap();
-    let e = safetensors_decoder(
-        &cfg,
-        std::slice::from_ref(&st),
-        &Device::Cpu,
-        WeightDtype::Auto,
-    )
-    .unwrap_err()
-    .to_string();
+    let e = load_err();
     assert!(e.contains("num_attention_heads"), "{e}");
 }
 

@@ -12,7 +12,6 @@ safetensors; uses the GPU to draw when there is one.
 """
 
 import argparse
-import json
 import pathlib
 import shutil
 import sys
@@ -20,6 +19,8 @@ import time
 
 import torch
 from safetensors.torch import save_file
+
+import shapes
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -31,26 +32,17 @@ def main() -> None:
     ap.add_argument("out", type=pathlib.Path)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    cfg = json.loads(args.config.read_text())
-    kind = cfg["model_type"]
-    if kind not in ("llama", "qwen2", "qwen3"):
-        sys.exit(f"{args.config}: model_type {kind!r} is not one of llama, qwen2, qwen3")
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        if not (args.tokenizer / f).is_file():
-            sys.exit(f"{args.tokenizer}: {f} is missing")
-    h, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
-    nh = cfg["num_attention_heads"]
-    nkv = cfg.get("num_key_value_heads", nh)
-    hd = cfg.get("head_dim") or h // nh
-    ffn, vocab = cfg["intermediate_size"], cfg["vocab_size"]
-    std = cfg.get("initializer_range", 0.02)
+    shape = shapes.read(args.config, ("llama", "qwen2", "qwen3"), args.tokenizer)
+    cfg, kind = shape.config, shape.kind
+    h, layers, nh, nkv, hd = shape.hidden, shape.layers, shape.heads, shape.kv_heads, shape.head_dim
+    ffn, vocab, std = shape.ffn, shape.vocab, shape.std
     dtype = DTYPES[cfg.get("torch_dtype", "bfloat16")]
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     gen = torch.Generator(device=dev).manual_seed(args.seed)
     t0 = time.time()
 
-    def normal(*shape: int) -> torch.Tensor:
-        x = torch.randn(*shape, generator=gen, device=dev, dtype=torch.float32) * std
+    def normal(*dims: int) -> torch.Tensor:
+        x = torch.randn(*dims, generator=gen, device=dev, dtype=torch.float32) * std
         return x.to(dtype).cpu().contiguous()
 
     def ones(n: int) -> torch.Tensor:
@@ -75,7 +67,7 @@ def main() -> None:
         t[p + "mlp.gate_proj.weight"] = normal(ffn, h)
         t[p + "mlp.up_proj.weight"] = normal(ffn, h)
         t[p + "mlp.down_proj.weight"] = normal(h, ffn)
-    if not cfg.get("tie_word_embeddings", False):
+    if not shape.tied:
         t["lm_head.weight"] = normal(vocab, h)
     args.out.mkdir(parents=True, exist_ok=True)
     save_file(t, str(args.out / "model.safetensors"), metadata={"format": "pt"})

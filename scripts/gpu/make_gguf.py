@@ -13,7 +13,6 @@ Needs numpy and the gguf package (pure Python; carry its wheel where it is not i
 """
 
 import argparse
-import json
 import pathlib
 import shutil
 import sys
@@ -22,6 +21,8 @@ import time
 import numpy as np
 
 import gguf
+
+import shapes
 
 
 def main() -> None:
@@ -32,17 +33,11 @@ def main() -> None:
     ap.add_argument("--type", default="q8_0", choices=["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"])
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    cfg = json.loads(args.config.read_text())
-    arch = cfg["model_type"]
-    if arch not in ("llama", "qwen2"):
-        sys.exit(f"{args.config}: model_type {arch!r} is not one of llama, qwen2")
+    shape = shapes.read(args.config, ("llama", "qwen2"), args.tokenizer)
+    cfg, arch = shape.config, shape.kind
     qtype = getattr(gguf.GGMLQuantizationType, args.type.upper())
-    h, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
-    nh = cfg["num_attention_heads"]
-    nkv = cfg.get("num_key_value_heads", nh)
-    hd = cfg.get("head_dim") or h // nh
-    ffn, vocab = cfg["intermediate_size"], cfg["vocab_size"]
-    std = cfg.get("initializer_range", 0.02)
+    h, layers, nh, nkv, hd = shape.hidden, shape.layers, shape.heads, shape.kv_heads, shape.head_dim
+    ffn, vocab, std = shape.ffn, shape.vocab, shape.std
     rng = np.random.default_rng(args.seed)
     t0 = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -67,7 +62,7 @@ def main() -> None:
 
     weight("token_embd.weight", vocab, h)
     vector("output_norm.weight", h, True)
-    if not cfg.get("tie_word_embeddings", False):
+    if not shape.tied:
         weight("output.weight", vocab, h)
     for i in range(layers):
         p = f"blk.{i}."

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: the data-driven grammar cases, the shared tokenizers, a
 //! byte-level vocabulary, the brute-force mask oracle, a deterministic RNG, the shared workload
-//! requests and (`mock_hub`) a local stand-in for the Hugging Face Hub.
+//! requests, the `structgen` binary run from the repository, and (`mock_hub`) a local stand-in for
+//! the Hugging Face Hub.
 #![allow(dead_code)]
 
 pub mod hostile;
@@ -212,4 +213,13 @@ pub fn workload_requests(file: &Path, n: usize) -> Vec<WorkloadRequest> {
             }
         })
         .collect()
+}
+
+/// Runs the `structgen` binary of this build from the repository root.
+pub fn structgen(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_structgen"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("run structgen")
 }
