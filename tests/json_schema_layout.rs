@@ -1,6 +1,7 @@
 //! Layout options of the JSON Schema front end: `max_whitespace` really bounds whitespace, exact
 //! layouts (`indent`, `separators`) accept exactly their own formatting, schema order vs flexible
-//! order, and `strict`. Byte-level vocabulary, so every character is one step.
+//! order, `strict`, and open objects (no listed members) judged by an independent validator.
+//! Byte-level vocabulary, so every character is one step.
 
 mod common;
 
@@ -107,4 +108,66 @@ fn member_order_and_strictness() {
         !accepts(OBJ, &flexible, r#"{"a":"x"}"#),
         "values keep their schema"
     );
+}
+
+/// An object schema that lists no `properties` / `patternProperties` takes any members with any
+/// values, unless `additionalProperties` says otherwise, in every mode (BFCL's `dict` parameters);
+/// strict mode closes only objects that list members. Expectations come from the `jsonschema`
+/// crate, not from our output.
+#[test]
+fn open_objects_follow_json_schema_in_every_mode() {
+    let schemas = [
+        r#"{"type": "object"}"#,
+        r#"{"type": "object", "properties": {}}"#,
+        r#"{"type": "object", "properties": {"options": {"type": "object"}}, "required": ["options"]}"#,
+        r#"{"type": "object", "additionalProperties": false}"#,
+        r#"{"type": "object", "additionalProperties": {"type": "integer"}}"#,
+        r#"{"type": "object", "required": ["k"]}"#,
+        r#"{"type": "array", "items": {"type": "object"}}"#,
+    ];
+    let instances = [
+        r#"{}"#,
+        r#"{"a":1}"#,
+        r#"{"a":1,"b":[true,null],"c":{"d":"e"}}"#,
+        r#"{"k":"v"}"#,
+        r#"{"options":{}}"#,
+        r#"{"options":{"verbose":true,"depth":3,"tags":["x"]}}"#,
+        r#"{"options":[]}"#,
+        r#"{"n":-2,"m":7}"#,
+        r#"[{"x":1},{}]"#,
+        r#"{"a":1,}"#,
+    ];
+    let modes = [
+        JsonSchemaOptions::default(),
+        JsonSchemaOptions {
+            strict: false,
+            ..JsonSchemaOptions::default()
+        },
+        JsonSchemaOptions {
+            property_order: PropertyOrder::Flexible,
+            ..JsonSchemaOptions::default()
+        },
+    ];
+    for schema in schemas {
+        let s: serde_json::Value = serde_json::from_str(schema).unwrap();
+        let validator = jsonschema::validator_for(&s).unwrap();
+        for text in instances {
+            let expected = serde_json::from_str::<serde_json::Value>(text)
+                .is_ok_and(|v| validator.is_valid(&v));
+            for (k, mode) in modes.iter().enumerate() {
+                assert_eq!(
+                    accepts(schema, mode, text),
+                    expected,
+                    "mode {k}: {schema} on {text}"
+                );
+            }
+        }
+    }
+    let listed = schemas[2];
+    let extra = r#"{"options":{"a":1},"other":2}"#;
+    assert!(
+        !accepts(listed, &modes[0], extra),
+        "strict closes listed objects"
+    );
+    assert!(accepts(listed, &modes[1], extra), "but not without strict");
 }

@@ -12,8 +12,9 @@
 //!
 //! Semantics: properties appear in schema order, required ones must appear, optional ones may be
 //! left out (or, with [`PropertyOrder::Flexible`], required ones in a fixed order and the others
-//! anywhere); with [`JsonSchemaOptions::strict`] (default) an object admits no properties beyond its
-//! `properties` unless `additionalProperties` / `patternProperties` say so. Every keyword that is
+//! anywhere); with [`JsonSchemaOptions::strict`] (default) an object that lists `properties` or
+//! `patternProperties` admits no others unless `additionalProperties` says so, and one that lists
+//! neither admits any members (JSON Schema's meaning, and xgrammar's). Every keyword that is
 //! not enforced exactly is reported as a [`SchemaWarning`] naming its JSON path; with
 //! `strict_schema` a warning is an error instead.
 
@@ -43,7 +44,8 @@ pub struct JsonSchemaOptions {
     /// Without `any_whitespace`: the item and key separators; default `(", ", ": ")`, or
     /// `(",", ": ")` with `indent`.
     pub separators: Option<(String, String)>,
-    /// Objects admit only their listed properties unless `additionalProperties` says otherwise.
+    /// Objects that list `properties` or `patternProperties` admit no others unless
+    /// `additionalProperties` says otherwise (objects that list neither stay open).
     pub strict: bool,
     /// Where object members may appear.
     pub property_order: PropertyOrder,

@@ -1,6 +1,7 @@
 //! Objects: `properties` in schema order (required ones must appear, optional ones may be left
 //! out), then any extra members allowed by `patternProperties`, `additionalProperties` (or, without
-//! it, only when `strict` is off), with keys from `propertyNames` or else any key but the listed ones.
+//! it, when `strict` is off or the object lists no `properties` / `patternProperties`), with keys
+//! from `propertyNames` or else any key but the listed ones.
 //!
 //! For properties `p0..pn`, rule `first_i` derives a non-empty member list starting at `pi` and
 //! `rest_i` the members after an already written one (each led by a separator):
@@ -362,10 +363,13 @@ impl Lowerer<'_> {
                 "a key matching several patternProperties is checked against one of them",
             );
         }
+        // Strict mode closes only objects that list members (as xgrammar does): an object schema
+        // with neither `properties` nor `patternProperties` takes any members, in every mode.
+        let lists_members = !o.properties.is_empty() || !o.pattern_properties.is_empty();
         let open_value = match o.additional.as_deref() {
             Some(Schema::Bool(false)) => None,
             Some(s) => Some(self.schema_expr(s, depth + 1)?),
-            None if self.options.strict => None,
+            None if self.options.strict && lists_members => None,
             None => Some(self.any_value()?),
         };
         if let Some(value) = open_value {
