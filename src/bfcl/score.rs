@@ -91,7 +91,7 @@ pub fn score(case: &Case, tools: &[Tool], style: &StyleSpec, text: &str) -> Scor
 }
 
 /// Why `arguments` do not validate against `schema` (`None`: they do).
-fn schema_error(schema: &Value, arguments: &Value) -> Option<String> {
+pub fn schema_error(schema: &Value, arguments: &Value) -> Option<String> {
     match jsonschema::validator_for(schema) {
         Err(e) => Some(format!("the tool's schema does not compile: {e}")),
         Ok(v) => v

@@ -25,11 +25,12 @@ use serde_json::{json, Value};
 use super::atomic::AtomicFile;
 use super::model_args::{DecodeArgs, LoadedModel, ModelArgs};
 use super::{read_json, read_text, CliError};
+use crate::bfcl::score::schema_error;
 use crate::frontend::tool_calls::parse_calls;
 use crate::frontend::tools::{parse_tools, Tool, ToolChoice, ToolOptions};
 use crate::runtime::generate::generate;
 use crate::runtime::request::{grammar_compiler, prompt_tokens, tools_matcher};
-use crate::runtime::trace::{mask_wait, percentile, step_overheads, StepRecord};
+use crate::runtime::trace::{mask_wait, percentile, step_overheads, StepRecord, Summary};
 use crate::util::json_lines::json_lines;
 
 /// Arguments of `structgen latency`.
@@ -146,15 +147,10 @@ fn load_requests(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, CliE
 
 /// One run's outcome.
 struct Run {
+    request: usize,
+    summary: Summary,
     records: Vec<StepRecord>,
-    tokens: usize,
-    decode_ms: f64,
-    grammar_ms: f64,
-    passes: usize,
-    saved: usize,
     valid: bool,
-    cut: bool,
-    line: Value,
 }
 
 /// Pooled numbers of one mode.
@@ -172,7 +168,12 @@ fn mode_summary(mode: Mode, runs: &[Run]) -> Value {
         .flat_map(|r| step_overheads(&r.records))
         .collect();
     let (tokens, decode_ms, grammar_ms) = runs.iter().fold((0, 0.0, 0.0), |a, r| {
-        (a.0 + r.tokens, a.1 + r.decode_ms, a.2 + r.grammar_ms)
+        let s = &r.summary;
+        (
+            a.0 + s.tokens_generated,
+            a.1 + s.decode_ms,
+            a.2 + s.grammar_ms,
+        )
     });
     let constrained = mode != Mode::Free;
     json!({
@@ -189,10 +190,10 @@ fn mode_summary(mode: Mode, runs: &[Run]) -> Value {
         "step_overhead_pct_p50": percentile(&steps, 0.5),
         "tokens": tokens,
         "tokens_per_s": if decode_ms > 0.0 { tokens as f64 / decode_ms * 1e3 } else { 0.0 },
-        "forward_passes": runs.iter().map(|r| r.passes).sum::<usize>(),
-        "forward_passes_saved": runs.iter().map(|r| r.saved).sum::<usize>(),
+        "forward_passes": runs.iter().map(|r| r.summary.forward_passes).sum::<usize>(),
+        "forward_passes_saved": runs.iter().map(|r| r.summary.forward_passes_saved).sum::<usize>(),
         "valid_answers": runs.iter().filter(|r| r.valid).count(),
-        "cut_at_max_tokens": runs.iter().filter(|r| r.cut).count(),
+        "cut_at_max_tokens": runs.iter().filter(|r| r.summary.stop_reason == "max tokens").count(),
     })
 }
 
@@ -201,15 +202,10 @@ fn calls_valid(text: &str, m: &LoadedModel, tools: &[Tool]) -> (bool, Value) {
     let parsed = parse_calls(text, m.style, tools);
     let mut errors: Vec<String> = parsed.errors.clone();
     for call in &parsed.calls {
-        let Some(tool) = tools.iter().find(|t| t.name == call.name) else {
-            continue;
-        };
-        match jsonschema::validator_for(&tool.parameters) {
-            Ok(v) => errors.extend(
-                v.iter_errors(&call.arguments)
-                    .map(|e| format!("{}: {} at {}", call.name, e, e.instance_path())),
-            ),
-            Err(e) => errors.push(format!("{}: schema: {e}", call.name)),
+        if let Some(tool) = tools.iter().find(|t| t.name == call.name) {
+            if let Some(e) = schema_error(&tool.parameters, &call.arguments) {
+                errors.push(format!("{}: {e}", call.name));
+            }
         }
     }
     let ok = !parsed.calls.is_empty() && errors.is_empty() && parsed.unknown.is_empty();
@@ -299,15 +295,10 @@ pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
                 if mode == Mode::Free { "" } else if valid { "valid" } else { "INVALID" }
             );
                 per_mode[k].push(Run {
-                    tokens: s.tokens_generated,
-                    decode_ms: s.decode_ms,
-                    grammar_ms: s.grammar_ms,
-                    passes: s.forward_passes,
-                    saved: s.forward_passes_saved,
-                    valid,
-                    cut: s.stop_reason == "max tokens",
+                    request: i,
+                    summary: gen.summary,
                     records: gen.records,
-                    line,
+                    valid,
                 });
             }
         }
@@ -332,11 +323,15 @@ pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
         }
         f.commit()?;
     }
-    let invalid: Vec<String> = per_mode
+    let invalid: Vec<String> = modes
         .iter()
-        .flatten()
-        .filter(|r| r.line["mode"] != "free" && !r.valid)
-        .map(|r| format!("request {} {}", r.line["request"], r.line["mode"]))
+        .zip(&per_mode)
+        .filter(|(&m, _)| m != Mode::Free)
+        .flat_map(|(m, runs)| {
+            runs.iter()
+                .filter(|r| !r.valid)
+                .map(move |r| format!("request {} {}", r.request, m.name()))
+        })
         .collect();
     println!("{}", table(&loaded.model.description, &rows));
     if !invalid.is_empty() {

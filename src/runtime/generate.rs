@@ -165,7 +165,6 @@ pub struct Session<'m> {
     matcher: Option<GrammarMatcher>,
     opts: GenerateOptions,
     sampler: Sampler,
-    on_device: bool,
     bitmask: TokenBitmask,
     ready: Option<ReadyMask>,
     stop_tokens: Vec<u32>,
@@ -191,10 +190,10 @@ impl<'m> Session<'m> {
         model: &'m mut Model,
         matcher: Option<GrammarMatcher>,
         stop_tokens: Vec<u32>,
-        opts: GenerateOptions,
+        mut opts: GenerateOptions,
     ) -> Result<Self, GenerateError> {
-        let on_device = opts.on_device || !model.decoder.device.is_cpu();
         if !model.decoder.device.is_cpu() {
+            opts.on_device = true;
             model.decoder.device.set_seed(opts.seed)?;
         }
         let verifier = (opts.verify_masks && matcher.is_some())
@@ -206,7 +205,6 @@ impl<'m> Session<'m> {
             model,
             matcher,
             opts,
-            on_device,
             ready: None,
             stop_tokens,
             prompt_len: 0,
@@ -352,7 +350,7 @@ impl<'m> Session<'m> {
                 step: self.out.len(),
             })
         };
-        let (token, sample_us) = if self.on_device {
+        let (token, sample_us) = if self.opts.on_device {
             let masked = if constrained {
                 let t = Instant::now();
                 let masked = apply_on_device(&logits, &self.bitmask)?;

@@ -111,7 +111,20 @@ fn hf_name(part: Part) -> String {
     }
 }
 
+/// A quantized tensor as a dense one of `dtype`.
+fn dequantized(q: &QTensor, dtype: DType, device: &Device) -> candle_core::Result<Tensor> {
+    q.dequantize(device)?.to_dtype(dtype)
+}
+
 impl Source<'_> {
+    /// The dtype GGUF weights are dequantized to; `None`: they stay quantized.
+    fn dense(&self) -> Option<DType> {
+        match self {
+            Source::Gguf { dense, .. } => *dense,
+            Source::Safetensors { .. } => None,
+        }
+    }
+
     /// The dtype of dense tensors and activations.
     fn dtype(&self) -> DType {
         match self {
@@ -180,19 +193,15 @@ impl Source<'_> {
             )
         };
         match self {
-            Source::Gguf { dense, .. } => {
-                let dense = *dense;
+            Source::Gguf { .. } => {
+                let dense = self.dense();
                 let q = self.qtensor(part, device)?;
                 if q.shape().dims() != [shape.0, shape.1] {
                     return Err(bad(q.shape().dims()));
                 }
                 let err = |e: candle_core::Error| format!("{where_}: `{name}`: {e}");
                 match dense {
-                    Some(dt) => Ok(QMatMul::Tensor(
-                        q.dequantize(device)
-                            .and_then(|t| t.to_dtype(dt))
-                            .map_err(err)?,
-                    )),
+                    Some(dt) => Ok(QMatMul::Tensor(dequantized(&q, dt, device).map_err(err)?)),
                     None => QMatMul::from_arc(Arc::new(q)).map_err(err),
                 }
             }
@@ -270,8 +279,8 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Decod
     }
     let dtype = src.dtype();
     let (vocab, embed) = match src {
-        Source::Gguf { dense, .. } => {
-            let dense = *dense;
+        Source::Gguf { .. } => {
+            let dense = src.dense();
             let q = src.qtensor(Part::Embed, device)?;
             let dims = q.shape().dims().to_vec();
             if dims.len() != 2 || dims[1] != h {
@@ -281,11 +290,9 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Decod
                 ));
             }
             let embed = match dense {
-                Some(dt) => Embedding::Dense(
-                    q.dequantize(device)
-                        .and_then(|t| t.to_dtype(dt))
-                        .map_err(|e| e.to_string())?,
-                ),
+                Some(dt) => {
+                    Embedding::Dense(dequantized(&q, dt, device).map_err(|e| e.to_string())?)
+                }
                 None => {
                     Embedding::Quantized(QMatMul::from_arc(Arc::new(q)).map_err(|e| e.to_string())?)
                 }
