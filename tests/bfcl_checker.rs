@@ -14,6 +14,7 @@ use structgen::bfcl::checker::{answer_defects, check, Call};
 use structgen::bfcl::data::{Case, Category, CheckKind, Expected, Function, Param};
 use structgen::bfcl::run::ground_truth;
 use structgen::bfcl::{load, Mode};
+use structgen::frontend::call_formats::FormatSet;
 use structgen::frontend::tools::style;
 
 fn data(test: &str) -> Option<PathBuf> {
@@ -33,7 +34,7 @@ fn all_cases(test: &str) -> Option<Vec<Case>> {
 
 /// The ground-truth calls of `case` (first acceptable values), as the parser read them back.
 fn truth_calls(case: &Case) -> Vec<Call> {
-    let r = ground_truth(case, style("hermes").unwrap());
+    let r = ground_truth(case, style("hermes").unwrap(), FormatSet::All);
     assert_eq!(r.mode, Mode::GroundTruth);
     r.scored
         .calls
@@ -67,7 +68,7 @@ fn ground_truth_scores_correct_in_every_category_and_style() {
         "mistral",
     ] {
         for case in &cases {
-            let r = ground_truth(case, style(s).unwrap());
+            let r = ground_truth(case, style(s).unwrap(), FormatSet::All);
             let defects = answer_defects(case);
             if defects.is_empty() {
                 assert!(

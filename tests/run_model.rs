@@ -7,6 +7,7 @@ mod common;
 
 use candle_core::Device;
 use serde_json::{json, Value};
+use structgen::frontend::call_formats::FormatSet;
 use structgen::frontend::tool_calls::parse_calls;
 use structgen::frontend::tools::{parse_tools, style, Tool, ToolChoice, ToolOptions};
 use structgen::runtime::generate::{generate, GenerateOptions, Generation, Session};
@@ -71,6 +72,7 @@ fn run_with(
         tool_choice: ToolChoice::Required,
         parallel_tool_calls: false,
         reasoning: None,
+        formats: FormatSet::All,
     };
     let (matcher, _) =
         tools_matcher(&grammar_compiler(model), &tools, hermes, &options, &stop).unwrap();
@@ -95,7 +97,7 @@ fn constrained_calls_validate_with_and_without_jump_forward() {
                 gen.summary.verified_tokens > Some(0),
                 "{what}: --verify-masks ran"
             );
-            let parsed = parse_calls(&gen.text, hermes, &tools);
+            let parsed = parse_calls(&gen.text, hermes, &tools, FormatSet::All);
             assert!(parsed.errors.is_empty(), "{what}: {:?}", parsed.errors);
             assert_eq!(parsed.calls.len(), 1, "{what}");
             for call in &parsed.calls {

@@ -152,6 +152,7 @@ impl Lark {
             Format::JsonSchema {
                 schema,
                 style: Style::Json,
+                ..
             } => Ok(format!("%json {}", closed_schema(schema))),
             Format::AnyText { excludes } if excludes.is_empty() => {
                 self.text_used = true;

@@ -3,7 +3,10 @@
 //! Accuracy counts every case, those that could not run as wrong. The schema-valid rate is over
 //! calls (every call read from the answers, calls of names not offered counted invalid); parse
 //! failures count calls that started but could not be read. Mean tokens and latency are over
-//! cases that ran; mask overhead is grammar time over decode time, summed over those cases.
+//! cases that ran; mask overhead is grammar time over decode time, summed over those cases; call
+//! formats count the calls read in each format.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +38,9 @@ pub struct Row {
     pub mean_latency_ms: f64,
     /// Grammar time as % of decode time.
     pub mask_overhead_pct: f64,
+    /// Calls read per call format (`canonical`, `markdown`, `json`, `python_tag`).
+    #[serde(default)]
+    pub formats: BTreeMap<String, usize>,
 }
 
 impl Row {
@@ -66,6 +72,10 @@ fn row(category: &str, mode: Mode, results: &[&CaseResult]) -> Row {
             ran.iter().map(|r| f(r)).sum::<f64>() / ran.len() as f64
         }
     };
+    let mut formats = BTreeMap::new();
+    for c in results.iter().flat_map(|r| &r.scored.calls) {
+        *formats.entry(c.format.clone()).or_insert(0) += 1;
+    }
     let grammar: f64 = ran.iter().map(|r| r.grammar_ms).sum();
     let decode: f64 = ran.iter().map(|r| r.decode_ms).sum();
     Row {
@@ -87,6 +97,7 @@ fn row(category: &str, mode: Mode, results: &[&CaseResult]) -> Row {
         } else {
             0.0
         },
+        formats,
     }
 }
 
@@ -120,8 +131,8 @@ pub fn rows(results: &[CaseResult]) -> Vec<Row> {
 /// The rows as a Markdown table.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| category | mode | cases | accuracy | schema-valid calls | parse failures | errors | mean tokens | mean latency ms | mask overhead |\n\
-         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+        "| category | mode | cases | accuracy | schema-valid calls | parse failures | errors | mean tokens | mean latency ms | mask overhead | call formats |\n\
+         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
     );
     for r in rows {
         let valid = match r.schema_valid_pct() {
@@ -132,8 +143,14 @@ pub fn table(rows: &[Row]) -> String {
             Mode::Constrained => format!("{:.2}%", r.mask_overhead_pct),
             _ => "-".to_string(),
         };
+        let formats = if r.formats.is_empty() {
+            "-".to_string()
+        } else {
+            let parts: Vec<String> = r.formats.iter().map(|(f, n)| format!("{f} {n}")).collect();
+            parts.join(", ")
+        };
         out.push_str(&format!(
-            "| {} | {} | {} | {:.1}% ({}) | {valid} | {} | {} | {:.1} | {:.0} | {overhead} |\n",
+            "| {} | {} | {} | {:.1}% ({}) | {valid} | {} | {} | {:.1} | {:.0} | {overhead} | {formats} |\n",
             r.category,
             r.mode.name(),
             r.cases,
@@ -146,6 +163,23 @@ pub fn table(rows: &[Row]) -> String {
         ));
     }
     out
+}
+
+fn canonical() -> String {
+    "canonical".to_string()
+}
+
+/// Which cases a run answers, so that a resumed run can check it continues the same one.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Selection {
+    /// `--categories` as given (empty: all).
+    pub categories: Vec<String>,
+    /// `--limit`.
+    pub limit: Option<usize>,
+    /// `--shuffle`.
+    pub shuffle: bool,
+    /// `--mode`.
+    pub mode: String,
 }
 
 /// A results file: the run's settings, the summary rows and every case.
@@ -167,6 +201,12 @@ pub struct Results {
     pub temperature: f32,
     /// Sampling seed.
     pub seed: u64,
+    /// The call formats recognised (`all` or `canonical`; files from before formats: `canonical`).
+    #[serde(default = "canonical")]
+    pub call_formats: String,
+    /// The case selection: categories (empty: all), `--limit`, `--shuffle`, and the mode.
+    #[serde(default)]
+    pub selection: Selection,
     /// Wall time of the whole run (s).
     pub total_s: f64,
     /// The summary.

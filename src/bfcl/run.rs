@@ -21,6 +21,7 @@ use super::convert::{offered_name, openai_tools};
 use super::data::{Case, Param};
 use super::score::{score, Scored};
 use crate::engine::GrammarCompiler;
+use crate::frontend::call_formats::FormatSet;
 use crate::frontend::tool_calls::render_calls;
 use crate::frontend::tools::{parse_tools, StyleSpec, Tool, ToolChoice, ToolOptions};
 use crate::runtime::generate::{GenerateOptions, Prefill, Session};
@@ -67,6 +68,8 @@ pub struct Settings<'a> {
     pub tool_choice: ToolChoice,
     /// The compiler for constrained answers (one for the run: masks are shared between cases).
     pub compiler: &'a GrammarCompiler,
+    /// The call formats constrained answers may use and every answer is read in.
+    pub formats: FormatSet,
 }
 
 /// One case answered in one mode.
@@ -143,7 +146,7 @@ pub fn offered_tools(case: &Case) -> Result<(Vec<Value>, Vec<Tool>), String> {
 }
 
 /// The case's first possible answer written as calls in `style`, scored.
-pub fn ground_truth(case: &Case, style: &StyleSpec) -> CaseResult {
+pub fn ground_truth(case: &Case, style: &StyleSpec, formats: FormatSet) -> CaseResult {
     let tools = match offered_tools(case) {
         Ok((_, tools)) => tools,
         Err(e) => return CaseResult::failed(case, Mode::GroundTruth, e),
@@ -170,7 +173,7 @@ pub fn ground_truth(case: &Case, style: &StyleSpec) -> CaseResult {
         })
         .collect();
     let text = render_calls(&calls, style);
-    let scored = score(case, &tools, style, &text);
+    let scored = score(case, &tools, style, formats, &text);
     CaseResult::new(case, Mode::GroundTruth, text, scored)
 }
 
@@ -270,12 +273,13 @@ fn answer(
     prefill: &mut Option<Prefill>,
 ) -> Result<CaseResult, String> {
     if mode == Mode::GroundTruth {
-        return Ok(ground_truth(case, settings.style));
+        return Ok(ground_truth(case, settings.style, settings.formats));
     }
     let (matcher, compile_ms) = match mode {
         Mode::Constrained => {
             let options = ToolOptions {
                 tool_choice: settings.tool_choice.clone(),
+                formats: settings.formats,
                 ..ToolOptions::default()
             };
             let (m, ms) = tools_matcher(
@@ -316,7 +320,13 @@ fn answer(
     let wall_ms = t.elapsed().as_secs_f64() * 1e3;
     let gen = session.finish(stop);
     let s = &gen.summary;
-    let scored = score(case, prompted.tools, settings.style, &gen.text);
+    let scored = score(
+        case,
+        prompted.tools,
+        settings.style,
+        settings.formats,
+        &gen.text,
+    );
     let mut r = CaseResult::new(case, mode, gen.text.clone(), scored);
     r.prompt_tokens = prompted.ids.len();
     r.tokens = s.tokens_generated;

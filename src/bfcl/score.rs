@@ -1,7 +1,8 @@
 //! Scoring one answer: text → calls → verdict, schema validity and parse failures.
 //!
 //! In: a [`Case`], the tools it was offered as (OpenAI tools after [`super::convert`]), the call
-//! style and the answer text. Out: a [`Scored`] — every call read from the text (known tools and
+//! style, the call formats read and the answer text. Out: a [`Scored`] — every call read from the
+//! text with the format it was written in (known tools and
 //! well-formed calls of other names alike, in text order, as BFCL's decoders read them), whether
 //! each call's arguments validate against its tool's JSON Schema (checked by the independent
 //! `jsonschema` crate, not by our grammar), the calls that started but could not be read (parse
@@ -14,6 +15,7 @@ use serde_json::{Map, Value};
 use super::checker::{check, Call};
 use super::convert::FunctionNames;
 use super::data::Case;
+use crate::frontend::call_formats::{CallFormat, FormatSet};
 use crate::frontend::tool_calls::parse_calls;
 use crate::frontend::tools::{StyleSpec, Tool};
 
@@ -31,6 +33,13 @@ pub struct ScoredCall {
     /// Why not, when they do not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_error: Option<String>,
+    /// The format it was written in (`canonical`, `markdown`, `json`, `python_tag`).
+    #[serde(default = "canonical")]
+    pub format: String,
+}
+
+fn canonical() -> String {
+    CallFormat::Canonical.name().to_string()
 }
 
 /// The score of one answer.
@@ -46,9 +55,15 @@ pub struct Scored {
     pub verdict: String,
 }
 
-/// Scores `text`, written in `style` for a case offered as `tools`.
-pub fn score(case: &Case, tools: &[Tool], style: &StyleSpec, text: &str) -> Scored {
-    let parsed = parse_calls(text, style, tools);
+/// Scores `text`, written in `style` (reading `formats`) for a case offered as `tools`.
+pub fn score(
+    case: &Case,
+    tools: &[Tool],
+    style: &StyleSpec,
+    formats: FormatSet,
+    text: &str,
+) -> Scored {
+    let parsed = parse_calls(text, style, tools, formats);
     let mut read: Vec<_> = parsed.calls.iter().chain(&parsed.unknown).collect();
     read.sort_by_key(|c| c.span.start);
     let names = FunctionNames::new(&case.functions);
@@ -65,6 +80,7 @@ pub fn score(case: &Case, tools: &[Tool], style: &StyleSpec, text: &str) -> Scor
                 arguments: c.arguments.clone(),
                 schema_valid: schema_error.is_none(),
                 schema_error,
+                format: c.format.name().to_string(),
             }
         })
         .collect();

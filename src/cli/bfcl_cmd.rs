@@ -1,6 +1,7 @@
 //! `structgen bfcl`: BFCL-style accuracy runs — load the data, answer every case in each mode on a
 //! pool of model instances with a progress bar showing running accuracy, print one row per
-//! category and mode, and write every case's answer, calls and verdict to `--out`. `--rescore`
+//! category and mode, and write every case's answer, calls and verdict to `--out` as each case
+//! finishes (atomically); `--resume` continues an interrupted run from that file. `--rescore`
 //! scores a saved results file again (no model); `--mode ground-truth` scores the data's own
 //! answers (no model).
 
@@ -20,10 +21,11 @@ use super::atomic::AtomicFile;
 use super::model_args::{named_style, DecodeArgs, LoadedModel, ModelArgs};
 use super::{read_json, CliError};
 use crate::bfcl::checker::answer_defects;
-use crate::bfcl::report::{rows, table, Results};
+use crate::bfcl::report::{rows, table, Results, Selection};
 use crate::bfcl::run::{ground_truth, offered_tools, run_case, Settings};
 use crate::bfcl::score::score;
 use crate::bfcl::{load, Case, CaseResult, Category, Mode};
+use crate::frontend::call_formats::FormatSet;
 use crate::frontend::tools::{StyleSpec, ToolChoice};
 use crate::runtime::request::grammar_compiler;
 use crate::runtime::Model;
@@ -56,12 +58,52 @@ pub struct BfclCmd {
     /// Model instances answering cases in parallel (a rayon pool; each loads its own copy).
     #[arg(long, default_value_t = 1, value_name = "N")]
     jobs: usize,
-    /// Write the run (settings, summary, every case's answer, calls and verdict) as JSON.
+    /// Call formats recognised: `all` (the style's own and those its models also write) or
+    /// `canonical` (default: all; with --rescore, the saved file's).
+    #[arg(long, value_name = "all|canonical", value_parser = ["all", "canonical"])]
+    call_formats: Option<String>,
+    /// Write the run (settings, summary, every case's answer, calls and verdict) as JSON; it is
+    /// rewritten (atomically) as each case finishes, so an interrupted run keeps its work.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Continue the run saved in FILE (by --out): finished cases are kept, the rest answered, and
+    /// FILE (or --out) rewritten as cases finish. The model and settings must be the saved ones.
+    #[arg(long, value_name = "FILE", conflicts_with = "rescore")]
+    resume: Option<PathBuf>,
     /// Score a results file written by --out again (against --data; no model).
     #[arg(long, value_name = "FILE", conflicts_with = "mode")]
     rescore: Option<PathBuf>,
+}
+
+impl BfclCmd {
+    fn format_set(&self, saved: Option<&str>) -> FormatSet {
+        match self.call_formats.as_deref().or(saved) {
+            Some("canonical") => FormatSet::Canonical,
+            _ => FormatSet::All,
+        }
+    }
+
+    fn selection(&self) -> Selection {
+        Selection {
+            categories: self.categories.clone(),
+            limit: self.limit,
+            shuffle: self.shuffle,
+            mode: self.mode.clone(),
+        }
+    }
+
+    /// Where finished cases are written: --out, else the file being resumed.
+    fn out_path(&self) -> Option<&Path> {
+        self.out.as_deref().or(self.resume.as_deref())
+    }
+}
+
+fn format_name(f: FormatSet) -> String {
+    match f {
+        FormatSet::All => "all",
+        FormatSet::Canonical => "canonical",
+    }
+    .to_string()
 }
 
 fn categories(names: &[String]) -> Result<Vec<Category>, CliError> {
@@ -134,10 +176,27 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
     }
     let cases = select(cases, &cmd);
     let start = Instant::now();
-    let (results, model_name, style_name) = if cmd.mode == "ground-truth" {
-        let name = cmd.model.style_name().unwrap_or("hermes").to_string();
-        let style = named_style(&name)?;
-        let results: Vec<CaseResult> = cases.iter().map(|c| ground_truth(c, style)).collect();
+    let formats = cmd.format_set(None);
+    let mut run = Results {
+        model: "none (ground truth)".to_string(),
+        style: cmd.model.style_name().unwrap_or("hermes").to_string(),
+        data: cmd.data.display().to_string(),
+        max_tokens: cmd.decode.max_tokens,
+        tool_choice: cmd.tool_choice.clone(),
+        temperature: cmd.decode.temperature,
+        seed: cmd.decode.seed,
+        call_formats: format_name(formats),
+        selection: cmd.selection(),
+        total_s: 0.0,
+        summary: Vec::new(),
+        results: Vec::new(),
+    };
+    if cmd.mode == "ground-truth" {
+        let style = named_style(&run.style)?;
+        run.results = cases
+            .iter()
+            .map(|c| ground_truth(c, style, formats))
+            .collect();
         for c in &cases {
             let defects = answer_defects(c);
             if !defects.is_empty() {
@@ -148,32 +207,118 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
                 );
             }
         }
-        (results, "none (ground truth)".to_string(), name)
+        run.total_s = start.elapsed().as_secs_f64();
     } else {
         let loaded = cmd.model.load()?;
-        let (model, style) = (loaded.model.description.clone(), loaded.style_name.clone());
-        (answer_all(&cmd, loaded, &cases)?, model, style)
-    };
-    let run = Results {
-        model: model_name,
-        style: style_name,
-        data: cmd.data.display().to_string(),
-        max_tokens: cmd.decode.max_tokens,
-        tool_choice: cmd.tool_choice.clone(),
-        temperature: cmd.decode.temperature,
-        seed: cmd.decode.seed,
-        total_s: start.elapsed().as_secs_f64(),
-        summary: Vec::new(),
-        results,
-    };
+        run.model = loaded.model.description.clone();
+        run.style = loaded.style_name.clone();
+        let answered = match &cmd.resume {
+            Some(path) => resumed(path, &mut run, &cases)?,
+            None => vec![Vec::new(); cases.len()],
+        };
+        run.results = answer_all(&cmd, loaded, &cases, answered, &run, start)?;
+        run.total_s += start.elapsed().as_secs_f64();
+    }
     finish(&cmd, run)
 }
 
+/// The saved run of `path`, checked against this one's settings: each case's saved results
+/// (empty for cases still to answer), and the saved time added to `run`.
+fn resumed(
+    path: &Path,
+    run: &mut Results,
+    cases: &[Case],
+) -> Result<Vec<Vec<CaseResult>>, CliError> {
+    let saved: Results = serde_json::from_value(read_json(path)?).map_err(|e| {
+        CliError::Usage(format!(
+            "--resume {}: not a structgen bfcl results file: {e}",
+            path.display()
+        ))
+    })?;
+    let differ = |field: &str, saved: String, now: String| {
+        CliError::Usage(format!(
+            "--resume {}: the saved run has {field} {saved}, this one {now}; resume with the same settings",
+            path.display()
+        ))
+    };
+    let checks = [
+        ("model", &saved.model, &run.model),
+        ("style", &saved.style, &run.style),
+        ("tool_choice", &saved.tool_choice, &run.tool_choice),
+        ("call formats", &saved.call_formats, &run.call_formats),
+    ];
+    for (field, a, b) in checks {
+        if a != b {
+            return Err(differ(field, format!("{a:?}"), format!("{b:?}")));
+        }
+    }
+    if saved.max_tokens != run.max_tokens {
+        return Err(differ(
+            "--max-tokens",
+            saved.max_tokens.to_string(),
+            run.max_tokens.to_string(),
+        ));
+    }
+    if saved.temperature != run.temperature || saved.seed != run.seed {
+        return Err(differ(
+            "--temperature / --seed",
+            format!("{} / {}", saved.temperature, saved.seed),
+            format!("{} / {}", run.temperature, run.seed),
+        ));
+    }
+    if saved.selection != run.selection {
+        return Err(differ(
+            "case selection (--categories, --limit, --shuffle, --mode)",
+            format!("{:?}", saved.selection),
+            format!("{:?}", run.selection),
+        ));
+    }
+    run.total_s = saved.total_s;
+    let mut answered = vec![Vec::new(); cases.len()];
+    for (i, c) in cases.iter().enumerate() {
+        answered[i] = saved
+            .results
+            .iter()
+            .filter(|r| r.id == c.id && r.category == c.category.name())
+            .cloned()
+            .collect();
+    }
+    let done = answered.iter().filter(|a| !a.is_empty()).count();
+    eprintln!(
+        "resuming {}: {done} of {} cases already answered",
+        path.display(),
+        cases.len()
+    );
+    Ok(answered)
+}
+
+/// Writes the run so far (`run`'s settings, `answered` in case order) to `path`, atomically.
+fn save(
+    path: &Path,
+    run: &Results,
+    answered: &[Vec<CaseResult>],
+    start: Instant,
+) -> Result<(), CliError> {
+    let mut snapshot = Results {
+        results: answered.iter().flatten().cloned().collect(),
+        total_s: run.total_s + start.elapsed().as_secs_f64(),
+        ..run.clone()
+    };
+    snapshot.summary = rows(&snapshot.results);
+    let mut f = AtomicFile::create(path)?;
+    f.write_line(&serde_json::to_string_pretty(&snapshot).unwrap_or_default())?;
+    f.commit()
+}
+
 /// Answers every case on `cmd.jobs` model instances.
+/// Cases with results in `answered` are skipped; the run so far is saved as each case finishes.
 fn answer_all(
     cmd: &BfclCmd,
     loaded: LoadedModel,
     cases: &[Case],
+    mut answered: Vec<Vec<CaseResult>>,
+    run: &Results,
+    start: Instant,
 ) -> Result<Vec<CaseResult>, CliError> {
     let modes = match cmd.mode.as_str() {
         "constrained" => vec![Mode::Constrained],
@@ -189,25 +334,38 @@ fn answer_all(
         modes: modes.clone(),
         tool_choice: ToolChoice::parse(&cmd.tool_choice),
         compiler: &compiler,
+        formats: cmd.format_set(None),
     };
-    let jobs = cmd.jobs.clamp(1, cases.len().max(1));
+    let todo: Vec<usize> = (0..cases.len())
+        .filter(|&i| answered[i].is_empty())
+        .collect();
+    let mut correct = vec![0; modes.len()];
+    for r in answered.iter().flatten() {
+        if let Some(k) = modes.iter().position(|&m| m == r.mode) {
+            correct[k] += usize::from(r.scored.correct);
+        }
+    }
+    let mut done = cases.len() - todo.len();
+    if todo.is_empty() {
+        return Ok(answered.into_iter().flatten().collect());
+    }
+    let jobs = cmd.jobs.clamp(1, todo.len());
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()
         .map_err(|e| CliError::Usage(format!("--jobs {jobs}: {e}")))?;
     let pb = progress(cases.len() * modes.len());
+    pb.set_position((done * modes.len()) as u64);
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<Result<(usize, Vec<CaseResult>), String>>();
     let mut first = Some(loaded.model);
     let (files, device, dtype) = (&loaded.files, &loaded.device, loaded.dtype);
-    let mut answered: Vec<Vec<CaseResult>> = vec![Vec::new(); cases.len()];
-    let (mut done, mut correct) = (0, vec![0; modes.len()]);
     let mut failure = None;
     pool.in_place_scope(|s| {
         for _ in 0..jobs {
             let tx = tx.clone();
             let own = first.take();
-            let (next, settings) = (&next, &settings);
+            let (next, settings, todo) = (&next, &settings, &todo);
             s.spawn(move |_| {
                 let mut model = match own.map_or_else(|| Model::load(files, device, dtype), Ok) {
                     Ok(m) => m,
@@ -216,9 +374,8 @@ fn answer_all(
                         return;
                     }
                 };
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(case) = cases.get(i) else { break };
+                while let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
+                    let case = &cases[i];
                     let seed = settings.generate.seed.wrapping_add(i as u64);
                     if tx
                         .send(Ok((i, run_case(&mut model, case, settings, seed))))
@@ -239,6 +396,12 @@ fn answer_all(
                     }
                     answered[i] = r;
                     done += 1;
+                    if let Some(path) = cmd.out_path() {
+                        if let Err(e) = save(path, run, &answered, start) {
+                            failure.get_or_insert(e.to_string());
+                            break;
+                        }
+                    }
                     let line = accuracy_line(&modes, &correct, done);
                     if pb.is_hidden() && (done % 25 == 0 || done == cases.len()) {
                         eprintln!("{done}/{} cases: {line}", cases.len());
@@ -273,6 +436,8 @@ fn rescore(cmd: &BfclCmd, path: &Path, cases: &[Case]) -> Result<ExitCode, CliEr
         .unwrap_or(saved.style.as_str())
         .to_string();
     let style: &StyleSpec = named_style(&name)?;
+    let formats = cmd.format_set(Some(&saved.call_formats));
+    saved.call_formats = format_name(formats);
     let mut missing = 0;
     for r in saved.results.iter_mut().filter(|r| r.error.is_none()) {
         let Some(case) = cases
@@ -283,7 +448,7 @@ fn rescore(cmd: &BfclCmd, path: &Path, cases: &[Case]) -> Result<ExitCode, CliEr
             continue;
         };
         match offered_tools(case) {
-            Ok((_, tools)) => r.scored = score(case, &tools, style, &r.text),
+            Ok((_, tools)) => r.scored = score(case, &tools, style, formats, &r.text),
             Err(e) => *r = CaseResult::failed(case, r.mode, e),
         }
     }
@@ -302,7 +467,7 @@ fn rescore(cmd: &BfclCmd, path: &Path, cases: &[Case]) -> Result<ExitCode, CliEr
 fn finish(cmd: &BfclCmd, mut out: Results) -> Result<ExitCode, CliError> {
     out.summary = rows(&out.results);
     let text = table(&out.summary);
-    if let Some(path) = &cmd.out {
+    if let Some(path) = cmd.out_path() {
         let mut f = AtomicFile::create(path)?;
         f.write_line(&serde_json::to_string_pretty(&out).unwrap_or_default())?;
         f.commit()?;

@@ -26,6 +26,7 @@ use super::atomic::AtomicFile;
 use super::model_args::{DecodeArgs, LoadedModel, ModelArgs};
 use super::{read_json, read_text, CliError};
 use crate::bfcl::score::schema_error;
+use crate::frontend::call_formats::FormatSet;
 use crate::frontend::tool_calls::parse_calls;
 use crate::frontend::tools::{parse_tools, Tool, ToolChoice, ToolOptions};
 use crate::runtime::generate::generate;
@@ -199,7 +200,7 @@ fn mode_summary(mode: Mode, runs: &[Run]) -> Value {
 
 /// The arguments of every call validate against their tool's parameters.
 fn calls_valid(text: &str, m: &LoadedModel, tools: &[Tool]) -> (bool, Value) {
-    let parsed = parse_calls(text, m.style, tools);
+    let parsed = parse_calls(text, m.style, tools, FormatSet::All);
     let mut errors: Vec<String> = parsed.errors.clone();
     for call in &parsed.calls {
         if let Some(tool) = tools.iter().find(|t| t.name == call.name) {

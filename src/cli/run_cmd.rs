@@ -31,10 +31,15 @@ pub struct RunCmd {
     #[command(flatten)]
     model: ModelArgs,
     /// The user message.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
     prompt: Option<String>,
     /// A system message before it.
-    #[arg(long, value_name = "TEXT", requires = "prompt")]
+    #[arg(
+        long,
+        value_name = "TEXT",
+        requires = "prompt",
+        allow_hyphen_values = true
+    )]
     system: Option<String>,
     /// A JSON array of OpenAI chat messages instead of --prompt.
     #[arg(long, value_name = "FILE")]
@@ -56,6 +61,10 @@ pub struct RunCmd {
     /// A reasoning block first (`on`), or none / forced empty (`off`).
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"], requires = "tools")]
     reasoning: Option<String>,
+    /// Call formats: `all` (the style's own and those its models also write: Markdown code
+    /// blocks, bare JSON, ...) or `canonical` (the style's own syntax only).
+    #[arg(long, value_name = "all|canonical", value_parser = ["all", "canonical"], default_value = "all", requires = "tools")]
+    call_formats: String,
     /// Constrain the answer to an EBNF grammar instead.
     #[arg(long, value_name = "FILE")]
     ebnf: Option<PathBuf>,
@@ -145,6 +154,7 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
         tool_choice: cmd.tool_choice.clone(),
         no_parallel_calls: cmd.no_parallel_calls,
         reasoning: cmd.reasoning.clone(),
+        call_formats: cmd.call_formats.clone(),
         root: "root".into(),
         schema: cmd.schema.clone(),
     };
@@ -209,7 +219,7 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
     if let Some(f) = trace_out {
         f.commit()?;
     }
-    let parsed = parse_calls(&gen.text, spec_style, &tools);
+    let parsed = parse_calls(&gen.text, spec_style, &tools, grammar_args.format_set());
     let out = std::io::stdout();
     let mut out = out.lock();
     if cmd.json {
@@ -218,6 +228,7 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
             "content": parsed.content,
             "reasoning": parsed.reasoning,
             "tool_calls": parsed.openai_tool_calls(),
+            "call_formats": parsed.calls.iter().map(|c| c.format.name()).collect::<Vec<_>>(),
             "parse_errors": parsed.errors,
             "unknown_tool_calls": parsed.unknown.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
             "summary": gen.summary,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::{ArgGroup, Args};
 
 use super::{read_json, read_text, CliError};
+use crate::frontend::call_formats::FormatSet;
 use crate::frontend::json_schema::post_check::PostCheck;
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use crate::frontend::regex::regex_grammar;
@@ -55,6 +56,10 @@ pub struct GrammarArgs {
     /// A reasoning block first (`on`), or none / forced empty (`off`); default: the style's.
     #[arg(long, value_name = "on|off", value_parser = ["on", "off"], requires = "tools")]
     pub reasoning: Option<String>,
+    /// Call formats: `all` (the style's canonical one and those its models also write: Markdown
+    /// code blocks, bare JSON, ...) or `canonical` (the style's own syntax only).
+    #[arg(long, value_name = "all|canonical", value_parser = ["all", "canonical"], default_value = "all", requires = "tools")]
+    pub call_formats: String,
     /// Name of the root rule (with --ebnf).
     #[arg(long, default_value = "root", value_name = "NAME")]
     pub root: String,
@@ -143,6 +148,14 @@ pub struct LoadedGrammar {
 }
 
 impl GrammarArgs {
+    /// The call formats `--call-formats` names.
+    pub fn format_set(&self) -> FormatSet {
+        match self.call_formats.as_str() {
+            "canonical" => FormatSet::Canonical,
+            _ => FormatSet::All,
+        }
+    }
+
     /// The structural tag of `--structural-tag` or `--tools`, if either is given.
     fn structural_tag(&self) -> Result<Option<serde_json::Value>, CliError> {
         if let Some(path) = &self.structural_tag {
@@ -167,6 +180,7 @@ impl GrammarArgs {
             tool_choice: ToolChoice::parse(&self.tool_choice),
             parallel_tool_calls: !self.no_parallel_calls,
             reasoning: self.reasoning.as_deref().map(|r| r == "on"),
+            formats: self.format_set(),
         };
         tools_structural_tag(&tools, spec, &options)
             .map(Some)

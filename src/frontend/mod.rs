@@ -5,7 +5,9 @@
 //! - [`structural_tag`]: xgrammar's structural-tag JSON → typed `Format` → grammar (TagDispatch).
 //! - [`tools`]: an OpenAI tool list + a model's call style → structural tag.
 //! - [`tool_calls`]: assistant text + that style → the calls it holds.
+//! - [`call_formats`]: the other formats models write calls in (Markdown, bare JSON, ...).
 
+pub mod call_formats;
 pub mod json_schema;
 pub mod regex;
 pub mod structural_tag;

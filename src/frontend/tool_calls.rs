@@ -1,11 +1,13 @@
 //! Assistant text + a call style → the tool calls it contains (the inverse of [`super::tools`]),
 //! and calls → text in a style ([`render_calls`]).
 //!
-//! In: the generated text (special tokens kept as text), a [`StyleSpec`] and the tool list. Out: a
-//! [`ParsedAnswer`]: the reasoning block if the text opens with one, the text outside calls, and
-//! each call's name and arguments with its byte span, plus one message per call that could not be
-//! read. A call is the style's `begin` with a tool name, then JSON arguments (or Qwen XML
-//! parameters, typed by the tool's schema), then the style's `end`. So that text written without a
+//! In: the generated text (special tokens kept as text), a [`StyleSpec`], the tool list and the
+//! formats to read. Out: a [`ParsedAnswer`]: the reasoning block if the text opens with one, the
+//! text outside calls, and each call's name, arguments, byte span and format, plus one message per
+//! call that could not be read. A canonical call is the style's `begin` with a tool name, then JSON
+//! arguments (or Qwen XML parameters, typed by the tool's schema), then the style's `end`; the
+//! style's other formats are read by [`super::call_formats`], and where two readings overlap the
+//! one that starts first wins. So that text written without a
 //! grammar parses too, each whitespace run in `begin` and `end` matches any run of whitespace
 //! (none included), and whitespace before `end` is skipped. A well-formed call of a name outside
 //! the tool list is kept apart in `unknown` (a grammar never writes one; a free model may). Calls
@@ -19,6 +21,7 @@ use std::ops::Range;
 
 use serde_json::{json, Value};
 
+use super::call_formats::{find_extra_calls, CallFormat, FormatSet};
 use super::tools::{is_tool_name_char, StyleSpec, Tool, MAX_TOOL_NAME};
 
 /// One call read from the text.
@@ -30,6 +33,8 @@ pub struct ParsedCall {
     pub arguments: Value,
     /// Byte range of the call (with its block delimiters) in the text.
     pub span: Range<usize>,
+    /// How it was written.
+    pub format: CallFormat,
 }
 
 /// What an assistant answer holds.
@@ -63,11 +68,99 @@ impl ParsedAnswer {
     }
 }
 
-/// Reads the calls of `style` out of `text`; names outside `tools` go to `unknown`.
-pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswer {
+/// Reads the calls of `style` in `formats` out of `text`; names outside `tools` go to `unknown`.
+pub fn parse_calls(
+    text: &str,
+    style: &StyleSpec,
+    tools: &[Tool],
+    formats: FormatSet,
+) -> ParsedAnswer {
     let mut answer = ParsedAnswer::default();
     let (start, reasoning) = split_reasoning(text, style);
     answer.reasoning = reasoning;
+    let (canonical, mut errors) = canonical_calls(text, start, style, tools);
+    let known = |name: &str| tools.iter().any(|t| t.name == name);
+    // Units that are kept or dropped whole: a canonical call, or one extra-format match (a code
+    // block or array may hold several calls).
+    let mut units: Vec<Vec<(ParsedCall, bool)>> = canonical.into_iter().map(|c| vec![c]).collect();
+    let extras = find_extra_calls(text, start, &formats.formats(style));
+    for m in extras.matches {
+        units.push(
+            m.into_iter()
+                .map(|c| {
+                    let k = known(&c.name);
+                    let call = ParsedCall {
+                        name: c.name,
+                        arguments: c.arguments,
+                        span: c.span,
+                        format: c.format,
+                    };
+                    (call, k)
+                })
+                .collect(),
+        );
+    }
+    // An extra-format error inside a canonical call's opening is the same broken call.
+    let extra_errors: Vec<(usize, String)> = extras
+        .errors
+        .into_iter()
+        .filter(|(byte, _)| {
+            !errors
+                .iter()
+                .any(|(r, _): &(Range<usize>, String)| r.contains(byte))
+        })
+        .map(|(byte, e)| (byte, format!("byte {byte}: {e}")))
+        .collect();
+    let mut errors: Vec<(usize, String)> = errors.drain(..).map(|(r, e)| (r.start, e)).collect();
+    errors.extend(extra_errors);
+    // Where two readings overlap (a bare call inside a code block, say), the earlier one wins.
+    units.sort_by_key(|u| u.first().map(|(c, _)| (c.span.start, c.span.end)));
+    let mut kept = String::new();
+    let mut at = start;
+    let mut taken: Vec<Range<usize>> = Vec::new();
+    for unit in units {
+        let (Some((first, _)), Some((last, _))) = (unit.first(), unit.last()) else {
+            continue;
+        };
+        if first.span.start < at {
+            continue;
+        }
+        let whole = first.span.start..last.span.end;
+        kept.push_str(&text[at..whole.start]);
+        at = whole.end;
+        taken.push(whole);
+        for (call, known) in unit {
+            if known {
+                answer.calls.push(call);
+            } else {
+                answer.unknown.push(call);
+            }
+        }
+    }
+    kept.push_str(&text[at..]);
+    errors.sort_by_key(|(byte, _)| *byte);
+    answer.errors = errors
+        .into_iter()
+        .filter(|(byte, _)| !taken.iter().any(|t| t.contains(byte)))
+        .map(|(_, e)| e)
+        .collect();
+    answer.content = kept.trim().to_string();
+    answer
+}
+
+/// A call that started but could not be read: its opening (from its start to its name) and why.
+type Broken = (Range<usize>, String);
+
+/// Calls in the style's own syntax from `start`, each with whether its name is in `tools`, and
+/// `(opening, message)` for calls that started but could not be read (the opening: from the call's
+/// start to its name).
+fn canonical_calls(
+    text: &str,
+    start: usize,
+    style: &StyleSpec,
+    tools: &[Tool],
+) -> (Vec<(ParsedCall, bool)>, Vec<Broken>) {
+    let (mut found, mut errors) = (Vec::new(), Vec::new());
     let (pre, post) = style
         .begin
         .split_once("{name}")
@@ -78,15 +171,14 @@ pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswe
         .unwrap_or(pre);
     let mut names: Vec<&Tool> = tools.iter().collect();
     names.sort_by_key(|t| std::cmp::Reverse(t.name.len()));
-    let mut kept = String::new();
     let mut at = start;
     let mut from = start;
-    while let Some(found) = text[from..].find(head).map(|i| from + i) {
-        let Some(pre_len) = match_flex(&text[found..], pre) else {
-            from = found + head.len();
+    while let Some(found_at) = text[from..].find(head).map(|i| from + i) {
+        let Some(pre_len) = match_flex(&text[found_at..], pre) else {
+            from = found_at + head.len();
             continue;
         };
-        let after_pre = found + pre_len;
+        let after_pre = found_at + pre_len;
         let known = names.iter().find_map(|t| {
             match_flex(&text[after_pre..], &format!("{}{post}", t.name))
                 .map(|n| (*t, after_pre + n))
@@ -96,9 +188,10 @@ pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswe
             None => match unknown_name(text, after_pre, post) {
                 Some((name, args_at)) => (name, None, args_at),
                 None => {
-                    answer
-                        .errors
-                        .push(format!("byte {found}: a call without a readable tool name"));
+                    errors.push((
+                        found_at..after_pre + 1,
+                        format!("byte {found_at}: a call without a readable tool name"),
+                    ));
                     from = after_pre;
                     continue;
                 }
@@ -125,30 +218,36 @@ pub fn parse_calls(text: &str, style: &StyleSpec, tools: &[Tool]) -> ParsedAnswe
         });
         match parsed {
             Ok((arguments, end)) => {
-                let span = block_span(text, style, at, found..end);
-                kept.push_str(&text[at..span.start]);
+                let span = block_span(text, style, at, found_at..end);
+                // In a block style, a call outside its block is not written in this format.
+                if let Some((_, separator, _)) = style.block {
+                    let opens = span.start < found_at;
+                    let follows = text[at..found_at].trim().is_empty()
+                        && found.last().is_some_and(|(c, _): &(ParsedCall, bool)| {
+                            text[..c.span.end].ends_with(separator)
+                        });
+                    if !opens && !follows {
+                        from = found_at + head.len();
+                        continue;
+                    }
+                }
                 at = span.end;
                 from = span.end;
                 let call = ParsedCall {
                     name,
                     arguments,
                     span,
+                    format: CallFormat::Canonical,
                 };
-                if schema.is_some() {
-                    answer.calls.push(call);
-                } else {
-                    answer.unknown.push(call);
-                }
+                found.push((call, schema.is_some()));
             }
             Err(e) => {
-                answer.errors.push(format!("call of {name:?}: {e}"));
+                errors.push((found_at..after_pre + 1, format!("call of {name:?}: {e}")));
                 from = after_pre;
             }
         }
     }
-    kept.push_str(&text[at..]);
-    answer.content = kept.trim().to_string();
-    answer
+    (found, errors)
 }
 
 /// Matches `pattern` at the start of `text`, each whitespace run of the pattern matching any run of
@@ -332,7 +431,7 @@ mod tests {
     #[test]
     fn hermes_calls_and_text() {
         let text = "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>";
-        let a = parse_calls(text, style("qwen").unwrap(), &tools());
+        let a = parse_calls(text, style("qwen").unwrap(), &tools(), FormatSet::All);
         assert_eq!(a.content, "Sure.");
         assert_eq!(a.calls.len(), 2);
         assert_eq!(a.calls[0].name, "get_weather");
@@ -346,7 +445,7 @@ mod tests {
     #[test]
     fn unknown_tools_are_kept_apart_and_bad_json_is_an_error() {
         let text = "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call> <tool_call>\n{\"name\": \"get\", \"arguments\": {oops}}\n</tool_call>";
-        let a = parse_calls(text, style("hermes").unwrap(), &tools());
+        let a = parse_calls(text, style("hermes").unwrap(), &tools(), FormatSet::All);
         assert!(a.calls.is_empty());
         assert_eq!(a.unknown.len(), 1);
         assert_eq!(a.unknown[0].name, "nope");
@@ -357,7 +456,7 @@ mod tests {
     #[test]
     fn whitespace_in_begin_and_end_is_flexible() {
         let text = "<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\": \"Oslo\"}}</tool_call>\n<tool_call>\n  {\"name\":  \"get\", \"arguments\": {}}  \n\n</tool_call>";
-        let a = parse_calls(text, style("hermes").unwrap(), &tools());
+        let a = parse_calls(text, style("hermes").unwrap(), &tools(), FormatSet::All);
         assert_eq!(a.calls.len(), 2, "{:?}", a.errors);
         assert_eq!(a.calls[0].arguments, json!({"city": "Oslo"}));
         assert_eq!(a.content, "");
@@ -365,6 +464,7 @@ mod tests {
             "a <tool_call> is how calls start",
             style("hermes").unwrap(),
             &tools(),
+            FormatSet::All,
         );
         assert!(plain.calls.is_empty() && plain.errors.is_empty());
         assert_eq!(plain.content, "a <tool_call> is how calls start");
@@ -381,7 +481,7 @@ mod tests {
         ];
         for s in crate::frontend::tools::STYLES {
             let text = render_calls(&calls, s);
-            let a = parse_calls(&text, s, &tools());
+            let a = parse_calls(&text, s, &tools(), FormatSet::All);
             let got: Vec<(String, Value)> = a
                 .calls
                 .iter()
@@ -395,7 +495,7 @@ mod tests {
     #[test]
     fn xml_parameters_are_typed_by_schema() {
         let text = "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
-        let a = parse_calls(text, style("qwen_coder").unwrap(), &tools());
+        let a = parse_calls(text, style("qwen_coder").unwrap(), &tools(), FormatSet::All);
         assert_eq!(a.calls.len(), 1, "{:?}", a.errors);
         assert_eq!(a.calls[0].arguments, json!({"city": "New York", "days": 3}));
         assert_eq!(a.content, "");
@@ -404,7 +504,7 @@ mod tests {
     #[test]
     fn block_styles_take_their_delimiters() {
         let text = "ok [TOOL_CALLS][{\"name\": \"get\", \"arguments\": {}}, {\"name\": \"get_weather\", \"arguments\": {\"days\": 2}}]";
-        let a = parse_calls(text, style("mistral").unwrap(), &tools());
+        let a = parse_calls(text, style("mistral").unwrap(), &tools(), FormatSet::All);
         assert_eq!(a.calls.len(), 2, "{:?}", a.errors);
         assert_eq!(a.content, "ok");
     }
@@ -412,7 +512,7 @@ mod tests {
     #[test]
     fn reasoning_block_is_split_off() {
         let text = "<think>\nneed weather\n</think>\n\n<function=get>{}</function>";
-        let a = parse_calls(text, style("llama").unwrap(), &tools());
+        let a = parse_calls(text, style("llama").unwrap(), &tools(), FormatSet::All);
         assert_eq!(a.reasoning.as_deref(), Some("need weather"));
         assert_eq!(a.calls.len(), 1);
         assert_eq!(a.content, "");

@@ -3,15 +3,19 @@
 //! Each style is one row of [`STYLES`]: the trigger that starts a call, each call's begin and end
 //! around its arguments (`{name}` stands for the tool name), how arguments are written (JSON or Qwen
 //! XML parameters), and for styles that wrap all calls in one block (DeepSeek, Mistral) the block's
-//! begin, separator and end. The reasoning block is a row field too. No style has its own code path.
+//! begin, separator and end. The reasoning block is a row field too, and so are the other call
+//! formats the family's models write (`extras`, [`super::call_formats`]): their triggers join the
+//! style's trigger in one TagDispatch. No style has its own code path.
 //!
 //! Options: `tool_choice` (`auto`: text and any calls; `required`: the answer starts with a call;
 //! `none`: text only, which may not start a call; a tool name: exactly that tool, at least once),
 //! `parallel_tool_calls` (off: at most one call), `reasoning` (on: a reasoning block first; off:
-//! forced empty for `<think>` styles, none for Harmony; unset: the style's default).
+//! forced empty for `<think>` styles, none for Harmony; unset: the style's default), `formats` (all
+//! the style's call formats, or its canonical one only).
 
 use serde_json::{json, Value};
 
+use super::call_formats::{extra_call_excludes, extra_call_tags, CallFormat, FormatSet};
 use super::json_schema::{json_schema_grammar, JsonSchemaOptions, SchemaError};
 use crate::grammar::passes;
 use crate::util::Limits;
@@ -37,9 +41,19 @@ pub struct StyleSpec {
     pub reasoning_default: bool,
     /// What `reasoning: off` forces (`None`: no block at all).
     pub reasoning_off: Option<&'static str>,
+    /// Formats the family's models also write calls in (see [`super::call_formats`]).
+    pub extras: &'static [CallFormat],
 }
 
 const THINK: (&str, &str) = ("<think>", "</think>");
+/// What small models of most families write when they do not use the template's syntax.
+const JSON_EXTRAS: &[CallFormat] = &[CallFormat::Markdown, CallFormat::BareJson];
+/// Llama 3 also writes `<|python_tag|>` before a JSON call.
+const LLAMA_EXTRAS: &[CallFormat] = &[
+    CallFormat::Markdown,
+    CallFormat::BareJson,
+    CallFormat::PythonTag,
+];
 const EMPTY_THINK: Option<&str> = Some("<think>\n\n</think>\n\n");
 
 /// A style whose reasoning block is `<think>...</think>`, off unless asked for.
@@ -61,6 +75,7 @@ const fn think_style(
         reasoning: THINK,
         reasoning_default: false,
         reasoning_off: EMPTY_THINK,
+        extras: JSON_EXTRAS,
     }
 }
 
@@ -69,15 +84,21 @@ const HERMES_END: &str = "}\n</tool_call>";
 
 /// Every built-in style.
 pub const STYLES: &[StyleSpec] = &[
-    think_style("llama", "<function=", "<function={name}>", "</function>", false, None),
-    think_style(
-        "llama_json",
-        "{\"name\": \"",
-        "{\"name\": \"{name}\", \"parameters\": ",
-        "}",
-        false,
-        None,
-    ),
+    StyleSpec {
+        extras: LLAMA_EXTRAS,
+        ..think_style("llama", "<function=", "<function={name}>", "</function>", false, None)
+    },
+    StyleSpec {
+        extras: LLAMA_EXTRAS,
+        ..think_style(
+            "llama_json",
+            "{\"name\": \"",
+            "{\"name\": \"{name}\", \"parameters\": ",
+            "}",
+            false,
+            None,
+        )
+    },
     think_style("qwen", "<tool_call>", HERMES_BEGIN, HERMES_END, false, None),
     think_style("hermes", "<tool_call>", HERMES_BEGIN, HERMES_END, false, None),
     think_style(
@@ -98,6 +119,7 @@ pub const STYLES: &[StyleSpec] = &[
         reasoning: ("<|channel|>analysis<|message|>", "<|end|>"),
         reasoning_default: true,
         reasoning_off: None,
+        extras: &[],
     },
     think_style(
         "deepseek",
@@ -156,6 +178,8 @@ pub struct ToolOptions {
     pub parallel_tool_calls: bool,
     /// Reasoning block on / off; `None`: the style's default.
     pub reasoning: Option<bool>,
+    /// The call formats recognised: all of the style's, or its canonical one only.
+    pub formats: FormatSet,
 }
 
 impl Default for ToolOptions {
@@ -164,6 +188,7 @@ impl Default for ToolOptions {
             tool_choice: ToolChoice::Auto,
             parallel_tool_calls: true,
             reasoning: None,
+            formats: FormatSet::All,
         }
     }
 }
@@ -345,7 +370,11 @@ pub fn tools_structural_tag(
                 "tool_choice requires a call but the tool list is empty",
             ));
         }
-        json!({"type": "any_text", "excludes": [style.trigger]})
+        let mut excludes = vec![style.trigger.to_string()];
+        if options.formats == FormatSet::All {
+            excludes.extend(extra_call_excludes(style));
+        }
+        json!({"type": "any_text", "excludes": excludes})
     } else {
         for t in &chosen {
             check_satisfiable(&t.name, &t.parameters, &t.parameters_at)?;
@@ -363,7 +392,7 @@ pub fn tools_structural_tag(
                 json!({"type": "tag", "begin": style.begin.replace("{name}", &t.name), "content": content, "end": style.end})
             })
             .collect();
-        let tags = match style.block {
+        let mut tags = match style.block {
             None => call_tags,
             Some((begin, separator, end)) => vec![json!({
                 "type": "tag",
@@ -373,7 +402,21 @@ pub fn tools_structural_tag(
                 "end": end,
             })],
         };
-        json!({"type": "triggered_tags", "triggers": [style.trigger], "tags": tags,
+        let mut triggers = vec![style.trigger.to_string()];
+        if options.formats == FormatSet::All {
+            let (extra_triggers, extra_tags) = extra_call_tags(style, &chosen, one);
+            // A canonical trigger that starts with an extra one (llama_json's `{"name": "`) is
+            // reached through it: a tag begin may start with only one trigger.
+            if extra_triggers
+                .iter()
+                .any(|t| style.trigger.starts_with(t.as_str()))
+            {
+                triggers.clear();
+            }
+            triggers.extend(extra_triggers);
+            tags.extend(extra_tags);
+        }
+        json!({"type": "triggered_tags", "triggers": triggers, "tags": tags,
                "at_least_one": at_least_one, "stop_after_first": one})
     };
     let reasoning = options.reasoning.unwrap_or(style.reasoning_default);

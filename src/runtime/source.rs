@@ -134,6 +134,9 @@ pub fn resolve(
     if let Some(entry) = manifest.models.get(&name) {
         if let Some(p) = &entry.path {
             let p = manifest.dir.join(p);
+            if !p.exists() {
+                run_fetch(&name, entry, manifest)?;
+            }
             if p.exists() {
                 return Ok(Resolved {
                     files: local_files(&p)?,
@@ -185,6 +188,41 @@ pub fn resolve(
         )?,
         entry: None,
     })
+}
+
+/// Runs an entry's `fetch` command when its program is there (a path relative to the folder above
+/// the manifest's: `scripts/...` in a checkout), with the terminal's output, so that a model the
+/// hub cannot serve here is fetched the way the command says. Nothing happens when the program is
+/// not there (an installed binary's built-in manifest); a command that fails is an error.
+fn run_fetch(name: &str, entry: &ManifestEntry, manifest: &Manifest) -> Result<(), ModelError> {
+    let Some(cmd) = &entry.fetch else {
+        return Ok(());
+    };
+    let root = match manifest.dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let program = cmd.split_whitespace().next().unwrap_or_default();
+    if program.is_empty() || !root.join(program).is_file() {
+        return Ok(());
+    }
+    eprintln!(
+        "model {name:?}: {} is missing; fetching it with `{cmd}`",
+        entry.path.as_deref().unwrap_or("its file")
+    );
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .current_dir(&root)
+        .stdin(std::process::Stdio::null())
+        .status()
+        .map_err(|e| ModelError::Resolve(format!("model {name:?}: cannot run `{cmd}`: {e}")))?;
+    if !status.success() {
+        return Err(ModelError::Resolve(format!(
+            "model {name:?}: `{cmd}` failed ({status})"
+        )));
+    }
+    Ok(())
 }
 
 /// Files of a local `.gguf` or checkpoint folder.
@@ -343,6 +381,34 @@ mod tests {
                 e.style
             );
         }
+    }
+
+    #[test]
+    fn a_missing_file_is_fetched_with_the_entry_command() {
+        let root = std::env::temp_dir().join(format!("structgen-fetch-{}", std::process::id()));
+        let models = root.join("models");
+        std::fs::create_dir_all(&models).unwrap();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        let script = root.join("bin/get.sh");
+        std::fs::write(&script, "#!/bin/sh\nprintf GGUF > models/$1.gguf\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let manifest = |fetch: &str| {
+            let text = format!(
+                "default = \"m\"\n[models.m]\ndescription = \"d\"\npath = \"m.gguf\"\nfetch = \"{fetch}\"\nstyle = \"qwen\"\n"
+            );
+            std::fs::write(models.join("manifest.toml"), text).unwrap();
+            Manifest::load(Some(&models.join("manifest.toml"))).unwrap()
+        };
+        let spec = ModelSpec::default();
+        let e = resolve(&spec, &manifest("bin/get.sh other; exit 3"), false).unwrap_err();
+        assert!(e.to_string().contains("failed"), "{e}");
+        let got = resolve(&spec, &manifest("bin/get.sh m"), false).unwrap();
+        match got.files {
+            ModelFiles::Gguf { model, .. } => assert_eq!(model, models.join("m.gguf")),
+            other => panic!("{other:?}"),
+        }
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]

@@ -67,6 +67,9 @@ pub enum Format {
         schema: Value,
         /// How it is written.
         style: Style,
+        /// Most whitespace characters in one place, instead of the conversion options' bound
+        /// (with `any_whitespace`): our extension, so that pretty-printed JSON fits.
+        max_whitespace: Option<u32>,
     },
     /// An EBNF grammar with a `root` rule.
     Grammar(String),
@@ -357,9 +360,21 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
                     ))
                 }
             };
+            let max_whitespace = match f.get("max_whitespace") {
+                None => None,
+                Some(v) => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
+                    || {
+                        invalid(
+                            &f.at("max_whitespace"),
+                            format!("expected a count of characters, found {v}"),
+                        )
+                    },
+                )?),
+            };
             Format::JsonSchema {
                 schema: schema.clone(),
                 style,
+                max_whitespace,
             }
         }
         "grammar" => Format::Grammar(nonempty_string(&f, "grammar")?),

@@ -5,8 +5,9 @@
 //!   makes the output start with a whole tag; `stop_after_first` ends it after one tag.
 //! - `any_text` with excludes (or inside a tag) → a TagDispatch without tags; `dispatch` → a
 //!   TagDispatch of its rules.
-//! - `json_schema` → the JSON Schema converter's rule; with `style: qwen_xml`, members are written
-//!   `<parameter=NAME>value</parameter>` (strings raw, other values as JSON).
+//! - `json_schema` → the JSON Schema converter's rule (lowered once per schema and whitespace
+//!   bound; `max_whitespace`, our extension, overrides the options' bound); with `style: qwen_xml`,
+//!   members are written `<parameter=NAME>value</parameter>` (strings raw, other values as JSON).
 //! - literals are split around special-token texts, which become whole-token terminals.
 
 use std::collections::HashMap;
@@ -46,6 +47,9 @@ pub struct Lowering<'a> {
     /// Each tag's lowered content by the tag's JSON path (a tag may be used twice: as a dispatch
     /// target and as the first, whole tag of `at_least_one`).
     contents: HashMap<String, Expr>,
+    /// The rule of each JSON schema lowered so far, by its text: a schema used in many places (a
+    /// tool offered in several call formats) is lowered once.
+    schemas: HashMap<String, Expr>,
     /// `path: message` of every schema keyword not enforced.
     pub warnings: Vec<String>,
 }
@@ -117,6 +121,7 @@ impl<'a> Lowering<'a> {
             options,
             limits,
             contents: HashMap::new(),
+            schemas: HashMap::new(),
             warnings: Vec::new(),
         }
     }
@@ -204,8 +209,12 @@ impl<'a> Lowering<'a> {
         let path = n.path.as_str();
         Ok(match &n.format {
             Format::ConstString(s) => pattern_expr(&self.literal(s)),
-            Format::JsonSchema { schema, style } => match style {
-                Style::Json => self.schema_rule(schema, path)?,
+            Format::JsonSchema {
+                schema,
+                style,
+                max_whitespace,
+            } => match style {
+                Style::Json => self.schema_rule(schema, path, *max_whitespace)?,
                 Style::QwenXml => self.qwen_xml(schema, path)?,
             },
             Format::Grammar(src) => {
@@ -481,16 +490,31 @@ impl<'a> Lowering<'a> {
         Ok(seq(vec![pattern_expr(&begin), content, alt(end_exprs)]))
     }
 
-    fn schema_rule(&mut self, schema: &Value, path: &str) -> Result<Expr, TagError> {
+    fn schema_rule(
+        &mut self,
+        schema: &Value,
+        path: &str,
+        max_whitespace: Option<u32>,
+    ) -> Result<Expr, TagError> {
+        let key = format!("{max_whitespace:?} {schema}");
+        if let Some(e) = self.schemas.get(&key) {
+            return Ok(e.clone());
+        }
         let name = self.builder.fresh_name("args");
         let rule = self.builder.declare(&name)?;
-        let warnings = add_schema_rule(self.builder, rule, schema, self.options, self.limits)
-            .map_err(|error| TagError::Schema {
+        let mut options = self.options.clone();
+        if max_whitespace.is_some() {
+            options.max_whitespace = max_whitespace;
+        }
+        let warnings = add_schema_rule(self.builder, rule, schema, &options, self.limits).map_err(
+            |error| TagError::Schema {
                 path: path.to_string(),
                 error,
-            })?;
+            },
+        )?;
         self.warnings
             .extend(warnings.iter().map(|w| format!("{path}/json_schema{w}")));
+        self.schemas.insert(key, Expr::Ref(rule));
         Ok(Expr::Ref(rule))
     }
 
@@ -568,7 +592,7 @@ impl<'a> Lowering<'a> {
                 }
             }
         }
-        self.schema_rule(&standalone, path)
+        self.schema_rule(&standalone, path, None)
     }
 }
 
