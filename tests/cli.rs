@@ -136,6 +136,26 @@ fn trace_steps_through_text() {
 }
 
 #[test]
+fn free_text_options_take_values_that_start_with_a_dash() {
+    let Some(_) = common::shared_dir("free_text_options_take_values_that_start_with_a_dash") else {
+        return;
+    };
+    let out = structgen(&[
+        "trace",
+        "--tokenizer",
+        "../shared/tokenizers/smollm2-135m.tokenizer.json",
+        "--regex",
+        r"-\(-[0-9]\)\*[0-9]+",
+        "--text",
+        "-(-3)*10",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let last: Value =
+        serde_json::from_str(text(&out.stdout).lines().last().expect("a line")).expect("JSON");
+    assert_eq!(last["completed"], true, "{}", text(&out.stdout));
+}
+
+#[test]
 fn verify_masks_reports_the_tokens_it_checked() {
     let Some(_) = common::shared_dir("verify_masks_reports_the_tokens_it_checked") else {
         return;

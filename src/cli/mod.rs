@@ -2,6 +2,7 @@
 //! does the work. Every failure is a [`CliError`] printed as `error: ...` with the file and position
 //! it concerns; `run` turns it into a non-zero exit code and never panics on user input.
 
+mod agent;
 mod atomic;
 mod bench_cmd;
 mod bfcl_cmd;

@@ -7,18 +7,20 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{ArgGroup, Args};
 use serde_json::{json, Value};
 
+use super::agent::{assistant_message, tool_message, ToolExec, ToolResult};
 use super::atomic::AtomicFile;
 use super::model_args::{spinner, DecodeArgs, LoadedModel, ModelArgs};
 use super::source::SchemaArgs;
 use super::{read_json, CliError, GrammarArgs};
 use crate::engine::{compile, GrammarMatcher};
-use crate::frontend::tool_calls::parse_calls;
+use crate::frontend::tool_calls::{parse_calls, ParsedAnswer};
 use crate::frontend::tools::{parse_tools, Tool};
-use crate::runtime::generate::generate;
+use crate::runtime::generate::{generate, Generation};
 use crate::runtime::request::prompt_tokens;
 use crate::runtime::trace::{table_row, StepRecord, TABLE_HEADER};
 use crate::util::{Limits, TokenId};
@@ -52,7 +54,8 @@ pub struct RunCmd {
         long,
         value_name = "CHOICE",
         default_value = "auto",
-        requires = "tools"
+        requires = "tools",
+        allow_hyphen_values = true
     )]
     tool_choice: String,
     /// At most one call.
@@ -90,13 +93,41 @@ pub struct RunCmd {
     /// Print the per-token table live (stderr).
     #[arg(short, long)]
     verbose: bool,
-    /// Print one JSON object (text, tool_calls, summary) instead of text.
+    /// Print one JSON object (text, tool_calls, summary; with --tool-exec also every turn and the
+    /// messages) instead of text.
     #[arg(long)]
     json: bool,
+    /// Run each call of an answer with this shell command (the call as JSON on stdin, the result as
+    /// JSON on stdout), add the calls and results to the conversation and generate again, until an
+    /// answer without calls or --max-turns. Turns after the first use tool_choice auto.
+    #[arg(
+        long,
+        value_name = "CMD",
+        requires = "tools",
+        allow_hyphen_values = true
+    )]
+    tool_exec: Option<String>,
+    /// Most answers generated with --tool-exec.
+    #[arg(long, value_name = "N", default_value_t = 4, requires = "tool_exec")]
+    max_turns: usize,
+    /// Seconds one tool call may take before it is stopped and becomes an error result.
+    #[arg(
+        long,
+        value_name = "SECS",
+        default_value_t = 10.0,
+        requires = "tool_exec"
+    )]
+    tool_timeout: f64,
 }
 
 /// Runs `structgen run`.
 pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
+    if !(cmd.tool_timeout.is_finite() && cmd.tool_timeout > 0.0 && cmd.tool_timeout < 1e6) {
+        return Err(CliError::Usage(format!(
+            "--tool-timeout {}: expected a number of seconds above 0",
+            cmd.tool_timeout
+        )));
+    }
     let LoadedModel {
         mut model,
         template,
@@ -136,22 +167,15 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
         }
         (None, None) => return Err(CliError::Usage("give --prompt or --messages".into())),
     };
-    let (_, prompt) = prompt_tokens(
-        &model,
-        template.as_ref(),
-        &messages,
-        &tools_json,
-        spec_style,
-    )?;
     let limits = Limits::default();
-    let grammar_args = GrammarArgs {
+    let grammar_args = |tool_choice: &str| GrammarArgs {
         ebnf: cmd.ebnf.clone(),
         json_schema: cmd.json_schema.clone(),
         regex: cmd.regex.clone(),
         structural_tag: cmd.structural_tag.clone(),
         tools: cmd.tools.clone(),
         style: cmd.tools.as_ref().map(|_| style_name.clone()),
-        tool_choice: cmd.tool_choice.clone(),
+        tool_choice: tool_choice.to_string(),
         no_parallel_calls: cmd.no_parallel_calls,
         reasoning: cmd.reasoning.clone(),
         call_formats: cmd.call_formats.clone(),
@@ -165,28 +189,146 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
             || cmd.regex.is_some()
             || cmd.structural_tag.is_some());
     let vocab = Arc::new(model.vocab.vocab.clone());
-    let matcher = if constrained {
+    let stop_ids: Vec<TokenId> = stop.iter().map(|&t| TokenId(t)).collect();
+    // The first turn follows --tool-choice; later ones (after tool results) are `auto`.
+    let mut grammars: Vec<(String, Arc<crate::engine::CompiledGrammar>)> = Vec::new();
+    let mut matcher_for = |choice: &str| -> Result<Option<GrammarMatcher>, CliError> {
+        if !constrained {
+            return Ok(None);
+        }
+        if let Some((_, g)) = grammars.iter().find(|(c, _)| c == choice) {
+            return Ok(Some(GrammarMatcher::with_stop_tokens(
+                Arc::clone(g),
+                stop_ids.clone(),
+            )));
+        }
         let t = std::time::Instant::now();
-        let grammar = grammar_args.load(&limits, Some(&vocab))?.grammar;
+        let args = grammar_args(choice);
+        let grammar = args.load(&limits, Some(&vocab))?.grammar;
         let compiled =
             compile(&grammar, Arc::clone(&vocab), &limits).map_err(|error| CliError::Grammar {
-                path: grammar_args.path().to_path_buf(),
+                path: args.path().to_path_buf(),
                 error,
             })?;
         eprintln!(
             "grammar: compiled in {:.1} ms",
             t.elapsed().as_secs_f64() * 1e3
         );
-        let stop_ids = stop.iter().map(|&t| TokenId(t)).collect();
-        Some(GrammarMatcher::with_stop_tokens(compiled, stop_ids))
-    } else {
-        None
+        grammars.push((choice.to_string(), Arc::clone(&compiled)));
+        Ok(Some(GrammarMatcher::with_stop_tokens(
+            compiled,
+            stop_ids.clone(),
+        )))
     };
-    let opts = cmd.decode.options();
+    let formats = grammar_args(&cmd.tool_choice).format_set();
+    let exec = cmd.tool_exec.as_ref().map(|command| ToolExec {
+        command: command.clone(),
+        timeout: Duration::from_secs_f64(cmd.tool_timeout),
+    });
     let mut trace_out = match &cmd.trace {
         Some(p) => Some(AtomicFile::create(p)?),
         None => None,
     };
+    let mut messages = messages;
+    let mut turns = Vec::new();
+    let max_turns = if exec.is_some() {
+        cmd.max_turns.max(1)
+    } else {
+        1
+    };
+    let mut pending = false;
+    for turn in 1..=max_turns {
+        let (_, prompt) = prompt_tokens(
+            &model,
+            template.as_ref(),
+            &messages,
+            &tools_json,
+            spec_style,
+        )?;
+        let choice = if turn == 1 {
+            cmd.tool_choice.as_str()
+        } else {
+            "auto"
+        };
+        let matcher = matcher_for(choice)?;
+        if exec.is_some() && !cmd.json {
+            eprintln!("=== turn {turn} ===");
+        }
+        let gen = generate_turn(
+            &cmd,
+            &mut model,
+            &prompt,
+            matcher,
+            &stop,
+            turn,
+            &mut trace_out,
+        )?;
+        let parsed = parse_calls(&gen.text, spec_style, &tools, formats);
+        let mut results = Vec::new();
+        pending = !parsed.calls.is_empty();
+        let run_tools = pending && turn < max_turns;
+        if let Some(exec) = exec.as_ref().filter(|_| run_tools) {
+            messages.push(assistant_message(&parsed, turn));
+            for (i, call) in parsed.calls.iter().enumerate() {
+                let r = exec.call(call);
+                messages.push(tool_message(call, turn, i, &r));
+                results.push(r);
+            }
+        }
+        report_turn(&cmd, &tools, &gen, &parsed, &results)?;
+        turns.push(json!({
+            "text": gen.text,
+            "content": parsed.content,
+            "reasoning": parsed.reasoning,
+            "tool_calls": parsed.openai_tool_calls(),
+            "call_formats": parsed.calls.iter().map(|c| c.format.name()).collect::<Vec<_>>(),
+            "parse_errors": parsed.errors,
+            "unknown_tool_calls": parsed.unknown.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
+            "tool_results": results.iter().map(|r| json!({"content": r.content, "error": r.error, "ms": r.ms})).collect::<Vec<_>>(),
+            "summary": gen.summary,
+        }));
+        if !run_tools {
+            break;
+        }
+    }
+    if let Some(f) = trace_out {
+        f.commit()?;
+    }
+    if exec.is_some() && pending {
+        eprintln!(
+            "note: stopped after --max-turns {max_turns} with calls not run; raise --max-turns to go on"
+        );
+    }
+    if cmd.json {
+        let mut v = turns.pop().unwrap_or_default();
+        if exec.is_some() {
+            turns.push(v.clone());
+            v["turns"] = Value::Array(turns);
+            v["messages"] = Value::Array(messages);
+            v["stopped"] = json!(if pending { "max_turns" } else { "answer" });
+        }
+        let out = std::io::stdout();
+        writeln!(
+            out.lock(),
+            "{}",
+            serde_json::to_string_pretty(&v).unwrap_or_default()
+        )
+        .map_err(CliError::Output)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Generates one answer, with the live table (`-v`) and trace lines of every step.
+fn generate_turn(
+    cmd: &RunCmd,
+    model: &mut crate::runtime::Model,
+    prompt: &[u32],
+    matcher: Option<GrammarMatcher>,
+    stop: &[u32],
+    turn: usize,
+    trace_out: &mut Option<AtomicFile>,
+) -> Result<Generation, CliError> {
+    let opts = cmd.decode.options();
     if cmd.verbose {
         eprintln!("{TABLE_HEADER}");
     }
@@ -205,60 +347,69 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
             }
             eprintln!("{row}");
         }
-        if let Some(f) = &mut trace_out {
-            if let Err(e) = f.write_line(&serde_json::to_string(r).unwrap_or_default()) {
+        if let Some(f) = trace_out.as_mut() {
+            let mut line = serde_json::to_value(r).unwrap_or_default();
+            if cmd.tool_exec.is_some() {
+                line["turn"] = json!(turn);
+            }
+            if let Err(e) = f.write_line(&line.to_string()) {
                 write_err.get_or_insert(e);
             }
         }
     };
-    let gen = generate(&mut model, &prompt, matcher, stop, opts, &mut on_record)?;
+    let gen = generate(model, prompt, matcher, stop.to_vec(), opts, &mut on_record)?;
     pb.finish_and_clear();
     if let Some(e) = write_err {
         return Err(e);
     }
-    if let Some(f) = trace_out {
-        f.commit()?;
+    Ok(gen)
+}
+
+/// Prints one turn (unless `--json`): the answer, its calls, what the tools returned, warnings and
+/// the summary.
+fn report_turn(
+    cmd: &RunCmd,
+    tools: &[Tool],
+    gen: &Generation,
+    parsed: &ParsedAnswer,
+    results: &[ToolResult],
+) -> Result<(), CliError> {
+    if cmd.json {
+        return Ok(());
     }
-    let parsed = parse_calls(&gen.text, spec_style, &tools, grammar_args.format_set());
     let out = std::io::stdout();
     let mut out = out.lock();
-    if cmd.json {
-        let v = json!({
-            "text": gen.text,
-            "content": parsed.content,
-            "reasoning": parsed.reasoning,
-            "tool_calls": parsed.openai_tool_calls(),
-            "call_formats": parsed.calls.iter().map(|c| c.format.name()).collect::<Vec<_>>(),
-            "parse_errors": parsed.errors,
-            "unknown_tool_calls": parsed.unknown.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
-            "summary": gen.summary,
-        });
+    writeln!(out, "{}", gen.text).map_err(CliError::Output)?;
+    if !tools.is_empty() {
         writeln!(
             out,
-            "{}",
-            serde_json::to_string_pretty(&v).unwrap_or_default()
+            "tool_calls: {}",
+            serde_json::to_string_pretty(&parsed.openai_tool_calls()).unwrap_or_default()
         )
         .map_err(CliError::Output)?;
-    } else {
-        writeln!(out, "{}", gen.text).map_err(CliError::Output)?;
-        if !tools.is_empty() {
-            writeln!(
-                out,
-                "tool_calls: {}",
-                serde_json::to_string_pretty(&parsed.openai_tool_calls()).unwrap_or_default()
-            )
-            .map_err(CliError::Output)?;
-        }
-        for e in &parsed.errors {
-            eprintln!("warning: unreadable call: {e}");
-        }
-        for c in &parsed.unknown {
-            eprintln!(
-                "warning: call of {:?}, which is not in the tool list: {}",
-                c.name, c.arguments
-            );
-        }
-        eprintln!("--- summary ---\n{}", gen.summary.render());
     }
-    Ok(ExitCode::SUCCESS)
+    for (call, r) in parsed.calls.iter().zip(results) {
+        writeln!(
+            out,
+            "tool {}({}) [{}] -> {} ({:.0} ms{})",
+            call.name,
+            call.arguments,
+            call.format.name(),
+            r.content,
+            r.ms,
+            if r.error { ", error" } else { "" }
+        )
+        .map_err(CliError::Output)?;
+    }
+    for e in &parsed.errors {
+        eprintln!("warning: unreadable call: {e}");
+    }
+    for c in &parsed.unknown {
+        eprintln!(
+            "warning: call of {:?}, which is not in the tool list: {}",
+            c.name, c.arguments
+        );
+    }
+    eprintln!("--- summary ---\n{}", gen.summary.render());
+    Ok(())
 }

@@ -47,7 +47,8 @@ pub struct GrammarArgs {
         long,
         value_name = "CHOICE",
         default_value = "auto",
-        requires = "tools"
+        requires = "tools",
+        allow_hyphen_values = true
     )]
     pub tool_choice: String,
     /// At most one call (with --tools).

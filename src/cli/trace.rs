@@ -28,8 +28,8 @@ pub struct TraceCmd {
     tokenizer: PathBuf,
     #[command(flatten)]
     source: GrammarArgs,
-    /// Text to tokenize and trace.
-    #[arg(long, value_name = "STR")]
+    /// Text to tokenize and trace (may start with `-`).
+    #[arg(long, value_name = "STR", allow_hyphen_values = true)]
     text: Option<String>,
     /// File whose UTF-8 text is tokenized and traced.
     #[arg(long, value_name = "FILE")]

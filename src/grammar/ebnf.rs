@@ -252,34 +252,47 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    /// Reads one escape after its backslash. `in_class` allows the class-only escapes.
+    /// Reads one escape after its backslash, as xgrammar does: C's single-letter escapes, `\x`
+    /// with one or more hex digits (as many as follow), `\u` with four, `\U` with eight.
+    /// `in_class` allows the class-only escapes.
     fn escape(&mut self, line: usize, col: usize, in_class: bool) -> Result<char, EbnfError> {
         let Some(c) = self.bump() else {
             return Err(self.err(line, col, EbnfErrorKind::BadEscape("\\".into())));
         };
-        let digits = match c {
+        let (min, max) = match c {
             'n' => return Ok('\n'),
             'r' => return Ok('\r'),
             't' => return Ok('\t'),
-            '"' | '\'' | '\\' => return Ok(c),
+            'a' => return Ok('\u{7}'),
+            'b' => return Ok('\u{8}'),
+            'f' => return Ok('\u{c}'),
+            'v' => return Ok('\u{b}'),
+            'e' => return Ok('\u{1b}'),
+            '0' => return Ok('\0'),
+            '"' | '\'' | '\\' | '?' => return Ok(c),
             '[' | ']' | '-' | '^' if in_class => return Ok(c),
-            'x' => 2,
-            'u' => 4,
-            'U' => 8,
+            'x' => (1, usize::MAX),
+            'u' => (4, 4),
+            'U' => (8, 8),
             other => {
                 return Err(self.err(line, col, EbnfErrorKind::BadEscape(format!("\\{other}"))))
             }
         };
         let mut value = 0u32;
         let mut text = format!("\\{c}");
-        for _ in 0..digits {
+        let mut read = 0;
+        while read < max {
             match self.chars.peek().and_then(|d| d.to_digit(16)) {
                 Some(d) => {
                     text.push(self.bump().unwrap_or('0'));
                     value = value.saturating_mul(16).saturating_add(d);
+                    read += 1;
                 }
-                None => return Err(self.err(line, col, EbnfErrorKind::BadEscape(text))),
+                None => break,
             }
+        }
+        if read < min {
+            return Err(self.err(line, col, EbnfErrorKind::BadEscape(text)));
         }
         char::from_u32(value).ok_or_else(|| self.err(line, col, EbnfErrorKind::BadCodePoint(value)))
     }

@@ -213,9 +213,7 @@ fn escape_char(c: char, out: &mut String) {
         '\n' => out.push_str("\\n"),
         '\r' => out.push_str("\\r"),
         '\t' => out.push_str("\\t"),
-        c if (c as u32) < 0x20 || c as u32 == 0x7F => {
-            let _ = write!(out, "\\x{:02X}", c as u32);
-        }
+        // Never `\x`: it takes every hex digit that follows, as xgrammar reads it.
         c if c.is_control() || is_invisible(c) => {
             if (c as u32) <= 0xFFFF {
                 let _ = write!(out, "\\u{:04X}", c as u32);

@@ -49,6 +49,7 @@ impl ChatTemplate {
             },
         );
         env.add_function("strftime_now", |fmt: String| strftime_now(&fmt));
+        env.add_filter("tojson", tojson);
         env.add_template_owned("chat", source.to_string())
             .map_err(|e| to_error(origin, &e))?;
         Ok(ChatTemplate {
@@ -99,6 +100,70 @@ impl ChatTemplate {
         tmpl.render(minijinja::Value::from_serialize(&ctx))
             .map_err(|e| to_error(&self.origin, &e))
     }
+}
+
+/// Hugging Face's `tojson` (Python's `json.dumps` with `ensure_ascii=False`): `", "` and `": "`
+/// between items, or `indent` spaces per level, keys in order unless `sort_keys`. minijinja's own
+/// filter writes compact, HTML-escaped JSON, which is not the text the models were trained on.
+fn tojson(
+    value: minijinja::Value,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<minijinja::Value, minijinja::Error> {
+    let indent: Option<usize> = kwargs.get("indent")?;
+    let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
+    kwargs.assert_all_used()?;
+    let v = serde_json::to_value(&value).map_err(|e| {
+        minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("tojson: {e}"),
+        )
+    })?;
+    let mut out = String::new();
+    python_json(&v, indent, sort_keys.unwrap_or(false), 0, &mut out);
+    Ok(minijinja::Value::from_safe_string(out))
+}
+
+fn python_json(v: &Value, indent: Option<usize>, sort: bool, level: usize, out: &mut String) {
+    let (open, close, items): (char, char, Vec<(Option<&String>, &Value)>) = match v {
+        Value::Array(a) => ('[', ']', a.iter().map(|x| (None, x)).collect()),
+        Value::Object(m) => {
+            let mut kv: Vec<(Option<&String>, &Value)> =
+                m.iter().map(|(k, x)| (Some(k), x)).collect();
+            if sort {
+                kv.sort_by(|a, b| a.0.cmp(&b.0));
+            }
+            ('{', '}', kv)
+        }
+        scalar => {
+            out.push_str(&scalar.to_string());
+            return;
+        }
+    };
+    out.push(open);
+    if items.is_empty() {
+        out.push(close);
+        return;
+    }
+    for (i, (key, x)) in items.iter().enumerate() {
+        match (i, indent) {
+            (_, Some(n)) => {
+                out.push_str(if i == 0 { "\n" } else { ",\n" });
+                out.push_str(&" ".repeat(n * (level + 1)));
+            }
+            (0, None) => {}
+            (_, None) => out.push_str(", "),
+        }
+        if let Some(k) = key {
+            out.push_str(&Value::String((*k).clone()).to_string());
+            out.push_str(": ");
+        }
+        python_json(x, indent, sort, level + 1, out);
+    }
+    if let Some(n) = indent {
+        out.push('\n');
+        out.push_str(&" ".repeat(n * level));
+    }
+    out.push(close);
 }
 
 /// The system-message text that teaches a tool-unaware template's model the tools and format.
@@ -255,6 +320,30 @@ mod tests {
             .render(&many, &tools, style("llama").unwrap())
             .unwrap_err();
         assert!(err.to_string().contains("the template raised: no"), "{err}");
+    }
+
+    #[test]
+    fn tojson_writes_what_python_writes() {
+        let t = ChatTemplate::new(
+            "{{ x | tojson }}|{{ x | tojson(indent=2) }}|{{ y | tojson }}",
+            "t",
+            "",
+            "",
+        )
+        .unwrap();
+        let env_render = |x: Value, y: Value| {
+            let tmpl = t.env.get_template("chat").unwrap();
+            tmpl.render(minijinja::Value::from_serialize(json!({"x": x, "y": y})))
+                .unwrap()
+        };
+        let got = env_render(
+            json!({"b": [1, 2.5, "<é>\n"], "a": {}, "c": [], "d": null}),
+            json!(true),
+        );
+        assert_eq!(
+            got,
+            "{\"b\": [1, 2.5, \"<é>\\n\"], \"a\": {}, \"c\": [], \"d\": null}|{\n  \"b\": [\n    1,\n    2.5,\n    \"<é>\\n\"\n  ],\n  \"a\": {},\n  \"c\": [],\n  \"d\": null\n}|true"
+        );
     }
 
     #[test]
