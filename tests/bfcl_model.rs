@@ -113,3 +113,80 @@ fn three_cases_per_category_in_both_modes() {
     assert!(calls >= 6, "only {calls} calls in 12 answers");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The rows of a summary without the timing columns (which differ between runs).
+fn scores(v: &Value) -> Vec<Value> {
+    v["summary"]
+        .as_array()
+        .expect("summary")
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            for k in ["mean_latency_ms", "mask_overhead_pct"] {
+                r.as_object_mut().expect("row").remove(k);
+            }
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn an_interrupted_run_resumes_to_the_same_table() {
+    if !ready("an_interrupted_run_resumes_to_the_same_table") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("structgen-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = [
+        "--limit",
+        "2",
+        "--max-tokens",
+        "32",
+        "--categories",
+        "simple_python,irrelevance",
+    ];
+    let whole = bfcl(&args, &dir.join("whole.json"));
+    // What an interruption after the first case leaves: that case's answers only.
+    let mut partial = whole.clone();
+    let first = results(&whole)[0]["id"].clone();
+    partial["results"] = Value::Array(
+        results(&whole)
+            .iter()
+            .filter(|r| r["id"] == first)
+            .cloned()
+            .collect(),
+    );
+    let saved = dir.join("partial.json");
+    std::fs::write(&saved, serde_json::to_string(&partial).unwrap()).unwrap();
+    let resumed = bfcl(
+        &[&args[..], &["--resume", saved.to_str().unwrap()]].concat(),
+        &dir.join("resumed.json"),
+    );
+    assert_eq!(results(&resumed).len(), results(&whole).len());
+    assert_eq!(scores(&resumed), scores(&whole));
+    for (a, b) in results(&resumed).iter().zip(results(&whole)) {
+        assert_eq!(
+            (&a["id"], &a["mode"], &a["text"]),
+            (&b["id"], &b["mode"], &b["text"])
+        );
+    }
+    // Other settings than the saved run's are refused, naming the setting.
+    let o = Command::new(env!("CARGO_BIN_EXE_structgen"))
+        .arg("bfcl")
+        .args([
+            "--limit",
+            "3",
+            "--max-tokens",
+            "32",
+            "--categories",
+            "simple_python,irrelevance",
+        ])
+        .args(["--resume", saved.to_str().unwrap()])
+        .current_dir(common::repo())
+        .output()
+        .expect("run structgen");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("case selection"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

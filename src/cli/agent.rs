@@ -106,7 +106,7 @@ impl ToolExec {
         let kill = |child: &mut std::process::Child| {
             let _ = Command::new("sh")
                 .arg("-c")
-                .arg(format!("kill -KILL -- -{} 2>/dev/null", child.id()))
+                .arg(format!("kill -9 -{} 2>/dev/null", child.id()))
                 .status();
             let _ = child.kill();
             let _ = child.wait();
@@ -153,6 +153,12 @@ impl ToolExec {
         let err = String::from_utf8_lossy(&err.unwrap_or_default())
             .trim()
             .to_string();
+        // Before the status: a tool cut off after too much output may die of SIGPIPE.
+        if out.len() > MAX_RESULT_BYTES {
+            return Err(format!(
+                "the tool printed more than {MAX_RESULT_BYTES} bytes"
+            ));
+        }
         if !status.success() {
             let why = if err.is_empty() {
                 String::new()
@@ -160,11 +166,6 @@ impl ToolExec {
                 format!(": {}", clip(&err, 2000))
             };
             return Err(format!("the tool failed ({status}){why}"));
-        }
-        if out.len() > MAX_RESULT_BYTES {
-            return Err(format!(
-                "the tool printed more than {MAX_RESULT_BYTES} bytes"
-            ));
         }
         let text = String::from_utf8_lossy(&out);
         serde_json::from_str(text.trim()).map_err(|e| {

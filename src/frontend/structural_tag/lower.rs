@@ -50,8 +50,43 @@ pub struct Lowering<'a> {
     /// The rule of each JSON schema lowered so far, by its text: a schema used in many places (a
     /// tool offered in several call formats) is lowered once.
     schemas: HashMap<String, Expr>,
+    /// Formats that depend on nothing around them (literals, regexes, schemas and sequences /
+    /// alternatives of those) by their text, with the expression of their first use; a second use
+    /// turns that expression into a shared rule (a tool list offered in many call formats repeats
+    /// its per-tool alternatives once per format).
+    pure: HashMap<String, Expr>,
     /// `path: message` of every schema keyword not enforced.
     pub warnings: Vec<String>,
+}
+
+/// The text of a format that lowers the same wherever it appears (no free text, which depends on
+/// the enclosing tag's ends; no tags, whose contents are cached by path); `None` otherwise.
+fn pure_key(f: &Format) -> Option<String> {
+    Some(match f {
+        Format::ConstString(s) => format!("c{s:?}"),
+        Format::Regex(p) => format!("r{p:?}"),
+        Format::JsonSchema {
+            schema,
+            style,
+            max_whitespace,
+        } => format!("j{style:?}{max_whitespace:?}{schema}"),
+        Format::Sequence(items) | Format::Or(items) => {
+            let kind = if matches!(f, Format::Sequence(_)) {
+                's'
+            } else {
+                'o'
+            };
+            let parts = items
+                .iter()
+                .map(|n| pure_key(&n.format))
+                .collect::<Option<Vec<String>>>()?;
+            format!("{kind}[{}]", parts.join(","))
+        }
+        Format::Repeat { content, min, max } => {
+            format!("p{min},{max:?}[{}]", pure_key(&content.format)?)
+        }
+        _ => return None,
+    })
 }
 
 fn invalid(path: &str, message: impl Into<String>) -> TagError {
@@ -122,6 +157,7 @@ impl<'a> Lowering<'a> {
             limits,
             contents: HashMap::new(),
             schemas: HashMap::new(),
+            pure: HashMap::new(),
             warnings: Vec::new(),
         }
     }
@@ -206,6 +242,30 @@ impl<'a> Lowering<'a> {
 
     /// The expression of one format; `ends` are the enclosing tag's ends.
     pub fn node(&mut self, n: &Node, ends: &Ends) -> Result<Expr, TagError> {
+        let key = match &n.format {
+            // A literal is cheaper inline than behind a rule.
+            Format::ConstString(_) => None,
+            f => pure_key(f),
+        };
+        let Some(key) = key else {
+            return self.lower_node(n, ends);
+        };
+        match self.pure.get(&key).cloned() {
+            Some(e @ Expr::Ref(_)) => Ok(e),
+            Some(e) => {
+                let shared = self.rule("shared", e)?;
+                self.pure.insert(key, shared.clone());
+                Ok(shared)
+            }
+            None => {
+                let e = self.lower_node(n, ends)?;
+                self.pure.insert(key, e.clone());
+                Ok(e)
+            }
+        }
+    }
+
+    fn lower_node(&mut self, n: &Node, ends: &Ends) -> Result<Expr, TagError> {
         let path = n.path.as_str();
         Ok(match &n.format {
             Format::ConstString(s) => pattern_expr(&self.literal(s)),
