@@ -1,7 +1,9 @@
 //! `structgen run`: load a model, render its chat template with the tools, and generate under the
 //! tool-calling grammar (or any other grammar, or none), printing the answer, the parsed
 //! `tool_calls` and a timing summary. `-v` prints one live table row per token; `--trace` writes
-//! the same as JSON Lines; `--json` prints one object with text, tool_calls and summary.
+//! the same as JSON Lines, and a closing record per answer with its calls and their formats;
+//! `--json` prints one object with text, tool_calls and summary. With `--tool-exec`, a loop of
+//! turns: the calls run through [`super::agent`], and their results go back into the conversation.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -264,6 +266,16 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
             &mut trace_out,
         )?;
         let parsed = parse_calls(&gen.text, spec_style, &tools, formats);
+        if let Some(f) = trace_out.as_mut() {
+            // One closing record per answer: its calls and the format each was written in.
+            let mut end = json!({"end": true, "text": gen.text,
+                "tool_calls": parsed.openai_tool_calls(),
+                "call_formats": parsed.calls.iter().map(|c| c.format.name()).collect::<Vec<_>>()});
+            if exec.is_some() {
+                end["turn"] = json!(turn);
+            }
+            f.write_line(&end.to_string())?;
+        }
         let mut results = Vec::new();
         pending = !parsed.calls.is_empty();
         let run_tools = pending && turn < max_turns;
