@@ -77,10 +77,11 @@ pub struct BfclCmd {
 
 impl BfclCmd {
     fn format_set(&self, saved: Option<&str>) -> FormatSet {
-        match self.call_formats.as_deref().or(saved) {
-            Some("canonical") => FormatSet::Canonical,
-            _ => FormatSet::All,
-        }
+        self.call_formats
+            .as_deref()
+            .or(saved)
+            .and_then(FormatSet::parse)
+            .unwrap_or_default()
     }
 
     fn selection(&self) -> Selection {
@@ -96,14 +97,6 @@ impl BfclCmd {
     fn out_path(&self) -> Option<&Path> {
         self.out.as_deref().or(self.resume.as_deref())
     }
-}
-
-fn format_name(f: FormatSet) -> String {
-    match f {
-        FormatSet::All => "all",
-        FormatSet::Canonical => "canonical",
-    }
-    .to_string()
 }
 
 fn categories(names: &[String]) -> Result<Vec<Category>, CliError> {
@@ -185,7 +178,7 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         tool_choice: cmd.tool_choice.clone(),
         temperature: cmd.decode.temperature,
         seed: cmd.decode.seed,
-        call_formats: format_name(formats),
+        call_formats: formats.name().to_string(),
         selection: cmd.selection(),
         total_s: 0.0,
         summary: Vec::new(),
@@ -437,7 +430,7 @@ fn rescore(cmd: &BfclCmd, path: &Path, cases: &[Case]) -> Result<ExitCode, CliEr
         .to_string();
     let style: &StyleSpec = named_style(&name)?;
     let formats = cmd.format_set(Some(&saved.call_formats));
-    saved.call_formats = format_name(formats);
+    saved.call_formats = formats.name().to_string();
     let mut missing = 0;
     for r in saved.results.iter_mut().filter(|r| r.error.is_none()) {
         let Some(case) = cases

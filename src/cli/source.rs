@@ -151,10 +151,7 @@ pub struct LoadedGrammar {
 impl GrammarArgs {
     /// The call formats `--call-formats` names.
     pub fn format_set(&self) -> FormatSet {
-        match self.call_formats.as_str() {
-            "canonical" => FormatSet::Canonical,
-            _ => FormatSet::All,
-        }
+        FormatSet::parse(&self.call_formats).unwrap_or_default()
     }
 
     /// The structural tag of `--structural-tag` or `--tools`, if either is given.

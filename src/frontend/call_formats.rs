@@ -22,6 +22,7 @@ use std::ops::Range;
 
 use serde_json::{json, Value};
 
+use super::tool_calls::skip_ws;
 use super::tools::{StyleSpec, Tool};
 
 /// One way of writing a call.
@@ -60,6 +61,23 @@ pub enum FormatSet {
 }
 
 impl FormatSet {
+    /// `all` or `canonical` (anything else: `None`).
+    pub fn parse(name: &str) -> Option<FormatSet> {
+        match name {
+            "all" => Some(FormatSet::All),
+            "canonical" => Some(FormatSet::Canonical),
+            _ => None,
+        }
+    }
+
+    /// The name [`FormatSet::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            FormatSet::All => "all",
+            FormatSet::Canonical => "canonical",
+        }
+    }
+
     /// The formats of `style` in this set, canonical first.
     pub fn formats(self, style: &StyleSpec) -> Vec<CallFormat> {
         let mut v = vec![CallFormat::Canonical];
@@ -143,18 +161,28 @@ fn array_rest(tools: &[&Tool], one: bool) -> Value {
     json!({"type": "sequence", "elements": elements})
 }
 
-/// The openings of a call (`{` or `[{`, gaps, `"name"`) that start a format's trigger, each with
-/// the rest of the call(s) after it.
-fn openings(tools: &[&Tool], one: bool) -> Vec<(String, Value)> {
-    let mut out: Vec<(String, Value)> = BARE_GAPS
+/// The texts that open a call: `{` and `"name"` with each of [`BARE_GAPS`] between, then `[{` and
+/// `"name"` with each of the array gaps; `(text, is_array)`.
+fn opening_texts() -> impl Iterator<Item = (String, bool)> {
+    let objects = BARE_GAPS.iter().map(|g| (format!("{{{g}\"name\""), false));
+    let arrays = ARRAY_GAPS
         .iter()
-        .map(|g| (format!("{{{g}\"name\""), after_name_key(tools)))
-        .collect();
-    for (g1, g2) in ARRAY_GAPS {
-        let rest = json!({"type": "sequence", "elements": [after_name_key(tools), array_rest(tools, one)]});
-        out.push((format!("[{g1}{{{g2}\"name\""), rest));
-    }
-    out
+        .map(|(g1, g2)| (format!("[{g1}{{{g2}\"name\""), true));
+    objects.chain(arrays)
+}
+
+/// Each opening of a call with the rest of the call(s) after it.
+fn openings(tools: &[&Tool], one: bool) -> Vec<(String, Value)> {
+    opening_texts()
+        .map(|(open, array)| {
+            let rest = if array {
+                json!({"type": "sequence", "elements": [after_name_key(tools), array_rest(tools, one)]})
+            } else {
+                after_name_key(tools)
+            };
+            (open, rest)
+        })
+        .collect()
 }
 
 /// Triggers and tags of `style`'s extra formats for calls of `tools` (`one`: arrays hold one
@@ -195,13 +223,7 @@ pub fn extra_call_excludes(style: &StyleSpec) -> Vec<String> {
     if style.extras.is_empty() {
         return Vec::new();
     }
-    let mut v: Vec<String> = BARE_GAPS.iter().map(|g| format!("{{{g}\"name\"")).collect();
-    v.extend(
-        ARRAY_GAPS
-            .iter()
-            .map(|(g1, g2)| format!("[{g1}{{{g2}\"name\"")),
-    );
-    v
+    opening_texts().map(|(open, _)| open).collect()
 }
 
 /// One call read in an extra format (its name may be outside the tool list).
@@ -362,8 +384,4 @@ fn call_of(v: &Value) -> Option<(String, Value)> {
         other => other.clone(),
     };
     args.is_object().then_some((name, args))
-}
-
-fn skip_ws(text: &str, at: usize) -> usize {
-    at + text[at..].len() - text[at..].trim_start().len()
 }

@@ -7,12 +7,12 @@
 //! call that could not be read. A canonical call is the style's `begin` with a tool name, then JSON
 //! arguments (or Qwen XML parameters, typed by the tool's schema), then the style's `end`; the
 //! style's other formats are read by [`super::call_formats`], and where two readings overlap the
-//! one that starts first wins. So that text written without a
-//! grammar parses too, each whitespace run in `begin` and `end` matches any run of whitespace
-//! (none included), and whitespace before `end` is skipped. A well-formed call of a name outside
-//! the tool list is kept apart in `unknown` (a grammar never writes one; a free model may). Calls
-//! inside a block (DeepSeek, Mistral) take the block's begin, separators and end with them out of
-//! the text.
+//! one that starts first wins. So that text written without a grammar parses too, each whitespace
+//! run in `begin` and `end` matches any run of whitespace (none included), and whitespace before
+//! `end` is skipped. A well-formed call of a name outside the tool list is kept apart in `unknown`
+//! (a grammar never writes one; a free model may). Calls inside a block (DeepSeek, Mistral) take
+//! the block's begin, separators and end with them out of the text; in those styles a call outside
+//! its block is not a canonical call.
 //!
 //! Invariant: the spans of `calls` and `unknown` are ordered, disjoint, and the text is `content`
 //! with those spans cut out.
@@ -351,7 +351,8 @@ fn block_span(text: &str, style: &StyleSpec, floor: usize, call: Range<usize>) -
     span
 }
 
-fn skip_ws(text: &str, at: usize) -> usize {
+/// The byte after the whitespace at `at`.
+pub(crate) fn skip_ws(text: &str, at: usize) -> usize {
     at + text[at..].len() - text[at..].trim_start().len()
 }
 

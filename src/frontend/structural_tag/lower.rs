@@ -5,9 +5,11 @@
 //!   makes the output start with a whole tag; `stop_after_first` ends it after one tag.
 //! - `any_text` with excludes (or inside a tag) → a TagDispatch without tags; `dispatch` → a
 //!   TagDispatch of its rules.
-//! - `json_schema` → the JSON Schema converter's rule (lowered once per schema and whitespace
-//!   bound; `max_whitespace`, our extension, overrides the options' bound); with `style: qwen_xml`,
-//!   members are written `<parameter=NAME>value</parameter>` (strings raw, other values as JSON).
+//! - `json_schema` → the JSON Schema converter's rule (`max_whitespace`, our extension, overrides
+//!   the options' bound); with `style: qwen_xml`, members are written
+//!   `<parameter=NAME>value</parameter>` (strings raw, other values as JSON).
+//! - a format that depends on nothing around it (regex, schema, sequences and alternatives of
+//!   those) and appears twice becomes one shared rule.
 //! - literals are split around special-token texts, which become whole-token terminals.
 
 use std::collections::HashMap;
@@ -47,9 +49,6 @@ pub struct Lowering<'a> {
     /// Each tag's lowered content by the tag's JSON path (a tag may be used twice: as a dispatch
     /// target and as the first, whole tag of `at_least_one`).
     contents: HashMap<String, Expr>,
-    /// The rule of each JSON schema lowered so far, by its text: a schema used in many places (a
-    /// tool offered in several call formats) is lowered once.
-    schemas: HashMap<String, Expr>,
     /// Formats that depend on nothing around them (literals, regexes, schemas and sequences /
     /// alternatives of those) by their text, with the expression of their first use; a second use
     /// turns that expression into a shared rule (a tool list offered in many call formats repeats
@@ -156,7 +155,6 @@ impl<'a> Lowering<'a> {
             options,
             limits,
             contents: HashMap::new(),
-            schemas: HashMap::new(),
             pure: HashMap::new(),
             warnings: Vec::new(),
         }
@@ -556,10 +554,6 @@ impl<'a> Lowering<'a> {
         path: &str,
         max_whitespace: Option<u32>,
     ) -> Result<Expr, TagError> {
-        let key = format!("{max_whitespace:?} {schema}");
-        if let Some(e) = self.schemas.get(&key) {
-            return Ok(e.clone());
-        }
         let name = self.builder.fresh_name("args");
         let rule = self.builder.declare(&name)?;
         let mut options = self.options.clone();
@@ -574,7 +568,6 @@ impl<'a> Lowering<'a> {
         )?;
         self.warnings
             .extend(warnings.iter().map(|w| format!("{path}/json_schema{w}")));
-        self.schemas.insert(key, Expr::Ref(rule));
         Ok(Expr::Ref(rule))
     }
 
