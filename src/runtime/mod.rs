@@ -6,6 +6,8 @@
 //!   chat template) for llama, qwen2, qwen3, gemma3 and phi3 GGUF files and llama / qwen2 / qwen3
 //!   safetensors checkpoints.
 //! - [`chat`]: the model's chat template (minijinja) with messages and tools → prompt.
+//! - [`kernels`]: quantized matrix products on the CPU (AVX2 / AVX-512 VNNI / portable) and
+//!   their thread pool.
 //! - [`logits`]: grammar bitmask → logits at −∞ (in place on CPU, uploaded bitmask elsewhere).
 //! - [`sampler`]: greedy / temperature / top-k / top-p with a seed.
 //! - [`request`]: messages + tools + style → prompt tokens, matcher and stop tokens.
@@ -14,6 +16,7 @@
 
 pub mod chat;
 pub mod generate;
+pub mod kernels;
 pub mod logits;
 pub mod model;
 pub mod request;

@@ -1,0 +1,369 @@
+//! Matrix products over quantized GGUF weights on the CPU, our own kernels rather than candle's
+//! (which has no SIMD path for Q4_1, Q5_0 and Q5_1 and re-reads weights per prompt row).
+//!
+//! A [`QWeight`] is a matrix of `rows × cols` stored row by row in one of the block formats of
+//! [`WType`], byte for byte as in the GGUF file. A product `x · Wᵀ` first quantizes the activation
+//! rows once ([`ActBuf`]: 8-bit blocks of 32 with their scale and sum for the legacy formats,
+//! blocks of 256 with per-16 sums for the K formats, plain f32 for dense weights), then every
+//! output is an integer dot product per block, scaled once per block, as llama.cpp does. Rows of
+//! activations are taken up to [`MAX_ROWS`] at a time so that a weight block is unpacked once for
+//! all of them (prompt processing), and the output columns are split over the threads of a
+//! [`Pool`].
+//!
+//! The instruction set is chosen at run time ([`Isa::detect`]): AVX-512 VNNI (its 256-bit
+//! `vpdpbusd`), AVX2 + FMA + F16C, or a portable scalar path. AMX is never used. Every path gives
+//! the same sums up to f32 rounding; the tests hold each one to the dequantized f32 product.
+
+mod pool;
+mod quant;
+mod scalar;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use candle_core::quantized::GgmlDType;
+
+pub use pool::{physical_cores, Pool};
+pub use quant::{ActBuf, A8, A8K};
+
+/// Activation rows handled together by one kernel call.
+pub const MAX_ROWS: usize = 4;
+
+/// Weight rows of one tile of a product: the rows every activation row goes past while they
+/// stay in L1.
+const COL_TILE: usize = 8;
+
+/// The weight formats the kernels read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(non_camel_case_types)]
+pub enum WType {
+    /// 32-bit floats.
+    F32,
+    /// IEEE half floats.
+    F16,
+    /// bfloat16.
+    Bf16,
+    /// Blocks of 32: f16 scale, 4-bit values − 8.
+    Q4_0,
+    /// Blocks of 32: f16 scale and minimum, 4-bit values.
+    Q4_1,
+    /// Blocks of 32: f16 scale, 5-bit values − 16.
+    Q5_0,
+    /// Blocks of 32: f16 scale and minimum, 5-bit values.
+    Q5_1,
+    /// Blocks of 32: f16 scale, 8-bit signed values.
+    Q8_0,
+    /// Super-blocks of 256: 8 sub-blocks with 6-bit scales and minimums, 4-bit values.
+    Q4K,
+    /// Super-blocks of 256: like Q4_K with a fifth bit per value.
+    Q5K,
+    /// Super-blocks of 256: 16 sub-blocks with 8-bit scales, 6-bit values − 32.
+    Q6K,
+}
+
+/// How a weight format wants its activations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActKind {
+    /// As f32.
+    F32,
+    /// 8-bit blocks of 32 ([`A8`]).
+    Q8,
+    /// 8-bit blocks of 256 ([`A8K`]).
+    Q8K,
+}
+
+impl WType {
+    /// The format of a GGUF tensor type, if the kernels read it.
+    pub fn from_ggml(t: GgmlDType) -> Option<WType> {
+        Some(match t {
+            GgmlDType::F32 => WType::F32,
+            GgmlDType::F16 => WType::F16,
+            GgmlDType::BF16 => WType::Bf16,
+            GgmlDType::Q4_0 => WType::Q4_0,
+            GgmlDType::Q4_1 => WType::Q4_1,
+            GgmlDType::Q5_0 => WType::Q5_0,
+            GgmlDType::Q5_1 => WType::Q5_1,
+            GgmlDType::Q8_0 => WType::Q8_0,
+            GgmlDType::Q4K => WType::Q4K,
+            GgmlDType::Q5K => WType::Q5K,
+            GgmlDType::Q6K => WType::Q6K,
+            _ => return None,
+        })
+    }
+
+    /// `(values, bytes)` of one block.
+    pub fn block(self) -> (usize, usize) {
+        match self {
+            WType::F32 => (1, 4),
+            WType::F16 | WType::Bf16 => (1, 2),
+            WType::Q4_0 => (32, 18),
+            WType::Q4_1 => (32, 20),
+            WType::Q5_0 => (32, 22),
+            WType::Q5_1 => (32, 24),
+            WType::Q8_0 => (32, 34),
+            WType::Q4K => (256, 144),
+            WType::Q5K => (256, 176),
+            WType::Q6K => (256, 210),
+        }
+    }
+
+    /// The activation format this weight format's dot products take.
+    pub fn act(self) -> ActKind {
+        match self {
+            WType::F32 | WType::F16 | WType::Bf16 => ActKind::F32,
+            WType::Q4_0 | WType::Q4_1 | WType::Q5_0 | WType::Q5_1 | WType::Q8_0 => ActKind::Q8,
+            WType::Q4K | WType::Q5K | WType::Q6K => ActKind::Q8K,
+        }
+    }
+}
+
+/// The instruction set the kernels run with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// Portable Rust.
+    Scalar,
+    /// AVX2, FMA and F16C.
+    Avx2,
+    /// AVX2 with AVX-512 VNNI's 256-bit byte dot products.
+    Avx512Vnni,
+}
+
+impl Isa {
+    /// The best instruction set this CPU has (never AMX).
+    pub fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let avx2 = is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c");
+            let vnni = is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512vnni");
+            if avx2 && vnni {
+                return Isa::Avx512Vnni;
+            }
+            if avx2 {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Scalar
+    }
+
+    /// Every instruction set this CPU can run, best last (for tests and benchmarks).
+    pub fn available() -> Vec<Isa> {
+        let best = Isa::detect();
+        [Isa::Scalar, Isa::Avx2, Isa::Avx512Vnni]
+            .into_iter()
+            .filter(|&i| i as u8 <= best as u8)
+            .collect()
+    }
+
+    /// The name shown in model descriptions.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Scalar => "scalar",
+            Isa::Avx2 => "AVX2",
+            Isa::Avx512Vnni => "AVX-512 VNNI",
+        }
+    }
+}
+
+/// A weight matrix in one of the block formats, rows contiguous.
+#[derive(Debug)]
+pub struct QWeight {
+    ty: WType,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    /// The bytes, in `u64`s so that f32 rows are aligned.
+    data: Vec<u64>,
+}
+
+/// Why bytes are not a weight matrix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WeightError {
+    /// The row length is not a whole number of blocks.
+    #[error("a row of {cols} values is not a whole number of {ty:?} blocks of {block}")]
+    Blocks {
+        /// The format.
+        ty: WType,
+        /// Values per row.
+        cols: usize,
+        /// Values per block.
+        block: usize,
+    },
+    /// The byte count does not match the shape.
+    #[error("{got} bytes for a {rows}×{cols} {ty:?} matrix, expected {want}")]
+    Size {
+        /// The format.
+        ty: WType,
+        /// Rows.
+        rows: usize,
+        /// Columns.
+        cols: usize,
+        /// Bytes given.
+        got: usize,
+        /// Bytes needed.
+        want: usize,
+    },
+}
+
+impl QWeight {
+    /// The bytes needed for a `rows × cols` matrix of `ty`, or why that shape is impossible.
+    pub fn byte_len(ty: WType, rows: usize, cols: usize) -> Result<usize, WeightError> {
+        let (block, bytes) = ty.block();
+        if cols == 0 || cols % block != 0 {
+            return Err(WeightError::Blocks { ty, cols, block });
+        }
+        Ok(rows * cols / block * bytes)
+    }
+
+    /// A matrix from its GGUF bytes.
+    pub fn from_bytes(
+        ty: WType,
+        rows: usize,
+        cols: usize,
+        bytes: &[u8],
+    ) -> Result<QWeight, WeightError> {
+        let mut w = QWeight::zeroed(ty, rows, cols)?;
+        if bytes.len() != w.bytes().len() {
+            return Err(WeightError::Size {
+                ty,
+                rows,
+                cols,
+                got: bytes.len(),
+                want: w.bytes().len(),
+            });
+        }
+        w.bytes_mut().copy_from_slice(bytes);
+        Ok(w)
+    }
+
+    /// A matrix of zero bytes, to be filled through [`QWeight::bytes_mut`].
+    pub fn zeroed(ty: WType, rows: usize, cols: usize) -> Result<QWeight, WeightError> {
+        let want = QWeight::byte_len(ty, rows, cols)?;
+        Ok(QWeight {
+            ty,
+            rows,
+            cols,
+            row_bytes: want / rows.max(1),
+            data: vec![0u64; want.div_ceil(8)],
+        })
+    }
+
+    /// Its format.
+    pub fn ty(&self) -> WType {
+        self.ty
+    }
+
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// All its bytes.
+    pub fn bytes(&self) -> &[u8] {
+        let len = self.rows * self.row_bytes;
+        // SAFETY: `data` holds at least `len` initialized bytes; u8 has no alignment needs.
+        unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<u8>(), len) }
+    }
+
+    /// All its bytes, to fill.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.rows * self.row_bytes;
+        // SAFETY: as in `bytes`, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.data.as_mut_ptr().cast::<u8>(), len) }
+    }
+
+    /// The bytes of row `r`.
+    pub fn row(&self, r: usize) -> &[u8] {
+        &self.bytes()[r * self.row_bytes..(r + 1) * self.row_bytes]
+    }
+
+    /// Row `r` as f32 values (the embedding lookup).
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        scalar::dequantize_row(self.ty, self.row(r), &mut out[..self.cols]);
+    }
+
+    /// `out[i][j] = Σ_c x[i][c] · W[j][c]` for the `m` activation rows quantized in `acts`
+    /// (`acts.quantize` with this weight's [`WType::act`]); `out` is `m × rows`, row-major,
+    /// and `ld` apart between rows.
+    pub fn matmul(&self, pool: &Pool, isa: Isa, acts: &ActBuf, out: &mut [f32], ld: usize) {
+        let m = acts.rows();
+        assert!(acts.kind() == self.ty.act() && acts.cols() == self.cols);
+        assert!(m == 0 || out.len() >= (m - 1) * ld + self.rows);
+        let out_ptr = SendPtr(out.as_mut_ptr());
+        let n = self.rows;
+        // Chunks of output columns small enough to share out evenly, large enough to amortize.
+        let threads = pool.threads();
+        let chunk = (n.div_ceil(threads * 4)).clamp(8, 256);
+        let chunks = n.div_ceil(chunk);
+        pool.run_chunks(chunks, &|c| {
+            let end = ((c + 1) * chunk).min(n);
+            // Tiles of a few weight rows stay in L1 while every activation row goes past them.
+            let mut tile = c * chunk;
+            while tile < end {
+                let cols = tile..(tile + COL_TILE).min(end);
+                let mut first = 0;
+                while first < m {
+                    let r = (m - first).min(MAX_ROWS);
+                    for j in cols.clone() {
+                        let mut dots = [0f32; MAX_ROWS];
+                        self.dot_rows(isa, j, acts, first, r, &mut dots);
+                        for (i, d) in dots[..r].iter().enumerate() {
+                            // SAFETY: (first + i, j) is written by this chunk only, and lies
+                            // inside `out` by the assertion above.
+                            unsafe { *out_ptr.get().add((first + i) * ld + j) = *d };
+                        }
+                    }
+                    first += r;
+                }
+                tile = cols.end;
+            }
+        });
+    }
+
+    /// Dots of weight row `j` with activation rows `first..first + r` (`r ≤ MAX_ROWS`).
+    fn dot_rows(
+        &self,
+        isa: Isa,
+        j: usize,
+        acts: &ActBuf,
+        first: usize,
+        r: usize,
+        out: &mut [f32; MAX_ROWS],
+    ) {
+        let row = self.row(j);
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 | Isa::Avx512Vnni => {
+                // SAFETY: `isa` came from `Isa::detect` (or `available`), so the CPU has the
+                // features; `row` and the activation rows hold `cols` values each.
+                unsafe { x86::dot_rows(isa, self.ty, row, self.cols, acts, first, r, out) }
+            }
+            _ => scalar::dot_rows(self.ty, row, self.cols, acts, first, r, out),
+        }
+    }
+}
+
+/// A raw pointer shared by the workers of one product, each writing its own elements.
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+
+// SAFETY: the workers of `QWeight::matmul` write disjoint elements and the call waits for them.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests;

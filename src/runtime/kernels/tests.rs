@@ -1,0 +1,201 @@
+//! Every format on every instruction set of this CPU against candle: weights quantized by
+//! candle's quantizer, dequantized by candle (the reference values), multiplied in f32.
+
+use candle_core::quantized::{GgmlDType, QTensor};
+use candle_core::{Device, Tensor};
+
+use super::*;
+
+const TYPES: [GgmlDType; 11] = [
+    GgmlDType::F32,
+    GgmlDType::F16,
+    GgmlDType::BF16,
+    GgmlDType::Q4_0,
+    GgmlDType::Q4_1,
+    GgmlDType::Q5_0,
+    GgmlDType::Q5_1,
+    GgmlDType::Q8_0,
+    GgmlDType::Q4K,
+    GgmlDType::Q5K,
+    GgmlDType::Q6K,
+];
+
+/// A deterministic pseudo-random matrix with a few large values (as activations have).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    (0..n)
+        .map(|i| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            let v = (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            if i % 97 == 0 {
+                v * 8.0
+            } else {
+                v
+            }
+        })
+        .collect()
+}
+
+fn weight(ty: GgmlDType, rows: usize, cols: usize, seed: u64) -> (QWeight, Vec<f32>) {
+    let t = Tensor::from_vec(values(rows * cols, seed), (rows, cols), &Device::Cpu).unwrap();
+    let q = QTensor::quantize(&t, ty).unwrap();
+    let reference: Vec<f32> = q
+        .dequantize(&Device::Cpu)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    let w = WType::from_ggml(ty).unwrap();
+    let ours = QWeight::from_bytes(w, rows, cols, &q.data().unwrap()).unwrap();
+    (ours, reference)
+}
+
+#[test]
+fn dequantized_rows_match_candle_exactly() {
+    for ty in TYPES {
+        let (w, reference) = weight(ty, 5, 512, 1);
+        let mut row = vec![0f32; 512];
+        for r in 0..5 {
+            w.dequantize_row(r, &mut row);
+            assert_eq!(row, reference[r * 512..(r + 1) * 512], "{ty:?} row {r}");
+        }
+    }
+}
+
+#[test]
+fn products_match_the_dequantized_f32_product_on_every_isa() {
+    let (rows, cols) = (37, 768);
+    for threads in [1, 3] {
+        let pool = Pool::new(threads);
+        for ty in TYPES {
+            let (w, wf) = weight(ty, rows, cols, 2);
+            for m in [1, 3, 4, 9] {
+                let x = values(m * cols, 3 + m as u64);
+                let mut acts = ActBuf::new();
+                acts.quantize(w.ty().act(), &x, m, cols);
+                let mut outs = Vec::new();
+                for isa in Isa::available() {
+                    let mut out = vec![f32::NAN; m * rows];
+                    w.matmul(&pool, isa, &acts, &mut out, rows);
+                    for i in 0..m {
+                        for j in 0..rows {
+                            let (xr, wr) = (&x[i * cols..][..cols], &wf[j * cols..][..cols]);
+                            let exact: f32 = xr.iter().zip(wr).map(|(a, b)| a * b).sum();
+                            let scale: f32 = xr.iter().zip(wr).map(|(a, b)| (a * b).abs()).sum();
+                            // Activations are rounded to 8 bits (f32 rows are exact).
+                            let tol = if w.ty().act() == ActKind::F32 {
+                                1e-4
+                            } else {
+                                2e-2
+                            };
+                            let got = out[i * rows + j];
+                            assert!(
+                                (got - exact).abs() <= tol * scale + 1e-4,
+                                "{ty:?} {isa:?} m={m} ({i},{j}): {got} vs {exact} (scale {scale})"
+                            );
+                        }
+                    }
+                    outs.push((isa, out));
+                }
+                // The instruction sets agree with the portable path up to f32 rounding.
+                let (_, base) = &outs[0];
+                for (isa, out) in &outs[1..] {
+                    for (k, (a, b)) in base.iter().zip(out).enumerate() {
+                        assert!(
+                            (a - b).abs() <= 1e-4 * a.abs().max(1.0),
+                            "{ty:?} {isa:?} m={m} at {k}: {b} vs scalar {a}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn products_agree_with_candles_quantized_matmul() {
+    let (rows, cols) = (16, 512);
+    let pool = Pool::new(2);
+    for ty in TYPES {
+        let t = Tensor::from_vec(values(rows * cols, 4), (rows, cols), &Device::Cpu).unwrap();
+        let q = QTensor::quantize(&t, ty).unwrap();
+        let w = QWeight::from_bytes(
+            WType::from_ggml(ty).unwrap(),
+            rows,
+            cols,
+            &q.data().unwrap(),
+        )
+        .unwrap();
+        let x = values(2 * cols, 5);
+        let xt = Tensor::from_vec(x.clone(), (2, cols), &Device::Cpu).unwrap();
+        let qm = candle_core::quantized::QMatMul::from_qtensor(q).unwrap();
+        let theirs: Vec<f32> = candle_core::Module::forward(&qm, &xt)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let mut acts = ActBuf::new();
+        acts.quantize(w.ty().act(), &x, 2, cols);
+        let mut ours = vec![0f32; 2 * rows];
+        w.matmul(&pool, Isa::detect(), &acts, &mut ours, rows);
+        let wf: Vec<f32> = qm
+            .dequantize_f16()
+            .unwrap()
+            .to_dtype(candle_core::DType::F32)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        for (k, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            let (i, j) = (k / rows, k % rows);
+            let (xr, wr) = (&x[i * cols..][..cols], &wf[j * cols..][..cols]);
+            // Both round the activations to 8 bits, each in its own way.
+            let scale: f32 = xr.iter().zip(wr).map(|(a, b)| (a * b).abs()).sum();
+            assert!(
+                (a - b).abs() <= 0.03 * scale,
+                "{ty:?} at {k}: ours {a}, candle {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    assert!(matches!(
+        QWeight::from_bytes(WType::Q4K, 2, 100, &[0; 10]),
+        Err(WeightError::Blocks { .. })
+    ));
+    assert!(matches!(
+        QWeight::from_bytes(WType::Q4_0, 2, 64, &[0; 10]),
+        Err(WeightError::Size { want: 72, .. })
+    ));
+}
+
+#[test]
+fn pool_runs_every_chunk_once_and_reraises_panics() {
+    let pool = Pool::new(3);
+    for n in [0, 1, 2, 7, 1000] {
+        let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+        pool.run_chunks(n, &|i| {
+            hits[i].fetch_add(1, Ordering::SeqCst);
+        });
+        assert!(hits.iter().all(|h| h.load(Ordering::SeqCst) == 1));
+    }
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pool.run_chunks(8, &|i| assert!(i != 5, "chunk five"));
+    }));
+    assert!(caught.is_err());
+    // The pool still works after a panic.
+    let total = AtomicUsize::new(0);
+    pool.run_chunks(10, &|i| {
+        total.fetch_add(i, Ordering::SeqCst);
+    });
+    assert_eq!(total.load(Ordering::SeqCst), 45);
+}
+
+use std::sync::atomic::{AtomicUsize, Ordering};

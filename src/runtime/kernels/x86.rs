@@ -1,0 +1,400 @@
+//! AVX2 and AVX-512 VNNI dot products of one weight row with up to [`MAX_ROWS`] activation rows.
+//!
+//! Each weight block is unpacked once into unsigned bytes (the format's offset, −8, −16 or −32,
+//! is taken out as `offset · Σ activations`, which the activation blocks carry), multiplied with
+//! every activation row's bytes (`vpmaddubsw` + `vpmaddwd`, or `vpdpbusd` with VNNI), and the
+//! integer sums are scaled once per block (legacy formats) or per sub-block (K formats, whose
+//! scales enter the `vpmaddwd`). The generic bodies are `#[inline(always)]` so that they compile
+//! inside the `#[target_feature]` entry points of each instruction set.
+
+use std::arch::x86_64::*;
+
+use super::quant::{ActBuf, A8, A8K};
+use super::scalar::scale_min_k4;
+use super::{ActKind, Isa, WType, MAX_ROWS};
+
+/// Unsigned × signed byte products summed in groups of four.
+trait ByteDot {
+    /// `Σ u[4i..4i+4] · s[4i..4i+4]` for i in 0..8. `u ≤ 127` unless the format says otherwise.
+    unsafe fn dot(u: __m256i, s: __m256i) -> __m256i;
+}
+
+struct Avx2Dot;
+struct VnniDot;
+
+impl ByteDot for Avx2Dot {
+    #[inline(always)]
+    unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
+    }
+}
+
+impl ByteDot for VnniDot {
+    #[inline(always)]
+    unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+    }
+}
+
+#[inline(always)]
+unsafe fn hsum(v: __m256) -> f32 {
+    let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    _mm_cvtss_f32(s)
+}
+
+#[inline(always)]
+unsafe fn f16(p: *const u8) -> f32 {
+    let h = std::ptr::read_unaligned(p.cast::<u16>());
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
+}
+
+#[inline(always)]
+unsafe fn load(p: *const u8) -> __m256i {
+    _mm256_loadu_si256(p.cast())
+}
+
+/// 16 bytes of nibbles → 32 bytes: low nibbles first, then high nibbles.
+#[inline(always)]
+unsafe fn nibbles(p: *const u8) -> __m256i {
+    let q = _mm_loadu_si128(p.cast());
+    let lo = _mm_and_si128(q, _mm_set1_epi8(0xF));
+    let hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
+    _mm256_set_m128i(hi, lo)
+}
+
+/// 32 bits → 32 bytes, `0x10` where the bit is set.
+#[inline(always)]
+unsafe fn bits_16(bits: u32) -> __m256i {
+    let shuf = _mm256_set_epi64x(
+        0x0303030303030303,
+        0x0202020202020202,
+        0x0101010101010101,
+        0x0000000000000000,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), shuf);
+    let mask = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    let set = _mm256_cmpeq_epi8(_mm256_or_si256(bytes, mask), _mm256_set1_epi64x(-1));
+    _mm256_and_si256(set, _mm256_set1_epi8(0x10))
+}
+
+/// A legacy block (32 values) → unsigned bytes, scale, and the constant `c` with
+/// `value = d · u + c`.
+#[inline(always)]
+unsafe fn legacy_block(ty: WType, p: *const u8) -> (__m256i, f32, f32) {
+    let d = f16(p);
+    match ty {
+        WType::Q4_0 => (nibbles(p.add(2)), d, -8.0 * d),
+        WType::Q4_1 => (nibbles(p.add(4)), d, f16(p.add(2))),
+        WType::Q5_0 => {
+            let qh = std::ptr::read_unaligned(p.add(2).cast::<u32>());
+            (
+                _mm256_or_si256(nibbles(p.add(6)), bits_16(qh)),
+                d,
+                -16.0 * d,
+            )
+        }
+        _ => {
+            let qh = std::ptr::read_unaligned(p.add(4).cast::<u32>());
+            (
+                _mm256_or_si256(nibbles(p.add(8)), bits_16(qh)),
+                d,
+                f16(p.add(2)),
+            )
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn legacy<D: ByteDot, const R: usize>(
+    ty: WType,
+    w: *const u8,
+    a: [*const A8; R],
+    nb: usize,
+) -> [f32; R] {
+    let bytes = ty.block().1;
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut off = [0f32; R];
+    for b in 0..nb {
+        let (u, dw, cw) = legacy_block(ty, w.add(b * bytes));
+        for r in 0..R {
+            let ab = &*a[r].add(b);
+            let p = D::dot(u, load(ab.qs.as_ptr().cast()));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * ab.d), acc[r]);
+            off[r] += cw * ab.s;
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]) + off[r])
+}
+
+#[inline(always)]
+unsafe fn q8_0<D: ByteDot, const R: usize>(w: *const u8, a: [*const A8; R], nb: usize) -> [f32; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
+    for b in 0..nb {
+        let p = w.add(b * 34);
+        let dw = f16(p);
+        let q = load(p.add(2));
+        let abs = _mm256_sign_epi8(q, q);
+        for r in 0..R {
+            let ab = &*a[r].add(b);
+            let s = _mm256_sign_epi8(load(ab.qs.as_ptr().cast()), q);
+            let dot = D::dot(abs, s);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(dw * ab.d), acc[r]);
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]))
+}
+
+/// `Σ u · s` over 32 bytes, each group of 16 products scaled by its half of `scales`.
+#[inline(always)]
+unsafe fn scaled(u: __m256i, s: __m256i, scales: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales)
+}
+
+#[inline(always)]
+unsafe fn q45k<const R: usize>(
+    five: bool,
+    w: *const u8,
+    a: [*const A8K; R],
+    nb: usize,
+) -> [f32; R] {
+    let bytes = if five { 176 } else { 144 };
+    let low = _mm256_set1_epi8(0xF);
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut off = [0f32; R];
+    for b in 0..nb {
+        let p = w.add(b * bytes);
+        let d = f16(p);
+        let dmin = f16(p.add(2));
+        let packed = std::slice::from_raw_parts(p.add(4), 12);
+        let mut sc = [0i16; 8];
+        let mut mn = [0i32; 8];
+        for j in 0..8 {
+            let (s, m) = scale_min_k4(j, packed);
+            sc[j] = s as i16;
+            mn[j] = m as i32;
+        }
+        let (qh, qs) = if five {
+            (load(p.add(16)), p.add(48))
+        } else {
+            (_mm256_setzero_si256(), p.add(16))
+        };
+        let mut u = [_mm256_setzero_si256(); 8];
+        for j in 0..4 {
+            let q = load(qs.add(32 * j));
+            let mut lo = _mm256_and_si256(q, low);
+            let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+            if five {
+                let one = _mm256_set1_epi8(1);
+                let shift = _mm_cvtsi32_si128(2 * j as i32);
+                let h = _mm256_srl_epi16(qh, shift);
+                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+                let h = _mm256_srli_epi16(h, 1);
+                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+            }
+            u[2 * j] = lo;
+            u[2 * j + 1] = hi;
+        }
+        for r in 0..R {
+            let ab = &*a[r].add(b);
+            let aq = ab.qs.as_ptr().cast::<u8>();
+            let mut isum = _mm256_setzero_si256();
+            for (j, uj) in u.iter().enumerate() {
+                let s = scaled(*uj, load(aq.add(32 * j)), _mm256_set1_epi16(sc[j]));
+                isum = _mm256_add_epi32(isum, s);
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * ab.d), acc[r]);
+            let mut msum = 0i32;
+            for j in 0..8 {
+                msum += mn[j] * (ab.bsums[2 * j] as i32 + ab.bsums[2 * j + 1] as i32);
+            }
+            off[r] -= dmin * ab.d * msum as f32;
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]) + off[r])
+}
+
+#[inline(always)]
+unsafe fn q6k<const R: usize>(w: *const u8, a: [*const A8K; R], nb: usize) -> [f32; R] {
+    let low = _mm256_set1_epi8(0xF);
+    let two = _mm256_set1_epi8(3);
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut off = [0f32; R];
+    for b in 0..nb {
+        let p = w.add(b * 210);
+        let d = f16(p.add(208));
+        let sc: [i8; 16] = std::ptr::read_unaligned(p.add(192).cast());
+        let mut u = [_mm256_setzero_si256(); 8];
+        for n in 0..2 {
+            let ql = p.add(64 * n);
+            let qh = load(p.add(128 + 32 * n));
+            let q0 = load(ql);
+            let q1 = load(ql.add(32));
+            let hbits = |s: i32| {
+                let h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s));
+                _mm256_slli_epi16(_mm256_and_si256(h, two), 4)
+            };
+            u[4 * n] = _mm256_or_si256(_mm256_and_si256(q0, low), hbits(0));
+            u[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(q1, low), hbits(2));
+            u[4 * n + 2] =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), low), hbits(4));
+            u[4 * n + 3] =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), low), hbits(6));
+        }
+        let pairs: [__m256i; 8] = std::array::from_fn(|k| {
+            _mm256_set_m128i(
+                _mm_set1_epi16(sc[2 * k + 1] as i16),
+                _mm_set1_epi16(sc[2 * k] as i16),
+            )
+        });
+        for r in 0..R {
+            let ab = &*a[r].add(b);
+            let aq = ab.qs.as_ptr().cast::<u8>();
+            let mut isum = _mm256_setzero_si256();
+            for k in 0..8 {
+                isum = _mm256_add_epi32(isum, scaled(u[k], load(aq.add(32 * k)), pairs[k]));
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * ab.d), acc[r]);
+            let mut bsum = 0i32;
+            for k in 0..16 {
+                bsum += sc[k] as i32 * ab.bsums[k] as i32;
+            }
+            off[r] -= 32.0 * d * ab.d * bsum as f32;
+        }
+    }
+    std::array::from_fn(|r| hsum(acc[r]) + off[r])
+}
+
+/// Dense rows: f32, f16 or bf16 weights against f32 activations.
+#[inline(always)]
+unsafe fn dense<const R: usize>(ty: WType, w: *const u8, a: [*const f32; R], n: usize) -> [f32; R] {
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = match ty {
+            WType::F32 => _mm256_loadu_ps(w.add(4 * i).cast()),
+            WType::F16 => _mm256_cvtph_ps(_mm_loadu_si128(w.add(2 * i).cast())),
+            _ => {
+                let h = _mm256_cvtepu16_epi32(_mm_loadu_si128(w.add(2 * i).cast()));
+                _mm256_castsi256_ps(_mm256_slli_epi32(h, 16))
+            }
+        };
+        for r in 0..R {
+            acc[r] = _mm256_fmadd_ps(x, _mm256_loadu_ps(a[r].add(i)), acc[r]);
+        }
+        i += 8;
+    }
+    let mut out: [f32; R] = std::array::from_fn(|r| hsum(acc[r]));
+    for k in i..n {
+        let mut one = [0f32; 1];
+        super::scalar::dequantize_row(
+            ty,
+            std::slice::from_raw_parts(w.add(k * ty.block().1), ty.block().1),
+            &mut one,
+        );
+        for r in 0..R {
+            out[r] += one[0] * *a[r].add(k);
+        }
+    }
+    out
+}
+
+#[inline(always)]
+unsafe fn rows<D: ByteDot, const R: usize>(
+    ty: WType,
+    w: &[u8],
+    cols: usize,
+    acts: &ActBuf,
+    first: usize,
+) -> [f32; R] {
+    let w = w.as_ptr();
+    match ty.act() {
+        ActKind::F32 => {
+            let a = std::array::from_fn(|r| acts.f32_row(first + r).as_ptr());
+            dense::<R>(ty, w, a, cols)
+        }
+        ActKind::Q8 => {
+            let a = std::array::from_fn(|r| acts.q8_row(first + r).as_ptr());
+            match ty {
+                WType::Q8_0 => q8_0::<D, R>(w, a, cols / 32),
+                _ => legacy::<D, R>(ty, w, a, cols / 32),
+            }
+        }
+        ActKind::Q8K => {
+            let a = std::array::from_fn(|r| acts.q8k_row(first + r).as_ptr());
+            match ty {
+                WType::Q6K => q6k::<R>(w, a, cols / 256),
+                _ => q45k::<R>(ty == WType::Q5K, w, a, cols / 256),
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn any_rows<D: ByteDot>(
+    ty: WType,
+    w: &[u8],
+    cols: usize,
+    acts: &ActBuf,
+    first: usize,
+    r: usize,
+    out: &mut [f32; MAX_ROWS],
+) {
+    match r {
+        1 => out[..1].copy_from_slice(&rows::<D, 1>(ty, w, cols, acts, first)),
+        2 => out[..2].copy_from_slice(&rows::<D, 2>(ty, w, cols, acts, first)),
+        3 => out[..3].copy_from_slice(&rows::<D, 3>(ty, w, cols, acts, first)),
+        _ => out[..4].copy_from_slice(&rows::<D, 4>(ty, w, cols, acts, first)),
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn avx2(
+    ty: WType,
+    w: &[u8],
+    cols: usize,
+    acts: &ActBuf,
+    first: usize,
+    r: usize,
+    out: &mut [f32; MAX_ROWS],
+) {
+    any_rows::<Avx2Dot>(ty, w, cols, acts, first, r, out)
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn vnni(
+    ty: WType,
+    w: &[u8],
+    cols: usize,
+    acts: &ActBuf,
+    first: usize,
+    r: usize,
+    out: &mut [f32; MAX_ROWS],
+) {
+    any_rows::<VnniDot>(ty, w, cols, acts, first, r, out)
+}
+
+/// Dots of weight row `w` (`cols` values of `ty`) with activation rows `first..first + r`.
+///
+/// # Safety
+/// The CPU must have the features of `isa` (AVX2/FMA/F16C, plus AVX-512 F/BW/VL/VNNI for
+/// [`Isa::Avx512Vnni`]); `w` must hold one row of `ty`, and `acts` rows of `cols` values in
+/// `ty.act()`'s format.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn dot_rows(
+    isa: Isa,
+    ty: WType,
+    w: &[u8],
+    cols: usize,
+    acts: &ActBuf,
+    first: usize,
+    r: usize,
+    out: &mut [f32; MAX_ROWS],
+) {
+    debug_assert!(r >= 1 && r <= MAX_ROWS && first + r <= acts.rows());
+    match isa {
+        Isa::Avx512Vnni => vnni(ty, w, cols, acts, first, r, out),
+        _ => avx2(ty, w, cols, acts, first, r, out),
+    }
+}
