@@ -398,7 +398,7 @@ pub fn matcher_ops_target(data: &[u8]) {
             }
             6 => m = m.fork(),
             _ => {
-                if choices.byte() % 4 == 0 {
+                if choices.byte().is_multiple_of(4) {
                     m.reset();
                 }
             }

@@ -61,6 +61,24 @@ fn head_dim(kind: Kind) -> usize {
 
 /// Writes a tiny GGUF model of `kind`; returns its path.
 fn write_gguf(kind: Kind, dir: &Path, rng: &mut Rng) -> PathBuf {
+    let wtype = if kind == Kind::Qwen3 {
+        GgmlDType::F32
+    } else {
+        GgmlDType::Q8_0
+    };
+    write_gguf_as(kind, dir, rng, wtype, HIDDEN, FFN)
+}
+
+/// Writes a GGUF model of `kind` with its matrices in `wtype`, `hidden` wide with an MLP of
+/// `ffn`; returns its path.
+fn write_gguf_as(
+    kind: Kind,
+    dir: &Path,
+    rng: &mut Rng,
+    wtype: GgmlDType,
+    hidden: usize,
+    ffn: usize,
+) -> PathBuf {
     let arch = match kind {
         Kind::Llama => "llama",
         Kind::Qwen2 => "qwen2",
@@ -68,7 +86,11 @@ fn write_gguf(kind: Kind, dir: &Path, rng: &mut Rng) -> PathBuf {
         Kind::Phi3 => "phi3",
         Kind::Gemma3 => "gemma3",
     };
-    let d = head_dim(kind);
+    let d = if kind == Kind::Qwen3 {
+        32
+    } else {
+        hidden / HEADS
+    };
     let u = |v: usize| gguf_file::Value::U32(v as u32);
     let mut md: Vec<(String, gguf_file::Value)> = vec![
         (
@@ -78,8 +100,8 @@ fn write_gguf(kind: Kind, dir: &Path, rng: &mut Rng) -> PathBuf {
         (format!("{arch}.attention.head_count"), u(HEADS)),
         (format!("{arch}.attention.head_count_kv"), u(KV)),
         (format!("{arch}.block_count"), u(LAYERS)),
-        (format!("{arch}.embedding_length"), u(HIDDEN)),
-        (format!("{arch}.feed_forward_length"), u(FFN)),
+        (format!("{arch}.embedding_length"), u(hidden)),
+        (format!("{arch}.feed_forward_length"), u(ffn)),
         (format!("{arch}.context_length"), u(256)),
         (
             format!("{arch}.attention.layer_norm_rms_epsilon"),
@@ -96,53 +118,48 @@ fn write_gguf(kind: Kind, dir: &Path, rng: &mut Rng) -> PathBuf {
         md.push((format!("{arch}.attention.sliding_window"), u(3)));
         md.push((format!("{arch}.attention.sliding_window_type"), u(100)));
     }
-    let wtype = if kind == Kind::Qwen3 {
-        GgmlDType::F32
-    } else {
-        GgmlDType::Q8_0
-    };
     let q8 = |t: Tensor| QTensor::quantize(&t, wtype).unwrap();
     let f32q = |t: Tensor| QTensor::quantize(&t, GgmlDType::F32).unwrap();
     let mut tensors: Vec<(String, QTensor)> = vec![
         (
             "token_embd.weight".into(),
-            q8(rng.tensor(&[VOCAB, HIDDEN], 2.0, 0.0)),
+            q8(rng.tensor(&[VOCAB, hidden], 2.0, 0.0)),
         ),
         (
             "output_norm.weight".into(),
-            f32q(rng.tensor(&[HIDDEN], 0.2, 1.0)),
+            f32q(rng.tensor(&[hidden], 0.2, 1.0)),
         ),
         (
             "output.weight".into(),
-            q8(rng.tensor(&[VOCAB, HIDDEN], 0.5, 0.0)),
+            q8(rng.tensor(&[VOCAB, hidden], 0.5, 0.0)),
         ),
     ];
     let (qd, kvd) = (HEADS * d, KV * d);
     for i in 0..LAYERS {
         let mut t = |n: &str, q: QTensor| tensors.push((format!("blk.{i}.{n}"), q));
-        t("attn_norm.weight", f32q(rng.tensor(&[HIDDEN], 0.2, 1.0)));
-        t("ffn_norm.weight", f32q(rng.tensor(&[HIDDEN], 0.2, 1.0)));
+        t("attn_norm.weight", f32q(rng.tensor(&[hidden], 0.2, 1.0)));
+        t("ffn_norm.weight", f32q(rng.tensor(&[hidden], 0.2, 1.0)));
         if kind == Kind::Phi3 {
             t(
                 "attn_qkv.weight",
-                q8(rng.tensor(&[qd + 2 * kvd, HIDDEN], 0.5, 0.0)),
+                q8(rng.tensor(&[qd + 2 * kvd, hidden], 0.5, 0.0)),
             );
             t(
                 "ffn_up.weight",
-                q8(rng.tensor(&[2 * FFN, HIDDEN], 0.5, 0.0)),
+                q8(rng.tensor(&[2 * ffn, hidden], 0.5, 0.0)),
             );
         } else {
-            t("attn_q.weight", q8(rng.tensor(&[qd, HIDDEN], 0.5, 0.0)));
-            t("attn_k.weight", q8(rng.tensor(&[kvd, HIDDEN], 0.5, 0.0)));
-            t("attn_v.weight", q8(rng.tensor(&[kvd, HIDDEN], 0.5, 0.0)));
-            t("ffn_gate.weight", q8(rng.tensor(&[FFN, HIDDEN], 0.5, 0.0)));
-            t("ffn_up.weight", q8(rng.tensor(&[FFN, HIDDEN], 0.5, 0.0)));
+            t("attn_q.weight", q8(rng.tensor(&[qd, hidden], 0.5, 0.0)));
+            t("attn_k.weight", q8(rng.tensor(&[kvd, hidden], 0.5, 0.0)));
+            t("attn_v.weight", q8(rng.tensor(&[kvd, hidden], 0.5, 0.0)));
+            t("ffn_gate.weight", q8(rng.tensor(&[ffn, hidden], 0.5, 0.0)));
+            t("ffn_up.weight", q8(rng.tensor(&[ffn, hidden], 0.5, 0.0)));
         }
         t(
             "attn_output.weight",
-            q8(rng.tensor(&[HIDDEN, qd], 0.5, 0.0)),
+            q8(rng.tensor(&[hidden, qd], 0.5, 0.0)),
         );
-        t("ffn_down.weight", q8(rng.tensor(&[HIDDEN, FFN], 0.3, 0.0)));
+        t("ffn_down.weight", q8(rng.tensor(&[hidden, ffn], 0.3, 0.0)));
         if kind == Kind::Qwen2 {
             t("attn_q.bias", f32q(rng.tensor(&[qd], 0.2, 0.0)));
             t("attn_k.bias", f32q(rng.tensor(&[kvd], 0.2, 0.0)));
@@ -155,15 +172,15 @@ fn write_gguf(kind: Kind, dir: &Path, rng: &mut Rng) -> PathBuf {
         if kind == Kind::Gemma3 {
             t(
                 "post_attention_norm.weight",
-                f32q(rng.tensor(&[HIDDEN], 0.2, 1.0)),
+                f32q(rng.tensor(&[hidden], 0.2, 1.0)),
             );
             t(
                 "post_ffw_norm.weight",
-                f32q(rng.tensor(&[HIDDEN], 0.2, 1.0)),
+                f32q(rng.tensor(&[hidden], 0.2, 1.0)),
             );
         }
     }
-    let path = dir.join(format!("{arch}.gguf"));
+    let path = dir.join(format!("{arch}-{wtype:?}.gguf"));
     let mut f = std::fs::File::create(&path).unwrap();
     let md_refs: Vec<(&str, &gguf_file::Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
@@ -321,10 +338,19 @@ fn gguf_architectures_match_candle_transformers() {
     let dir = tempdir("gguf");
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for kind in [Kind::Llama, Kind::Qwen2, Kind::Qwen3, Kind::Phi3] {
-        let path = write_gguf(kind, &dir, &mut rng);
+        // F32 weights: candle-transformers then rounds no activations, so both runners of ours
+        // must give its logits closely.
+        let path = write_gguf_as(kind, &dir, &mut rng, GgmlDType::F32, HIDDEN, FFN);
         let what = path.display().to_string();
-        let (mut dec, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto).unwrap();
+        let (mut dec, _, desc) =
+            gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto, Some(2)).unwrap();
+        assert!(desc.contains("CPU kernels"), "{desc}");
+        let (mut on_candle, _, _) =
+            gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto, None).unwrap();
         let got = ours(&mut dec);
+        for (i, (a, b)) in got.iter().zip(&ours(&mut on_candle)).enumerate() {
+            assert_close(a, b, &format!("{what} on candle, step {i}"));
+        }
         let open = || {
             let mut f = std::fs::File::open(&path).unwrap();
             let ct = gguf_file::Content::read(&mut f).unwrap();
@@ -356,6 +382,53 @@ fn gguf_architectures_match_candle_transformers() {
         };
         for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
             assert_close(a, b, &format!("{what} step {i}"));
+        }
+        check_rollback(&mut dec, &got, &what);
+    }
+}
+
+/// Every quantization type the CPU kernels read, in a llama model wide enough for the K formats:
+/// our kernels against candle-transformers (candle's kernels) and against our decoder on candle.
+/// Both round activations to 8 bits, each its own way, so they agree to that precision; a wrong
+/// block layout would be off by the logits' whole scale.
+#[test]
+fn every_quantization_type_matches_candle_transformers() {
+    use candle_transformers::models::quantized_llama;
+    let dir = tempdir("qtypes");
+    let mut rng = Rng(0x005E_ED0F_7195);
+    for wtype in [
+        GgmlDType::Q4_0,
+        GgmlDType::Q4_1,
+        GgmlDType::Q5_0,
+        GgmlDType::Q5_1,
+        GgmlDType::Q8_0,
+        GgmlDType::Q4K,
+        GgmlDType::Q5K,
+        GgmlDType::Q6K,
+    ] {
+        let path = write_gguf_as(Kind::Llama, &dir, &mut rng, wtype, 256, 512);
+        let what = path.display().to_string();
+        let (mut dec, _, desc) =
+            gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto, Some(2)).unwrap();
+        assert!(desc.contains("CPU kernels"), "{desc}");
+        let got = ours(&mut dec);
+        let (mut on_candle, _, _) =
+            gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto, None).unwrap();
+        let mut f = std::fs::File::open(&path).unwrap();
+        let ct = gguf_file::Content::read(&mut f).unwrap();
+        let mut m = quantized_llama::ModelWeights::from_gguf(ct, &mut f, &Device::Cpu).unwrap();
+        let reference = reference_steps(|t, pos| m.forward(&ids(t), pos).unwrap());
+        for (i, ((a, b), c)) in got
+            .iter()
+            .zip(&reference)
+            .zip(&ours(&mut on_candle))
+            .enumerate()
+        {
+            let (d, e) = (rel_diff(a, b), rel_diff(a, c));
+            assert!(
+                d < 0.05 && e < 0.05,
+                "{what} step {i}: {d} from candle-transformers, {e} from ours on candle"
+            );
         }
         check_rollback(&mut dec, &got, &what);
     }
@@ -449,8 +522,10 @@ fn weight_dtypes_agree_with_f32() {
             check_rollback(&mut dec, &got, &format!("{} {dt:?}", st.display()));
         }
         let path = write_gguf(kind, &dir, &mut rng);
-        let (mut quant, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto).unwrap();
-        let (mut dense, _, desc) = gguf_decoder(&path, &Device::Cpu, WeightDtype::F32).unwrap();
+        let (mut quant, _, _) =
+            gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto, Some(2)).unwrap();
+        let (mut dense, _, desc) =
+            gguf_decoder(&path, &Device::Cpu, WeightDtype::F32, Some(2)).unwrap();
         assert!(desc.contains("dequantized to f32"), "{desc}");
         let (q, d) = (ours(&mut quant), ours(&mut dense));
         for (i, (a, b)) in q.iter().zip(&d).enumerate() {
@@ -461,7 +536,8 @@ fn weight_dtypes_agree_with_f32() {
                 path.display()
             );
         }
-        let (mut half, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Bf16).unwrap();
+        let (mut half, _, _) =
+            gguf_decoder(&path, &Device::Cpu, WeightDtype::Bf16, Some(2)).unwrap();
         assert_eq!(half.dtype, DType::BF16);
         let h = ours(&mut half);
         assert!(rel_diff(&h[0], &d[0]) < 0.05, "{} bf16", path.display());
@@ -473,7 +549,7 @@ fn gemma3_sliding_window_and_decode_consistency() {
     let dir = tempdir("gemma");
     let mut rng = Rng(0x1234_5678_9ABC_DEF1);
     let path = write_gguf(Kind::Gemma3, &dir, &mut rng);
-    let (mut dec, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto).unwrap();
+    let (mut dec, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto, Some(2)).unwrap();
     let got = ours(&mut dec);
     check_rollback(&mut dec, &got, "gemma3");
     // Two layers with a window of 3: the last token sees at most 5 positions back.
@@ -523,19 +599,19 @@ fn truncated_and_wrong_files_are_clear_errors() {
     let bytes = std::fs::read(&path).unwrap();
     let cut = dir.join("cut.gguf");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
-    let e = gguf_decoder(&cut, &Device::Cpu, WeightDtype::Auto)
+    let e = gguf_decoder(&cut, &Device::Cpu, WeightDtype::Auto, Some(2))
         .unwrap_err()
         .to_string();
     assert!(e.contains("cut.gguf") && e.contains("truncated"), "{e}");
     let head = dir.join("head.gguf");
     std::fs::write(&head, &bytes[..100]).unwrap();
-    let e = gguf_decoder(&head, &Device::Cpu, WeightDtype::Auto)
+    let e = gguf_decoder(&head, &Device::Cpu, WeightDtype::Auto, Some(2))
         .unwrap_err()
         .to_string();
     assert!(e.contains("head.gguf"), "{e}");
     let text = dir.join("text.gguf");
     std::fs::write(&text, "not a model").unwrap();
-    let e = gguf_decoder(&text, &Device::Cpu, WeightDtype::Auto)
+    let e = gguf_decoder(&text, &Device::Cpu, WeightDtype::Auto, Some(2))
         .unwrap_err()
         .to_string();
     assert!(e.contains("text.gguf") && e.contains("GGUF"), "{e}");

@@ -396,7 +396,7 @@ fn answer_all(
                         }
                     }
                     let line = accuracy_line(&modes, &correct, done);
-                    if pb.is_hidden() && (done % 25 == 0 || done == cases.len()) {
+                    if pb.is_hidden() && (done.is_multiple_of(25) || done == cases.len()) {
                         eprintln!("{done}/{} cases: {line}", cases.len());
                     }
                     pb.set_message(line);

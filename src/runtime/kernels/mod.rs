@@ -20,10 +20,43 @@ mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
 use candle_core::quantized::GgmlDType;
 
 pub use pool::{physical_cores, Pool};
 pub use quant::{ActBuf, A8, A8K};
+
+/// Threads for the forward pass; 0: [`physical_cores`].
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the threads of the CPU decoders built from now on (`--threads`); 0 restores the
+/// default, one per physical core.
+pub fn set_threads(n: usize) {
+    THREADS.store(n, Ordering::SeqCst);
+}
+
+/// Threads for a CPU decoder built now.
+pub fn threads() -> usize {
+    match THREADS.load(Ordering::SeqCst) {
+        0 => physical_cores(),
+        n => n,
+    }
+}
+
+/// Whether GGUF models on the CPU run on these kernels (else on candle's).
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Runs GGUF models loaded from now on with these kernels (`true`, the default) or with
+/// candle's (`--candle-kernels`, for comparison).
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Ordering::SeqCst);
+}
+
+/// Whether GGUF models loaded now run on these kernels.
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::SeqCst)
+}
 
 /// Activation rows handled together by one kernel call.
 pub const MAX_ROWS: usize = 4;
@@ -212,7 +245,7 @@ impl QWeight {
     /// The bytes needed for a `rows × cols` matrix of `ty`, or why that shape is impossible.
     pub fn byte_len(ty: WType, rows: usize, cols: usize) -> Result<usize, WeightError> {
         let (block, bytes) = ty.block();
-        if cols == 0 || cols % block != 0 {
+        if cols == 0 || !cols.is_multiple_of(block) {
             return Err(WeightError::Blocks { ty, cols, block });
         }
         Ok(rows * cols / block * bytes)
@@ -306,49 +339,66 @@ impl QWeight {
         pool.run_chunks(chunks, &|c| {
             let end = ((c + 1) * chunk).min(n);
             // Tiles of a few weight rows stay in L1 while every activation row goes past them.
-            let mut tile = c * chunk;
-            while tile < end {
-                let cols = tile..(tile + COL_TILE).min(end);
+            let mut start = c * chunk;
+            while start < end {
+                let cols = start..(start + COL_TILE).min(end);
                 let mut first = 0;
                 while first < m {
                     let r = (m - first).min(MAX_ROWS);
-                    for j in cols.clone() {
-                        let mut dots = [0f32; MAX_ROWS];
-                        self.dot_rows(isa, j, acts, first, r, &mut dots);
-                        for (i, d) in dots[..r].iter().enumerate() {
-                            // SAFETY: (first + i, j) is written by this chunk only, and lies
-                            // inside `out` by the assertion above.
-                            unsafe { *out_ptr.get().add((first + i) * ld + j) = *d };
-                        }
-                    }
+                    let tile = Tile {
+                        ty: self.ty,
+                        w: self.bytes().as_ptr(),
+                        row_bytes: self.row_bytes,
+                        k: self.cols,
+                        cols: cols.clone(),
+                        // SAFETY: row `first` of the output lies inside `out` (assertion above).
+                        out: unsafe { out_ptr.get().add(first * ld) },
+                        ld,
+                    };
+                    self.dot_tile(isa, &tile, acts, first, r);
                     first += r;
                 }
-                tile = cols.end;
+                start = cols.end;
             }
         });
     }
 
-    /// Dots of weight row `j` with activation rows `first..first + r` (`r ≤ MAX_ROWS`).
-    fn dot_rows(
-        &self,
-        isa: Isa,
-        j: usize,
-        acts: &ActBuf,
-        first: usize,
-        r: usize,
-        out: &mut [f32; MAX_ROWS],
-    ) {
-        let row = self.row(j);
+    /// Dots of the rows of `tile` with activation rows `first..first + r` (`r ≤ MAX_ROWS`).
+    fn dot_tile(&self, isa: Isa, tile: &Tile, acts: &ActBuf, first: usize, r: usize) {
         match isa {
             #[cfg(target_arch = "x86_64")]
             Isa::Avx2 | Isa::Avx512Vnni => {
                 // SAFETY: `isa` came from `Isa::detect` (or `available`), so the CPU has the
-                // features; `row` and the activation rows hold `cols` values each.
-                unsafe { x86::dot_rows(isa, self.ty, row, self.cols, acts, first, r, out) }
+                // features; the tile's rows are rows of this matrix, its output rows lie in the
+                // caller's `out`, and each chunk writes only its own columns.
+                unsafe { x86::dot_tile(isa, tile, acts, first, r) }
             }
-            _ => scalar::dot_rows(self.ty, row, self.cols, acts, first, r, out),
+            _ => {
+                for j in tile.cols.clone() {
+                    let mut dots = [0f32; MAX_ROWS];
+                    scalar::dot_rows(self.ty, self.row(j), self.cols, acts, first, r, &mut dots);
+                    for (i, d) in dots[..r].iter().enumerate() {
+                        // SAFETY: as above.
+                        unsafe { *tile.out.add(i * tile.ld + j) = *d };
+                    }
+                }
+            }
         }
     }
+}
+
+/// Weight rows `cols` of one matrix against a few activation rows, and where their dots go.
+struct Tile {
+    ty: WType,
+    /// The matrix's first byte.
+    w: *const u8,
+    row_bytes: usize,
+    /// Values per row.
+    k: usize,
+    cols: std::ops::Range<usize>,
+    /// The output row of the first activation row; output row `i` starts `i · ld` after it.
+    out: *mut f32,
+    ld: usize,
 }
 
 /// A raw pointer shared by the workers of one product, each writing its own elements.

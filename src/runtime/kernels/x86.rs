@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 
 use super::quant::{ActBuf, A8, A8K};
 use super::scalar::scale_min_k4;
-use super::{ActKind, Isa, WType, MAX_ROWS};
+use super::{ActKind, Isa, Tile, WType, MAX_ROWS};
 
 /// Unsigned × signed byte products summed in groups of four.
 trait ByteDot {
@@ -79,15 +79,21 @@ unsafe fn bits_16(bits: u32) -> __m256i {
     _mm256_and_si256(set, _mm256_set1_epi8(0x10))
 }
 
-/// A legacy block (32 values) → unsigned bytes, scale, and the constant `c` with
-/// `value = d · u + c`.
+/// The legacy formats as const parameters, so that each kernel is compiled for one.
+const Q4_0: u8 = 0;
+const Q4_1: u8 = 1;
+const Q5_0: u8 = 2;
+const Q5_1: u8 = 3;
+
+/// A legacy block (32 values) of format `T` → unsigned bytes, scale, and the constant `c`
+/// with `value = d · u + c`.
 #[inline(always)]
-unsafe fn legacy_block(ty: WType, p: *const u8) -> (__m256i, f32, f32) {
+unsafe fn legacy_block<const T: u8>(p: *const u8) -> (__m256i, f32, f32) {
     let d = f16(p);
-    match ty {
-        WType::Q4_0 => (nibbles(p.add(2)), d, -8.0 * d),
-        WType::Q4_1 => (nibbles(p.add(4)), d, f16(p.add(2))),
-        WType::Q5_0 => {
+    match T {
+        Q4_0 => (nibbles(p.add(2)), d, -8.0 * d),
+        Q4_1 => (nibbles(p.add(4)), d, f16(p.add(2))),
+        Q5_0 => {
             let qh = std::ptr::read_unaligned(p.add(2).cast::<u32>());
             (
                 _mm256_or_si256(nibbles(p.add(6)), bits_16(qh)),
@@ -107,17 +113,16 @@ unsafe fn legacy_block(ty: WType, p: *const u8) -> (__m256i, f32, f32) {
 }
 
 #[inline(always)]
-unsafe fn legacy<D: ByteDot, const R: usize>(
-    ty: WType,
+unsafe fn legacy<D: ByteDot, const T: u8, const R: usize>(
     w: *const u8,
     a: [*const A8; R],
     nb: usize,
 ) -> [f32; R] {
-    let bytes = ty.block().1;
+    let bytes = [18, 20, 22, 24][T as usize];
     let mut acc = [_mm256_setzero_ps(); R];
     let mut off = [0f32; R];
     for b in 0..nb {
-        let (u, dw, cw) = legacy_block(ty, w.add(b * bytes));
+        let (u, dw, cw) = legacy_block::<T>(w.add(b * bytes));
         for r in 0..R {
             let ab = &*a[r].add(b);
             let p = D::dot(u, load(ab.qs.as_ptr().cast()));
@@ -205,10 +210,11 @@ unsafe fn q45k<const R: usize>(
                 isum = _mm256_add_epi32(isum, s);
             }
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * ab.d), acc[r]);
-            let mut msum = 0i32;
-            for j in 0..8 {
-                msum += mn[j] * (ab.bsums[2 * j] as i32 + ab.bsums[2 * j + 1] as i32);
-            }
+            let msum: i32 = mn
+                .iter()
+                .zip(ab.bsums.chunks_exact(2))
+                .map(|(m, b)| m * (b[0] as i32 + b[1] as i32))
+                .sum();
             off[r] -= dmin * ab.d * msum as f32;
         }
     }
@@ -256,10 +262,11 @@ unsafe fn q6k<const R: usize>(w: *const u8, a: [*const A8K; R], nb: usize) -> [f
                 isum = _mm256_add_epi32(isum, scaled(u[k], load(aq.add(32 * k)), pairs[k]));
             }
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * ab.d), acc[r]);
-            let mut bsum = 0i32;
-            for k in 0..16 {
-                bsum += sc[k] as i32 * ab.bsums[k] as i32;
-            }
+            let bsum: i32 = sc
+                .iter()
+                .zip(&ab.bsums)
+                .map(|(s, b)| *s as i32 * *b as i32)
+                .sum();
             off[r] -= 32.0 * d * ab.d * bsum as f32;
         }
     }
@@ -300,101 +307,82 @@ unsafe fn dense<const R: usize>(ty: WType, w: *const u8, a: [*const f32; R], n: 
     out
 }
 
+/// Weight rows `cols` (each `row_bytes` long from `w`) against activation rows
+/// `first..first + R`; the dot of weight row `j` with activation row `first + i` goes to
+/// `out[i * ld + j]`.
 #[inline(always)]
-unsafe fn rows<D: ByteDot, const R: usize>(
-    ty: WType,
-    w: &[u8],
-    cols: usize,
-    acts: &ActBuf,
-    first: usize,
-) -> [f32; R] {
-    let w = w.as_ptr();
-    match ty.act() {
-        ActKind::F32 => {
-            let a = std::array::from_fn(|r| acts.f32_row(first + r).as_ptr());
-            dense::<R>(ty, w, a, cols)
-        }
+unsafe fn tile<D: ByteDot, const R: usize>(t: &Tile, acts: &ActBuf, first: usize) {
+    macro_rules! each {
+        ($a:expr, $kernel:expr) => {{
+            let a = $a;
+            for j in t.cols.clone() {
+                let dots: [f32; R] = $kernel(t.w.add(j * t.row_bytes), a);
+                for (i, d) in dots.iter().enumerate() {
+                    *t.out.add(i * t.ld + j) = *d;
+                }
+            }
+        }};
+    }
+    let k = t.k;
+    match t.ty.act() {
+        ActKind::F32 => each!(
+            std::array::from_fn::<_, R, _>(|r| acts.f32_row(first + r).as_ptr()),
+            |w, a| dense::<R>(t.ty, w, a, k)
+        ),
         ActKind::Q8 => {
-            let a = std::array::from_fn(|r| acts.q8_row(first + r).as_ptr());
-            match ty {
-                WType::Q8_0 => q8_0::<D, R>(w, a, cols / 32),
-                _ => legacy::<D, R>(ty, w, a, cols / 32),
+            let a = std::array::from_fn::<_, R, _>(|r| acts.q8_row(first + r).as_ptr());
+            let nb = k / 32;
+            match t.ty {
+                WType::Q8_0 => each!(a, |w, a| q8_0::<D, R>(w, a, nb)),
+                WType::Q4_0 => each!(a, |w, a| legacy::<D, Q4_0, R>(w, a, nb)),
+                WType::Q4_1 => each!(a, |w, a| legacy::<D, Q4_1, R>(w, a, nb)),
+                WType::Q5_0 => each!(a, |w, a| legacy::<D, Q5_0, R>(w, a, nb)),
+                _ => each!(a, |w, a| legacy::<D, Q5_1, R>(w, a, nb)),
             }
         }
         ActKind::Q8K => {
-            let a = std::array::from_fn(|r| acts.q8k_row(first + r).as_ptr());
-            match ty {
-                WType::Q6K => q6k::<R>(w, a, cols / 256),
-                _ => q45k::<R>(ty == WType::Q5K, w, a, cols / 256),
+            let a = std::array::from_fn::<_, R, _>(|r| acts.q8k_row(first + r).as_ptr());
+            let nb = k / 256;
+            match t.ty {
+                WType::Q6K => each!(a, |w, a| q6k::<R>(w, a, nb)),
+                WType::Q5K => each!(a, |w, a| q45k::<R>(true, w, a, nb)),
+                _ => each!(a, |w, a| q45k::<R>(false, w, a, nb)),
             }
         }
     }
 }
 
 #[inline(always)]
-unsafe fn any_rows<D: ByteDot>(
-    ty: WType,
-    w: &[u8],
-    cols: usize,
-    acts: &ActBuf,
-    first: usize,
-    r: usize,
-    out: &mut [f32; MAX_ROWS],
-) {
+unsafe fn any_tile<D: ByteDot>(t: &Tile, acts: &ActBuf, first: usize, r: usize) {
     match r {
-        1 => out[..1].copy_from_slice(&rows::<D, 1>(ty, w, cols, acts, first)),
-        2 => out[..2].copy_from_slice(&rows::<D, 2>(ty, w, cols, acts, first)),
-        3 => out[..3].copy_from_slice(&rows::<D, 3>(ty, w, cols, acts, first)),
-        _ => out[..4].copy_from_slice(&rows::<D, 4>(ty, w, cols, acts, first)),
+        1 => tile::<D, 1>(t, acts, first),
+        2 => tile::<D, 2>(t, acts, first),
+        3 => tile::<D, 3>(t, acts, first),
+        _ => tile::<D, 4>(t, acts, first),
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn avx2(
-    ty: WType,
-    w: &[u8],
-    cols: usize,
-    acts: &ActBuf,
-    first: usize,
-    r: usize,
-    out: &mut [f32; MAX_ROWS],
-) {
-    any_rows::<Avx2Dot>(ty, w, cols, acts, first, r, out)
+unsafe fn avx2(t: &Tile, acts: &ActBuf, first: usize, r: usize) {
+    any_tile::<Avx2Dot>(t, acts, first, r)
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn vnni(
-    ty: WType,
-    w: &[u8],
-    cols: usize,
-    acts: &ActBuf,
-    first: usize,
-    r: usize,
-    out: &mut [f32; MAX_ROWS],
-) {
-    any_rows::<VnniDot>(ty, w, cols, acts, first, r, out)
+unsafe fn vnni(t: &Tile, acts: &ActBuf, first: usize, r: usize) {
+    any_tile::<VnniDot>(t, acts, first, r)
 }
 
-/// Dots of weight row `w` (`cols` values of `ty`) with activation rows `first..first + r`.
+/// Dots of the weight rows of `t` with activation rows `first..first + r` into `t.out`.
 ///
 /// # Safety
 /// The CPU must have the features of `isa` (AVX2/FMA/F16C, plus AVX-512 F/BW/VL/VNNI for
-/// [`Isa::Avx512Vnni`]); `w` must hold one row of `ty`, and `acts` rows of `cols` values in
-/// `ty.act()`'s format.
-#[allow(clippy::too_many_arguments)]
-pub unsafe fn dot_rows(
-    isa: Isa,
-    ty: WType,
-    w: &[u8],
-    cols: usize,
-    acts: &ActBuf,
-    first: usize,
-    r: usize,
-    out: &mut [f32; MAX_ROWS],
-) {
-    debug_assert!(r >= 1 && r <= MAX_ROWS && first + r <= acts.rows());
+/// [`Isa::Avx512Vnni`]); `t` must describe rows of `t.ty` inside one weight matrix and an output
+/// with room for `r` rows of stride `t.ld` covering `t.cols`; `acts` must hold rows of `t.k`
+/// values in `t.ty.act()`'s format, `first + r` of them at least.
+pub unsafe fn dot_tile(isa: Isa, t: &Tile, acts: &ActBuf, first: usize, r: usize) {
+    debug_assert!((1..=MAX_ROWS).contains(&r) && first + r <= acts.rows());
     match isa {
-        Isa::Avx512Vnni => vnni(ty, w, cols, acts, first, r, out),
-        _ => avx2(ty, w, cols, acts, first, r, out),
+        Isa::Avx512Vnni => vnni(t, acts, first, r),
+        _ => avx2(t, acts, first, r),
     }
 }

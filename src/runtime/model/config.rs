@@ -105,7 +105,7 @@ impl ArchConfig {
     /// Whether layer `i` uses the sliding window (and the local RoPE base).
     pub fn is_local_layer(&self, i: usize) -> bool {
         self.sliding_window
-            .is_some_and(|(_, every)| every > 0 && (i + 1) % every != 0)
+            .is_some_and(|(_, every)| every > 0 && !(i + 1).is_multiple_of(every))
     }
 }
 

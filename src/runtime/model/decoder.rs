@@ -109,9 +109,9 @@ pub enum Embedding {
     Dense(Tensor),
 }
 
-/// A loaded network with its KV cache.
+/// A loaded network with its KV cache, on candle's tensors (any device, any dtype).
 #[derive(Debug)]
-pub struct Decoder {
+pub struct CandleDecoder {
     /// Shape and options.
     pub cfg: ArchConfig,
     /// Token embeddings.
@@ -132,7 +132,7 @@ pub struct Decoder {
     pub cache: Vec<Option<(Tensor, Tensor)>>,
 }
 
-impl Decoder {
+impl CandleDecoder {
     /// Tokens in the cache (= position of the next token).
     pub fn len(&self) -> usize {
         self.cache

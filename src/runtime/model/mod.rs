@@ -12,7 +12,9 @@
 //! on the CPU; `bf16`, `f16` and `f32` dequantize or convert every weight to that dtype, and the
 //! activations and KV cache follow it.
 
+mod backend;
 pub mod config;
+mod cpu;
 pub mod decoder;
 mod weights;
 
@@ -24,7 +26,7 @@ use serde_json::Value;
 
 use crate::vocab::{self, LoadedVocab};
 
-pub use decoder::Decoder;
+pub use backend::Decoder;
 
 /// The files of one model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,10 +239,13 @@ fn invalid(e: String) -> ModelError {
 }
 
 /// Opens a GGUF file and builds its decoder (no tokenizer needed); also returns the header.
+/// `kernels`: on the CPU with f32 activations, run it on our kernels with that many threads
+/// (when its weight formats allow); `None`: on candle.
 pub fn gguf_decoder(
     path: &Path,
     device: &Device,
     dtype: WeightDtype,
+    kernels: Option<usize>,
 ) -> Result<(Decoder, gguf_file::Content, String), ModelError> {
     let mut file = std::fs::File::open(path).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
@@ -273,7 +278,12 @@ pub fn gguf_decoder(
         };
         weights::build(cfg, &mut src, device).map_err(invalid)?
     };
-    Ok((decoder, content, description))
+    let (decoder, runner) = match kernels {
+        Some(threads) => Decoder::cpu_or_candle(decoder, threads)
+            .map_err(|e| invalid(format!("{}: {e}", path.display())))?,
+        None => (Decoder::candle(decoder), "candle kernels".to_string()),
+    };
+    Ok((decoder, content, format!("{description}, {runner}")))
 }
 
 /// On CPU, a GGUF model whose projections dequantize to at most this many bytes keeps dense f32
@@ -287,7 +297,8 @@ fn load_gguf(
     device: &Device,
     dtype: WeightDtype,
 ) -> Result<Model, ModelError> {
-    let (mut decoder, content, mut description) = gguf_decoder(path, device, dtype)?;
+    let kernels = crate::runtime::kernels::enabled().then(crate::runtime::kernels::threads);
+    let (mut decoder, content, mut description) = gguf_decoder(path, device, dtype, kernels)?;
     if device.is_cpu() {
         let bytes = decoder
             .add_dense_copies(DENSE_COPY_BUDGET)
@@ -384,7 +395,7 @@ pub fn safetensors_decoder(
         vb,
         paths: weight_files,
     };
-    let decoder = weights::build(cfg, &mut src, device).map_err(invalid)?;
+    let decoder = Decoder::candle(weights::build(cfg, &mut src, device).map_err(invalid)?);
     Ok((decoder, description))
 }
 

@@ -1,4 +1,4 @@
-//! Weight files → a [`Decoder`]: GGUF tensors (kept quantized, or dequantized to one dtype) or
+//! Weight files → a [`CandleDecoder`]: GGUF tensors (kept quantized, or dequantized to one dtype) or
 //! safetensors checkpoints (dense, in the dtype their VarBuilder converts to), named by llama.cpp's
 //! or Transformers' conventions. Every dense tensor of a decoder has one dtype, which is also the
 //! dtype of its activations; over quantized weights the activations are f32.
@@ -16,7 +16,7 @@ use candle_core::quantized::{gguf_file, QMatMul, QTensor};
 use candle_core::{DType, Device, Tensor};
 
 use super::config::{inv_freqs, Arch, ArchConfig};
-use super::decoder::{Decoder, Embedding, GateUp, Layer, Linear, Norm, Qkv};
+use super::decoder::{CandleDecoder, Embedding, GateUp, Layer, Linear, Norm, Qkv};
 
 /// A tensor role, independent of the file format's naming.
 #[derive(Debug, Clone, Copy)]
@@ -266,10 +266,10 @@ impl Source<'_> {
 }
 
 /// Assembles the decoder for `cfg` from `src`; `vocab` is the embedding's row count.
-pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Decoder, String> {
+pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<CandleDecoder, String> {
     let (h, d) = (cfg.hidden, cfg.head_dim);
     let (qd, kvd) = (cfg.heads * d, cfg.kv_heads * d);
-    if cfg.kv_heads == 0 || cfg.heads % cfg.kv_heads != 0 {
+    if cfg.kv_heads == 0 || !cfg.heads.is_multiple_of(cfg.kv_heads) {
         return Err(format!(
             "{}: {} query heads are not a multiple of {} key/value heads",
             src.where_(),
@@ -391,7 +391,7 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Decod
     let inv_freq = (freqs(cfg.rope_base)?, freqs(cfg.rope_local_base)?);
     let norm = Norm(src.vector(Part::OutputNorm, h, device)?);
     let n_layers = layers.len();
-    Ok(Decoder {
+    Ok(CandleDecoder {
         cfg,
         embed,
         layers,

@@ -1,0 +1,596 @@
+//! The CPU forward pass on our own kernels ([`crate::runtime::kernels`]): GGUF weights in their
+//! block formats, f32 activations in buffers that are allocated once and grow, the KV cache as
+//! one growing f32 array per layer, and every matrix product, attention and element-wise step
+//! spread over one [`Pool`]. Same architectures and semantics as the candle path in
+//! [`super::decoder`] (which stays the path for GPUs and dense checkpoints): the logits of both
+//! agree up to activation rounding, which the architecture tests check for every format.
+//!
+//! Invariants: the KV cache of layer `l` holds `len × kv_heads × head_dim` keys and values, row
+//! `p` being position `p` (`[pos][kv_head][dim]`, so appending and truncating are `Vec` length
+//! changes); a query at position `p` sees keys `j ≤ p`, on sliding-window layers only
+//! `p − j < window`.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use candle_core::quantized::QMatMul;
+use candle_core::{Device, Tensor};
+
+use super::config::{Activation, ArchConfig};
+use super::decoder::{CandleDecoder, Embedding, GateUp, Linear, Norm, Qkv};
+use crate::runtime::kernels::{ActBuf, ActKind, Isa, Pool, QWeight, WType};
+
+/// A projection: weight rows (outputs) and an optional bias.
+#[derive(Debug)]
+struct Proj {
+    w: Arc<QWeight>,
+    bias: Option<Vec<f32>>,
+}
+
+#[derive(Debug)]
+struct CpuLayer {
+    attn_norm: Vec<f32>,
+    /// `q | k | v`: one fused projection or three.
+    qkv: Vec<Proj>,
+    o: Proj,
+    qk_norm: Option<(Vec<f32>, Vec<f32>)>,
+    post_attn_norm: Option<Vec<f32>>,
+    ffn_norm: Vec<f32>,
+    /// `gate | up`: one fused projection or two.
+    gate_up: Vec<Proj>,
+    down: Proj,
+    post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// One input quantized for each activation format, at most once per input.
+#[derive(Debug, Default)]
+struct Acts {
+    bufs: [ActBuf; 3],
+    fresh: [bool; 3],
+}
+
+impl Acts {
+    fn stale(&mut self) {
+        self.fresh = [false; 3];
+    }
+
+    fn get(&mut self, kind: ActKind, x: &[f32], m: usize, k: usize) -> &ActBuf {
+        let i = kind as usize;
+        if !self.fresh[i] {
+            self.bufs[i].quantize(kind, x, m, k);
+            self.fresh[i] = true;
+        }
+        &self.bufs[i]
+    }
+}
+
+/// Buffers of one pass, grown to the longest pass seen.
+#[derive(Debug, Default)]
+struct Scratch {
+    x: Vec<f32>,
+    h: Vec<f32>,
+    qkv: Vec<f32>,
+    att: Vec<f32>,
+    tmp: Vec<f32>,
+    ffn: Vec<f32>,
+    act: Vec<f32>,
+    acts: Acts,
+}
+
+/// The decoder on our CPU kernels.
+#[derive(Debug)]
+pub struct CpuDecoder {
+    cfg: ArchConfig,
+    embed: Arc<QWeight>,
+    layers: Vec<CpuLayer>,
+    norm: Vec<f32>,
+    lm_head: Arc<QWeight>,
+    inv_freq: (Vec<f32>, Vec<f32>),
+    kv: Vec<(Vec<f32>, Vec<f32>)>,
+    len: usize,
+    pool: Pool,
+    isa: Isa,
+    s: Scratch,
+}
+
+/// A raw pointer to an output that workers write in disjoint parts.
+#[derive(Clone, Copy)]
+struct Out(*mut f32);
+// SAFETY: every use writes disjoint elements and `Pool::run_chunks` waits for all workers.
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+impl Out {
+    /// # Safety
+    /// `i..i + len` must lie inside the buffer and be written by this worker only.
+    unsafe fn slice<'a>(self, i: usize, len: usize) -> &'a mut [f32] {
+        std::slice::from_raw_parts_mut(self.0.add(i), len)
+    }
+}
+
+/// Why a candle decoder has no CPU-kernel form.
+fn unsupported(q: &QMatMul) -> Option<String> {
+    match q {
+        QMatMul::QTensor(t) if WType::from_ggml(t.dtype()).is_none() => {
+            Some(format!("{:?}", t.dtype()))
+        }
+        _ => None,
+    }
+}
+
+fn weight(q: &QMatMul) -> candle_core::Result<QWeight> {
+    let bad = |e: crate::runtime::kernels::WeightError| candle_core::Error::Msg(e.to_string());
+    match q {
+        QMatMul::QTensor(t) => {
+            let (rows, cols) = t.shape().dims2()?;
+            let ty = WType::from_ggml(t.dtype())
+                .ok_or_else(|| candle_core::Error::Msg(format!("{:?}", t.dtype())))?;
+            QWeight::from_bytes(ty, rows, cols, &t.data()?).map_err(bad)
+        }
+        QMatMul::Tensor(t) | QMatMul::TensorF16(t) => {
+            let (rows, cols) = t.dims2()?;
+            let v: Vec<f32> = t
+                .to_dtype(candle_core::DType::F32)?
+                .flatten_all()?
+                .to_vec1()?;
+            let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
+            QWeight::from_bytes(WType::F32, rows, cols, &bytes).map_err(bad)
+        }
+    }
+}
+
+fn vector(t: &Tensor) -> candle_core::Result<Vec<f32>> {
+    t.to_dtype(candle_core::DType::F32)?
+        .flatten_all()?
+        .to_vec1()
+}
+
+fn proj(l: &Linear) -> candle_core::Result<Proj> {
+    Ok(Proj {
+        w: Arc::new(weight(&l.weight)?),
+        bias: l.bias.as_ref().map(vector).transpose()?,
+    })
+}
+
+fn norm(n: &Norm) -> candle_core::Result<Vec<f32>> {
+    vector(&n.0)
+}
+
+impl CpuDecoder {
+    /// The CPU-kernel form of a candle decoder with f32 activations on the CPU, with `threads`
+    /// threads; `Ok(Err(reason))` when one of its weights is in a format the kernels don't read.
+    pub fn from_candle(
+        dec: &CandleDecoder,
+        threads: usize,
+    ) -> candle_core::Result<Result<CpuDecoder, String>> {
+        let mut mats: Vec<&QMatMul> = vec![&dec.lm_head];
+        if let Embedding::Quantized(q) = &dec.embed {
+            mats.push(q);
+        }
+        for l in &dec.layers {
+            match &l.qkv {
+                Qkv::Separate(q, k, v) => mats.extend([&q.weight, &k.weight, &v.weight]),
+                Qkv::Fused(f) => mats.push(&f.weight),
+            }
+            match &l.gate_up {
+                GateUp::Separate(g, u) => mats.extend([&g.weight, &u.weight]),
+                GateUp::Fused(f) => mats.push(&f.weight),
+            }
+            mats.extend([&l.o.weight, &l.down.weight]);
+        }
+        if let Some(t) = mats.iter().find_map(|q| unsupported(q)) {
+            return Ok(Err(format!("weights in {t}")));
+        }
+        let embed = Arc::new(match &dec.embed {
+            Embedding::Quantized(q) => weight(q)?,
+            Embedding::Dense(t) => weight(&QMatMul::Tensor(t.clone()))?,
+        });
+        let tied = match (&dec.embed, &dec.lm_head) {
+            (Embedding::Quantized(QMatMul::QTensor(a)), QMatMul::QTensor(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let lm_head = if tied {
+            embed.clone()
+        } else {
+            Arc::new(weight(&dec.lm_head)?)
+        };
+        let mut layers = Vec::with_capacity(dec.layers.len());
+        for l in &dec.layers {
+            layers.push(CpuLayer {
+                attn_norm: norm(&l.attn_norm)?,
+                qkv: match &l.qkv {
+                    Qkv::Separate(q, k, v) => vec![proj(q)?, proj(k)?, proj(v)?],
+                    Qkv::Fused(f) => vec![proj(f)?],
+                },
+                o: proj(&l.o)?,
+                qk_norm: match &l.qk_norm {
+                    Some((q, k)) => Some((norm(q)?, norm(k)?)),
+                    None => None,
+                },
+                post_attn_norm: l.post_attn_norm.as_ref().map(norm).transpose()?,
+                ffn_norm: norm(&l.ffn_norm)?,
+                gate_up: match &l.gate_up {
+                    GateUp::Separate(g, u) => vec![proj(g)?, proj(u)?],
+                    GateUp::Fused(f) => vec![proj(f)?],
+                },
+                down: proj(&l.down)?,
+                post_ffn_norm: l.post_ffn_norm.as_ref().map(norm).transpose()?,
+            });
+        }
+        let n = layers.len();
+        Ok(Ok(CpuDecoder {
+            cfg: dec.cfg.clone(),
+            embed,
+            layers,
+            norm: norm(&dec.norm)?,
+            lm_head,
+            inv_freq: (vector(&dec.inv_freq.0)?, vector(&dec.inv_freq.1)?),
+            kv: vec![(Vec::new(), Vec::new()); n],
+            len: 0,
+            pool: Pool::new(threads),
+            isa: Isa::detect(),
+            s: Scratch::default(),
+        }))
+    }
+
+    /// Threads and instruction set, for the model description.
+    pub fn describe(&self) -> String {
+        format!("{} threads, {}", self.pool.threads(), self.isa.name())
+    }
+
+    /// Tokens in the cache.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Logit row length.
+    pub fn vocab_size(&self) -> usize {
+        self.lm_head.rows()
+    }
+
+    /// Cuts the cache to its first `len` positions.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+        let kvd = self.cfg.kv_heads * self.cfg.head_dim;
+        for (k, v) in &mut self.kv {
+            k.truncate(self.len * kvd);
+            v.truncate(self.len * kvd);
+        }
+    }
+
+    /// Appends `tokens`; returns the logits after the last one.
+    pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
+        if tokens.is_empty() {
+            candle_core::bail!("forward called with no tokens");
+        }
+        let vocab = self.embed.rows();
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            candle_core::bail!("token {t} is outside the embedding table ({vocab} rows)");
+        }
+        let seq = tokens.len();
+        let h = self.cfg.hidden;
+        let s = &mut self.s;
+        s.x.resize(seq * h, 0.0);
+        for (i, &t) in tokens.iter().enumerate() {
+            self.embed
+                .dequantize_row(t as usize, &mut s.x[i * h..(i + 1) * h]);
+        }
+        if self.cfg.scale_embeddings {
+            let k = (h as f32).sqrt();
+            s.x.iter_mut().for_each(|v| *v *= k);
+        }
+        for l in 0..self.layers.len() {
+            self.layer(l, seq);
+        }
+        self.len += seq;
+        let s = &mut self.s;
+        let last = &s.x[(seq - 1) * h..seq * h];
+        s.h.resize(h, 0.0);
+        rms_norm(last, &self.norm, self.cfg.eps as f32, &mut s.h[..h]);
+        s.acts.stale();
+        let acts = s.acts.get(self.lm_head.ty().act(), &s.h, 1, h);
+        let mut logits = vec![0f32; vocab];
+        self.lm_head
+            .matmul(&self.pool, self.isa, acts, &mut logits, vocab);
+        if let Some(cap) = self.cfg.final_softcap {
+            let cap = cap as f32;
+            logits.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
+        }
+        Tensor::from_vec(logits, vocab, &Device::Cpu)
+    }
+
+    /// Layer `l` on the `seq` rows of `s.x` (positions `self.len..`), in place.
+    fn layer(&mut self, l: usize, seq: usize) {
+        let CpuDecoder {
+            cfg,
+            layers,
+            inv_freq,
+            kv,
+            len,
+            pool,
+            isa,
+            s,
+            ..
+        } = self;
+        let (pool, isa, layer, offset) = (&*pool, *isa, &layers[l], *len);
+        let (h, d) = (cfg.hidden, cfg.head_dim);
+        let (nh, nkv) = (cfg.heads, cfg.kv_heads);
+        let (qd, kvd) = (nh * d, nkv * d);
+        let eps = cfg.eps as f32;
+        let Scratch {
+            x,
+            h: hn,
+            qkv,
+            att,
+            tmp,
+            ffn,
+            act,
+            acts,
+        } = s;
+
+        // Attention.
+        norm_rows(pool, x, &layer.attn_norm, eps, seq, h, hn);
+        acts.stale();
+        let ld = qd + 2 * kvd;
+        qkv.resize(seq * ld, 0.0);
+        project_all(pool, isa, &layer.qkv, acts, hn, seq, h, qkv, ld);
+        let local = cfg.is_local_layer(l);
+        let (freqs, linear) = if local {
+            (&inv_freq.1, 1.0)
+        } else {
+            (&inv_freq.0, cfg.rope_linear_factor as f32)
+        };
+        for i in 0..seq {
+            let row = &mut qkv[i * ld..(i + 1) * ld];
+            if let Some((qn, kn)) = &layer.qk_norm {
+                for hd in 0..nh + nkv {
+                    let w = if hd < nh { qn } else { kn };
+                    let head = &mut row[hd * d..(hd + 1) * d];
+                    let copy: Vec<f32> = head.to_vec();
+                    rms_norm(&copy, w, eps, head);
+                }
+            }
+            let pos = (offset + i) as f32 / linear;
+            rope(&mut row[..qd + kvd], d, pos, freqs, cfg.rope_interleaved);
+        }
+        let (kc, vc) = &mut kv[l];
+        for i in 0..seq {
+            let row = &qkv[i * ld..(i + 1) * ld];
+            kc.extend_from_slice(&row[qd..qd + kvd]);
+            vc.extend_from_slice(&row[qd + kvd..]);
+        }
+        att.resize(seq * qd, 0.0);
+        let window = if local {
+            cfg.sliding_window.map(|(w, _)| w)
+        } else {
+            None
+        };
+        let geo = Geometry {
+            d,
+            nh,
+            nkv,
+            ld,
+            seq,
+            offset,
+            window,
+            scale: cfg.attn_scale as f32,
+        };
+        attention(pool, &geo, qkv, kc, vc, att);
+        acts.stale();
+        tmp.resize(seq * h, 0.0);
+        project_all(
+            pool,
+            isa,
+            std::slice::from_ref(&layer.o),
+            acts,
+            att,
+            seq,
+            qd,
+            tmp,
+            h,
+        );
+        if let Some(w) = &layer.post_attn_norm {
+            norm_in_place(tmp, w, eps, h);
+        }
+        x.iter_mut().zip(tmp.iter()).for_each(|(a, b)| *a += b);
+
+        // MLP.
+        norm_rows(pool, x, &layer.ffn_norm, eps, seq, h, hn);
+        acts.stale();
+        let width = layer.down.w.cols();
+        ffn.resize(seq * 2 * width, 0.0);
+        project_all(pool, isa, &layer.gate_up, acts, hn, seq, h, ffn, 2 * width);
+        act.resize(seq * width, 0.0);
+        let gelu = cfg.activation == Activation::GeluTanh;
+        let out = Out(act.as_mut_ptr());
+        let ffn: &[f32] = ffn;
+        pool.run_chunks(seq, &|i| {
+            let (g, u) = ffn[i * 2 * width..(i + 1) * 2 * width].split_at(width);
+            // SAFETY: row i of `act` belongs to chunk i.
+            let o = unsafe { out.slice(i * width, width) };
+            for ((o, g), u) in o.iter_mut().zip(g).zip(u) {
+                *o = if gelu { gelu_tanh(*g) } else { silu(*g) } * u;
+            }
+        });
+        acts.stale();
+        project_all(
+            pool,
+            isa,
+            std::slice::from_ref(&layer.down),
+            acts,
+            act,
+            seq,
+            width,
+            tmp,
+            h,
+        );
+        if let Some(w) = &layer.post_ffn_norm {
+            norm_in_place(tmp, w, eps, h);
+        }
+        x.iter_mut().zip(tmp.iter()).for_each(|(a, b)| *a += b);
+    }
+}
+
+/// The projections `ps` (their outputs side by side) of the `m` rows of `x` (`k` wide) into
+/// `out` (row stride `ld`), biases added.
+#[allow(clippy::too_many_arguments)]
+fn project_all(
+    pool: &Pool,
+    isa: Isa,
+    ps: &[Proj],
+    acts: &mut Acts,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    out: &mut [f32],
+    ld: usize,
+) {
+    let mut col = 0;
+    for p in ps {
+        let a = acts.get(p.w.ty().act(), x, m, k);
+        p.w.matmul(pool, isa, a, &mut out[col..], ld);
+        if let Some(b) = &p.bias {
+            for i in 0..m {
+                let row = &mut out[i * ld + col..][..b.len()];
+                row.iter_mut().zip(b).for_each(|(o, b)| *o += b);
+            }
+        }
+        col += p.w.rows();
+    }
+}
+
+/// RMS-norms the `m` rows of `x` (`n` wide) into `out`.
+fn norm_rows(pool: &Pool, x: &[f32], w: &[f32], eps: f32, m: usize, n: usize, out: &mut Vec<f32>) {
+    out.resize(m * n, 0.0);
+    let o = Out(out.as_mut_ptr());
+    pool.run_chunks(m, &|i| {
+        // SAFETY: row i of `out` belongs to chunk i.
+        let row = unsafe { o.slice(i * n, n) };
+        rms_norm(&x[i * n..(i + 1) * n], w, eps, row);
+    });
+}
+
+fn norm_in_place(x: &mut [f32], w: &[f32], eps: f32, n: usize) {
+    for row in x.chunks_exact_mut(n) {
+        let copy = row.to_vec();
+        rms_norm(&copy, w, eps, row);
+    }
+}
+
+/// Rotates every head of `row` (`d` wide) by position `pos` (already divided by the linear
+/// factor).
+fn rope(row: &mut [f32], d: usize, pos: f32, freqs: &[f32], interleaved: bool) {
+    let half = d / 2;
+    let (cos, sin): (Vec<f32>, Vec<f32>) = freqs
+        .iter()
+        .map(|f| {
+            let a = pos * f;
+            (a.cos(), a.sin())
+        })
+        .unzip();
+    for head in row.chunks_exact_mut(d) {
+        for j in 0..half {
+            let (a, b) = if interleaved {
+                (2 * j, 2 * j + 1)
+            } else {
+                (j, j + half)
+            };
+            let (x1, x2) = (head[a], head[b]);
+            head[a] = x1 * cos[j] - x2 * sin[j];
+            head[b] = x1 * sin[j] + x2 * cos[j];
+        }
+    }
+}
+
+/// The shape of one attention pass.
+struct Geometry {
+    d: usize,
+    nh: usize,
+    nkv: usize,
+    ld: usize,
+    seq: usize,
+    offset: usize,
+    window: Option<usize>,
+    scale: f32,
+}
+
+/// Causal (and windowed) attention of the `seq` queries in `qkv` over the cached keys and
+/// values into `att` (`seq × nh·d`).
+fn attention(pool: &Pool, g: &Geometry, qkv: &[f32], kc: &[f32], vc: &[f32], att: &mut [f32]) {
+    let (d, kvd, qd) = (g.d, g.nkv * g.d, g.nh * g.d);
+    let rep = g.nh / g.nkv;
+    const ROWS: usize = 8;
+    let blocks = g.seq.div_ceil(ROWS);
+    let out = Out(att.as_mut_ptr());
+    pool.run_chunks(g.nh * blocks, &|c| {
+        let (hd, b) = (c / blocks, c % blocks);
+        let kvh = hd / rep;
+        SCORES.with(|sc| {
+            let mut scores = sc.borrow_mut();
+            for i in b * ROWS..((b + 1) * ROWS).min(g.seq) {
+                let p = g.offset + i;
+                let lo = g.window.map_or(0, |w| (p + 1).saturating_sub(w));
+                let q = &qkv[i * g.ld + hd * d..][..d];
+                scores.clear();
+                let mut max = f32::NEG_INFINITY;
+                for j in lo..=p {
+                    let s = dot(q, &kc[j * kvd + kvh * d..][..d]) * g.scale;
+                    max = max.max(s);
+                    scores.push(s);
+                }
+                let mut sum = 0.0;
+                for s in scores.iter_mut() {
+                    *s = (*s - max).exp();
+                    sum += *s;
+                }
+                // SAFETY: (row i, head hd) belongs to this chunk.
+                let o = unsafe { out.slice(i * qd + hd * d, d) };
+                o.fill(0.0);
+                for (j, s) in (lo..=p).zip(scores.iter()) {
+                    let w = s / sum;
+                    let v = &vc[j * kvd + kvh * d..][..d];
+                    o.iter_mut().zip(v).for_each(|(o, v)| *o += w * v);
+                }
+            }
+        });
+    });
+}
+
+thread_local! {
+    static SCORES: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `Σ a·b` with eight independent accumulators (vectorizable).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ac.zip(bc) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `out = x / rms(x) · w`.
+fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let ss = dot(x, x) / x.len() as f32;
+    let k = 1.0 / (ss + eps).sqrt();
+    for ((o, v), w) in out.iter_mut().zip(x).zip(w) {
+        *o = v * k * w;
+    }
+}
+
+fn gelu_tanh(x: f32) -> f32 {
+    0.5 * x * (1.0 + (0.797_884_6 * (x + 0.044_715 * x * x * x)).tanh())
+}
+
+fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
