@@ -12,6 +12,7 @@ mod latency_cmd;
 mod model_args;
 mod run_cmd;
 mod source;
+mod speed_cmd;
 mod tokenizer_cmd;
 mod trace;
 
@@ -55,6 +56,9 @@ pub enum Command {
     /// End-to-end latency of one model on a set of tool-calling requests: free, constrained and
     /// constrained + jump-forward, with the grammar's wait on the critical path.
     Latency(Box<latency_cmd::LatencyCmd>),
+    /// The model runtime's prompt and generation speed, measured as llama.cpp's llama-bench
+    /// measures it (no tokenizer, no grammar).
+    Speed(Box<speed_cmd::SpeedCmd>),
     /// Write a model file's tokenizer and chat template as tokenizer.json and
     /// tokenizer_config.json (e.g. a GGUF file's, for a safetensors checkpoint).
     Tokenizer(tokenizer_cmd::TokenizerCmd),
@@ -175,6 +179,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bench(cmd) => bench_cmd::run(*cmd),
         Command::Bfcl(cmd) => bfcl_cmd::run(*cmd),
         Command::Latency(cmd) => latency_cmd::run(*cmd),
+        Command::Speed(cmd) => speed_cmd::run(*cmd),
         Command::Tokenizer(cmd) => tokenizer_cmd::run(cmd),
     };
     match result {

@@ -47,6 +47,12 @@ pub struct ModelArgs {
     /// Tool-call style (default: the manifest's for the model, else guessed from its template).
     #[arg(long, value_name = "STYLE")]
     style: Option<String>,
+    /// Threads for the CPU forward pass (default: one per physical core); also candle's.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+    /// Run a GGUF model on the CPU with candle's kernels instead of ours (for comparison).
+    #[arg(long)]
+    candle_kernels: bool,
 }
 
 /// How to decode.
@@ -168,6 +174,16 @@ pub fn named_style(name: &str) -> Result<&'static StyleSpec, CliError> {
 }
 
 impl ModelArgs {
+    /// Applies `--threads` and `--candle-kernels` to the models loaded from now on.
+    fn set_threads(&self) {
+        crate::runtime::kernels::set_enabled(!self.candle_kernels);
+        if let Some(n) = self.threads {
+            crate::runtime::kernels::set_threads(n as usize);
+            // candle's CPU ops size their pools from this when they first run.
+            std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+        }
+    }
+
     /// The `--style` given, if any.
     pub fn style_name(&self) -> Option<&str> {
         self.style.as_deref()
@@ -175,6 +191,7 @@ impl ModelArgs {
 
     /// Resolves, fetches if needed and loads the model; prints its description and warnings.
     pub fn load(&self) -> Result<LoadedModel, CliError> {
+        self.set_threads();
         let dev = device(&self.device)?;
         let manifest = Manifest::load(self.manifest.as_deref())?;
         let spec = ModelSpec {

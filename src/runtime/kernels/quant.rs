@@ -80,7 +80,10 @@ impl ActBuf {
                 self.f32s.extend_from_slice(&x[..rows * cols]);
             }
             ActKind::Q8 => {
-                assert!(cols.is_multiple_of(32), "{cols} columns are not blocks of 32");
+                assert!(
+                    cols.is_multiple_of(32),
+                    "{cols} columns are not blocks of 32"
+                );
                 let zero = A8 {
                     d: 0.0,
                     s: 0.0,
@@ -95,7 +98,10 @@ impl ActBuf {
                 }
             }
             ActKind::Q8K => {
-                assert!(cols.is_multiple_of(256), "{cols} columns are not blocks of 256");
+                assert!(
+                    cols.is_multiple_of(256),
+                    "{cols} columns are not blocks of 256"
+                );
                 let zero = A8K {
                     d: 0.0,
                     qs: [0; 256],
