@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use candle_core::quantized::GgmlDType;
 
-pub use pool::{physical_cores, Pool};
+pub use pool::{physical_cores, Pool, SharedOut};
 pub use quant::{ActBuf, A8, A8K};
 
 /// Threads for the forward pass; 0: [`physical_cores`].
@@ -330,7 +330,7 @@ impl QWeight {
         let m = acts.rows();
         assert!(acts.kind() == self.ty.act() && acts.cols() == self.cols);
         assert!(m == 0 || out.len() >= (m - 1) * ld + self.rows);
-        let out_ptr = SendPtr(out.as_mut_ptr());
+        let out_ptr = SharedOut::new(out);
         let n = self.rows;
         // Chunks of output columns small enough to share out evenly, large enough to amortize.
         let threads = pool.threads();
@@ -352,7 +352,7 @@ impl QWeight {
                         k: self.cols,
                         cols: cols.clone(),
                         // SAFETY: row `first` of the output lies inside `out` (assertion above).
-                        out: unsafe { out_ptr.get().add(first * ld) },
+                        out: unsafe { out_ptr.ptr().add(first * ld) },
                         ld,
                     };
                     self.dot_tile(isa, &tile, acts, first, r);
@@ -399,20 +399,6 @@ struct Tile {
     /// The output row of the first activation row; output row `i` starts `i · ld` after it.
     out: *mut f32,
     ld: usize,
-}
-
-/// A raw pointer shared by the workers of one product, each writing its own elements.
-#[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-
-// SAFETY: the workers of `QWeight::matmul` write disjoint elements and the call waits for them.
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
-
-impl SendPtr {
-    fn get(self) -> *mut f32 {
-        self.0
-    }
 }
 
 #[cfg(test)]

@@ -202,3 +202,33 @@ impl Drop for Pool {
         }
     }
 }
+
+/// A raw pointer to an output that the calls of one [`Pool::run_chunks`] write in disjoint
+/// parts (rows, columns, heads), while `run_chunks` waits for all of them.
+#[derive(Clone, Copy)]
+pub struct SharedOut(*mut f32);
+
+// SAFETY: every user writes disjoint elements, and `run_chunks` does not return before every
+// call has, so the buffer outlives the writes.
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// Shares `out` with the calls of one `run_chunks`.
+    pub fn new(out: &mut [f32]) -> SharedOut {
+        SharedOut(out.as_mut_ptr())
+    }
+
+    /// The first element.
+    pub fn ptr(self) -> *mut f32 {
+        self.0
+    }
+
+    /// Elements `i..i + len`.
+    ///
+    /// # Safety
+    /// They must lie inside the buffer and be written by this call only.
+    pub unsafe fn slice<'a>(self, i: usize, len: usize) -> &'a mut [f32] {
+        std::slice::from_raw_parts_mut(self.0.add(i), len)
+    }
+}

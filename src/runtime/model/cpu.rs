@@ -18,7 +18,7 @@ use candle_core::{Device, Tensor};
 
 use super::config::{Activation, ArchConfig};
 use super::decoder::{CandleDecoder, Embedding, GateUp, Linear, Norm, Qkv};
-use crate::runtime::kernels::{ActBuf, ActKind, Isa, Pool, QWeight, WType};
+use crate::runtime::kernels::{ActBuf, ActKind, Isa, Pool, QWeight, SharedOut, WType};
 
 /// A projection: weight rows (outputs) and an optional bias.
 #[derive(Debug)]
@@ -75,6 +75,8 @@ struct Scratch {
     ffn: Vec<f32>,
     act: Vec<f32>,
     acts: Acts,
+    /// `cos | sin` per row of the pass (`head_dim` values), for global and local layers.
+    rope: [Vec<f32>; 2],
 }
 
 /// The decoder on our CPU kernels.
@@ -91,21 +93,6 @@ pub struct CpuDecoder {
     pool: Pool,
     isa: Isa,
     s: Scratch,
-}
-
-/// A raw pointer to an output that workers write in disjoint parts.
-#[derive(Clone, Copy)]
-struct Out(*mut f32);
-// SAFETY: every use writes disjoint elements and `Pool::run_chunks` waits for all workers.
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
-
-impl Out {
-    /// # Safety
-    /// `i..i + len` must lie inside the buffer and be written by this worker only.
-    unsafe fn slice<'a>(self, i: usize, len: usize) -> &'a mut [f32] {
-        std::slice::from_raw_parts_mut(self.0.add(i), len)
-    }
 }
 
 /// Why a candle decoder has no CPU-kernel form.
@@ -279,6 +266,24 @@ impl CpuDecoder {
             let k = (h as f32).sqrt();
             s.x.iter_mut().for_each(|v| *v *= k);
         }
+        let half = self.cfg.head_dim / 2;
+        let global = (&self.inv_freq.0, self.cfg.rope_linear_factor as f32);
+        let local = (&self.inv_freq.1, 1.0);
+        let kinds = if self.cfg.sliding_window.is_some() {
+            2
+        } else {
+            1
+        };
+        for (table, (freqs, linear)) in s.rope.iter_mut().zip([global, local]).take(kinds) {
+            table.clear();
+            for i in 0..seq {
+                let pos = (self.len + i) as f32 / linear;
+                let angles = freqs.iter().map(|f| pos * f);
+                table.extend(angles.clone().map(f32::cos));
+                table.extend(angles.map(f32::sin));
+            }
+            debug_assert_eq!(table.len(), seq * 2 * half);
+        }
         for l in 0..self.layers.len() {
             self.layer(l, seq);
         }
@@ -304,7 +309,6 @@ impl CpuDecoder {
         let CpuDecoder {
             cfg,
             layers,
-            inv_freq,
             kv,
             len,
             pool,
@@ -326,6 +330,7 @@ impl CpuDecoder {
             ffn,
             act,
             acts,
+            rope: tables,
         } = s;
 
         // Attention.
@@ -335,23 +340,16 @@ impl CpuDecoder {
         qkv.resize(seq * ld, 0.0);
         project_all(pool, isa, &layer.qkv, acts, hn, seq, h, qkv, ld);
         let local = cfg.is_local_layer(l);
-        let (freqs, linear) = if local {
-            (&inv_freq.1, 1.0)
-        } else {
-            (&inv_freq.0, cfg.rope_linear_factor as f32)
-        };
+        let table = &tables[usize::from(local)];
         for i in 0..seq {
             let row = &mut qkv[i * ld..(i + 1) * ld];
             if let Some((qn, kn)) = &layer.qk_norm {
-                for hd in 0..nh + nkv {
-                    let w = if hd < nh { qn } else { kn };
-                    let head = &mut row[hd * d..(hd + 1) * d];
-                    let copy: Vec<f32> = head.to_vec();
-                    rms_norm(&copy, w, eps, head);
+                for (hd, head) in row[..qd + kvd].chunks_exact_mut(d).enumerate() {
+                    norm_in_place(head, if hd < nh { qn } else { kn }, eps);
                 }
             }
-            let pos = (offset + i) as f32 / linear;
-            rope(&mut row[..qd + kvd], d, pos, freqs, cfg.rope_interleaved);
+            let (cos, sin) = table[i * d..(i + 1) * d].split_at(d / 2);
+            rope(&mut row[..qd + kvd], cos, sin, cfg.rope_interleaved);
         }
         let (kc, vc) = &mut kv[l];
         for i in 0..seq {
@@ -389,10 +387,7 @@ impl CpuDecoder {
             tmp,
             h,
         );
-        if let Some(w) = &layer.post_attn_norm {
-            norm_in_place(tmp, w, eps, h);
-        }
-        x.iter_mut().zip(tmp.iter()).for_each(|(a, b)| *a += b);
+        add_residual(x, tmp, layer.post_attn_norm.as_deref(), eps, h);
 
         // MLP.
         norm_rows(pool, x, &layer.ffn_norm, eps, seq, h, hn);
@@ -402,7 +397,7 @@ impl CpuDecoder {
         project_all(pool, isa, &layer.gate_up, acts, hn, seq, h, ffn, 2 * width);
         act.resize(seq * width, 0.0);
         let gelu = cfg.activation == Activation::GeluTanh;
-        let out = Out(act.as_mut_ptr());
+        let out = SharedOut::new(act);
         let ffn: &[f32] = ffn;
         pool.run_chunks(seq, &|i| {
             let (g, u) = ffn[i * 2 * width..(i + 1) * 2 * width].split_at(width);
@@ -424,10 +419,7 @@ impl CpuDecoder {
             tmp,
             h,
         );
-        if let Some(w) = &layer.post_ffn_norm {
-            norm_in_place(tmp, w, eps, h);
-        }
-        x.iter_mut().zip(tmp.iter()).for_each(|(a, b)| *a += b);
+        add_residual(x, tmp, layer.post_ffn_norm.as_deref(), eps, h);
     }
 }
 
@@ -462,7 +454,7 @@ fn project_all(
 /// RMS-norms the `m` rows of `x` (`n` wide) into `out`.
 fn norm_rows(pool: &Pool, x: &[f32], w: &[f32], eps: f32, m: usize, n: usize, out: &mut Vec<f32>) {
     out.resize(m * n, 0.0);
-    let o = Out(out.as_mut_ptr());
+    let o = SharedOut::new(out);
     pool.run_chunks(m, &|i| {
         // SAFETY: row i of `out` belongs to chunk i.
         let row = unsafe { o.slice(i * n, n) };
@@ -470,25 +462,20 @@ fn norm_rows(pool: &Pool, x: &[f32], w: &[f32], eps: f32, m: usize, n: usize, ou
     });
 }
 
-fn norm_in_place(x: &mut [f32], w: &[f32], eps: f32, n: usize) {
-    for row in x.chunks_exact_mut(n) {
-        let copy = row.to_vec();
-        rms_norm(&copy, w, eps, row);
+/// `x += y`, each row of `y` (`n` wide) first RMS-normed by `post_norm` when there is one.
+fn add_residual(x: &mut [f32], y: &mut [f32], post_norm: Option<&[f32]>, eps: f32, n: usize) {
+    if let Some(w) = post_norm {
+        y.chunks_exact_mut(n)
+            .for_each(|row| norm_in_place(row, w, eps));
     }
+    x.iter_mut().zip(y.iter()).for_each(|(a, b)| *a += b);
 }
 
-/// Rotates every head of `row` (`d` wide) by position `pos` (already divided by the linear
-/// factor).
-fn rope(row: &mut [f32], d: usize, pos: f32, freqs: &[f32], interleaved: bool) {
-    let half = d / 2;
-    let (cos, sin): (Vec<f32>, Vec<f32>) = freqs
-        .iter()
-        .map(|f| {
-            let a = pos * f;
-            (a.cos(), a.sin())
-        })
-        .unzip();
-    for head in row.chunks_exact_mut(d) {
+/// Rotates every head of `row` by the angles whose cosines and sines are `cos` and `sin`
+/// (`head_dim / 2` each).
+fn rope(row: &mut [f32], cos: &[f32], sin: &[f32], interleaved: bool) {
+    let half = cos.len();
+    for head in row.chunks_exact_mut(2 * half) {
         for j in 0..half {
             let (a, b) = if interleaved {
                 (2 * j, 2 * j + 1)
@@ -521,7 +508,7 @@ fn attention(pool: &Pool, g: &Geometry, qkv: &[f32], kc: &[f32], vc: &[f32], att
     let rep = g.nh / g.nkv;
     const ROWS: usize = 8;
     let blocks = g.seq.div_ceil(ROWS);
-    let out = Out(att.as_mut_ptr());
+    let out = SharedOut::new(att);
     pool.run_chunks(g.nh * blocks, &|c| {
         let (hd, b) = (c / blocks, c % blocks);
         let kvh = hd / rep;
@@ -578,13 +565,23 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `1 / rms(x)`.
+fn inv_rms(x: &[f32], eps: f32) -> f32 {
+    1.0 / (dot(x, x) / x.len() as f32 + eps).sqrt()
+}
+
 /// `out = x / rms(x) · w`.
 fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let ss = dot(x, x) / x.len() as f32;
-    let k = 1.0 / (ss + eps).sqrt();
+    let k = inv_rms(x, eps);
     for ((o, v), w) in out.iter_mut().zip(x).zip(w) {
         *o = v * k * w;
     }
+}
+
+/// `x = x / rms(x) · w`.
+fn norm_in_place(x: &mut [f32], w: &[f32], eps: f32) {
+    let k = inv_rms(x, eps);
+    x.iter_mut().zip(w).for_each(|(v, w)| *v *= k * w);
 }
 
 fn gelu_tanh(x: f32) -> f32 {
