@@ -296,7 +296,8 @@ fn ours(dec: &mut Decoder) -> Vec<Vec<f32>> {
 
 /// Truncating to the prompt and re-feeding must reproduce the logits; so must one prefill of
 /// everything.
-fn check_rollback(dec: &mut Decoder, expected: &[Vec<f32>], what: &str) {
+/// The one prefill is held to `prefill`: logits it must be within `tol` (of their scale) of.
+fn check_rollback(dec: &mut Decoder, expected: &[Vec<f32>], what: &str, prefill: (&[f32], f32)) {
     dec.truncate(PROMPT.len() + 1).unwrap();
     assert_eq!(dec.len(), PROMPT.len() + 1);
     let again = flat(&dec.forward(&DECODE[1..]).unwrap());
@@ -308,10 +309,10 @@ fn check_rollback(dec: &mut Decoder, expected: &[Vec<f32>], what: &str) {
     dec.truncate(0).unwrap();
     let all: Vec<u32> = PROMPT.iter().chain(&DECODE).copied().collect();
     let whole = flat(&dec.forward(&all).unwrap());
-    assert_close(
-        &whole,
-        &expected[DECODE.len()],
-        &format!("{what}: one prefill"),
+    let diff = rel_diff(&whole, prefill.0);
+    assert!(
+        diff <= prefill.1,
+        "{what}: one prefill: {diff} of the scale"
     );
 }
 
@@ -383,7 +384,7 @@ fn gguf_architectures_match_candle_transformers() {
         for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
             assert_close(a, b, &format!("{what} step {i}"));
         }
-        check_rollback(&mut dec, &got, &what);
+        check_rollback(&mut dec, &got, &what, (&got[DECODE.len()], 2e-3));
     }
 }
 
@@ -418,19 +419,32 @@ fn every_quantization_type_matches_candle_transformers() {
         let ct = gguf_file::Content::read(&mut f).unwrap();
         let mut m = quantized_llama::ModelWeights::from_gguf(ct, &mut f, &Device::Cpu).unwrap();
         let reference = reference_steps(|t, pos| m.forward(&ids(t), pos).unwrap());
-        for (i, ((a, b), c)) in got
-            .iter()
-            .zip(&reference)
-            .zip(&ours(&mut on_candle))
-            .enumerate()
-        {
-            let (d, e) = (rel_diff(a, b), rel_diff(a, c));
+        let (mut exact_dec, _, _) =
+            gguf_decoder(&path, &Device::Cpu, WeightDtype::F32, Some(2)).unwrap();
+        let exact = ours(&mut exact_dec);
+        let on_candle = ours(&mut on_candle);
+        for i in 0..got.len() {
+            let (o, r, c) = (
+                rel_diff(&got[i], &exact[i]),
+                rel_diff(&reference[i], &exact[i]),
+                rel_diff(&on_candle[i], &reference[i]),
+            );
+            // Exact activations vs 8-bit ones: a few percent of the logits' scale (candle's
+            // own error reaches 7%); a wrong block layout is off by the whole scale.
             assert!(
-                d < 0.05 && e < 0.05,
-                "{what} step {i}: {d} from candle-transformers, {e} from ours on candle"
+                o < 0.1 && r < 0.1,
+                "{what} step {i}: ours {o}, candle-transformers {r} from exact activations"
+            );
+            // Our decoder on candle's kernels is candle-transformers' computation.
+            assert!(
+                c < 1e-3,
+                "{what} step {i}: ours on candle {c} from candle-transformers"
             );
         }
-        check_rollback(&mut dec, &got, &what);
+        // A prefill of 4 rows or more takes the packed products, whose activations are
+        // rounded per 32 values where a decode step's K formats round per 256: it is held to
+        // the exact activations' logits as the steps are.
+        check_rollback(&mut dec, &got, &what, (&exact[DECODE.len()], 0.1));
     }
 }
 
@@ -477,7 +491,7 @@ fn safetensors_architectures_match_candle_transformers() {
         for (i, (a, b)) in got.iter().zip(&expected).enumerate() {
             assert_close(a, b, &format!("{what} step {i}"));
         }
-        check_rollback(&mut dec, &got, &what);
+        check_rollback(&mut dec, &got, &what, (&got[DECODE.len()], 2e-3));
     }
 }
 
@@ -519,7 +533,12 @@ fn weight_dtypes_agree_with_f32() {
                     st.display()
                 );
             }
-            check_rollback(&mut dec, &got, &format!("{} {dt:?}", st.display()));
+            check_rollback(
+                &mut dec,
+                &got,
+                &format!("{} {dt:?}", st.display()),
+                (&got[DECODE.len()], 2e-3),
+            );
         }
         let path = write_gguf(kind, &dir, &mut rng);
         let (mut quant, _, _) =
@@ -551,7 +570,7 @@ fn gemma3_sliding_window_and_decode_consistency() {
     let path = write_gguf(Kind::Gemma3, &dir, &mut rng);
     let (mut dec, _, _) = gguf_decoder(&path, &Device::Cpu, WeightDtype::Auto, Some(2)).unwrap();
     let got = ours(&mut dec);
-    check_rollback(&mut dec, &got, "gemma3");
+    check_rollback(&mut dec, &got, "gemma3", (&got[DECODE.len()], 2e-3));
     // Two layers with a window of 3: the last token sees at most 5 positions back.
     let base: Vec<u32> = vec![4, 8, 15, 16, 23, 42, 7, 9];
     let last = |dec: &mut Decoder, seq: &[u32], stepwise: bool| {

@@ -14,6 +14,8 @@
 //! `vpdpbusd`), AVX2 + FMA + F16C, or a portable scalar path. AMX is never used. Every path gives
 //! the same sums up to f32 rounding; the tests hold each one to the dequantized f32 product.
 
+#[cfg(target_arch = "x86_64")]
+mod packed;
 mod pool;
 mod quant;
 mod scalar;
@@ -25,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use candle_core::quantized::GgmlDType;
 
 pub use pool::{physical_cores, Pool, SharedOut};
-pub use quant::{ActBuf, A8, A8K};
+pub use quant::{ActBuf, A8, A8K, A8U};
 
 /// Threads for the forward pass; 0: [`physical_cores`].
 static THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -60,6 +62,9 @@ pub fn enabled() -> bool {
 
 /// Activation rows handled together by one kernel call.
 pub const MAX_ROWS: usize = 4;
+
+/// Activation rows from which a product repacks its weights (see `packed.rs`).
+pub const PACK_MIN_ROWS: usize = 4;
 
 /// Weight rows of one tile of a product: the rows every activation row goes past while they
 /// stay in L1.
@@ -102,6 +107,8 @@ pub enum ActKind {
     Q8,
     /// 8-bit blocks of 256 ([`A8K`]).
     Q8K,
+    /// Unsigned 8-bit blocks of 32 ([`A8U`]), for the packed products of many rows.
+    Q8U,
 }
 
 impl WType {
@@ -323,13 +330,41 @@ impl QWeight {
         scalar::dequantize_row(self.ty, self.row(r), &mut out[..self.cols]);
     }
 
+    /// The activation format of a product of `m` rows on `isa`: the unsigned blocks of the
+    /// packed product for [`PACK_MIN_ROWS`] rows and more where it exists, else the format's own.
+    pub fn act_kind(&self, isa: Isa, m: usize) -> ActKind {
+        if m >= PACK_MIN_ROWS && self.packable(isa) {
+            ActKind::Q8U
+        } else {
+            self.ty.act()
+        }
+    }
+
+    /// Whether products on `isa` can take [`ActKind::Q8U`] activations.
+    fn packable(&self, isa: Isa) -> bool {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 | Isa::Avx512Vnni => packed::packable(self.ty, isa),
+            _ => false,
+        }
+    }
+
     /// `out[i][j] = Σ_c x[i][c] · W[j][c]` for the `m` activation rows quantized in `acts`
-    /// (`acts.quantize` with this weight's [`WType::act`]); `out` is `m × rows`, row-major,
-    /// and `ld` apart between rows.
+    /// (in [`QWeight::act_kind`]'s format, or this weight's [`WType::act`]); `out` is
+    /// `m × rows`, row-major, and `ld` apart between rows.
     pub fn matmul(&self, pool: &Pool, isa: Isa, acts: &ActBuf, out: &mut [f32], ld: usize) {
         let m = acts.rows();
-        assert!(acts.kind() == self.ty.act() && acts.cols() == self.cols);
+        let packed = acts.kind() == ActKind::Q8U;
+        // The portable path reads every activation format (it dequantizes them).
+        let portable = isa == Isa::Scalar && self.ty.act() != ActKind::F32;
+        assert!(acts.kind() == self.ty.act() || (packed && (portable || self.packable(isa))));
+        assert!(acts.cols() == self.cols);
         assert!(m == 0 || out.len() >= (m - 1) * ld + self.rows);
+        #[cfg(target_arch = "x86_64")]
+        if packed && isa != Isa::Scalar {
+            packed::matmul(self, pool, isa, acts, out, ld);
+            return;
+        }
         let out_ptr = SharedOut::new(out);
         let n = self.rows;
         // Chunks of output columns small enough to share out evenly, large enough to amortize.

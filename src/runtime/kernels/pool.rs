@@ -205,22 +205,29 @@ impl Drop for Pool {
 
 /// A raw pointer to an output that the calls of one [`Pool::run_chunks`] write in disjoint
 /// parts (rows, columns, heads), while `run_chunks` waits for all of them.
-#[derive(Clone, Copy)]
-pub struct SharedOut(*mut f32);
+pub struct SharedOut<T = f32>(*mut T);
+
+impl<T> Clone for SharedOut<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for SharedOut<T> {}
 
 // SAFETY: every user writes disjoint elements, and `run_chunks` does not return before every
 // call has, so the buffer outlives the writes.
-unsafe impl Send for SharedOut {}
-unsafe impl Sync for SharedOut {}
+unsafe impl<T: Send> Send for SharedOut<T> {}
+unsafe impl<T: Send> Sync for SharedOut<T> {}
 
-impl SharedOut {
+impl<T> SharedOut<T> {
     /// Shares `out` with the calls of one `run_chunks`.
-    pub fn new(out: &mut [f32]) -> SharedOut {
+    pub fn new(out: &mut [T]) -> SharedOut<T> {
         SharedOut(out.as_mut_ptr())
     }
 
     /// The first element.
-    pub fn ptr(self) -> *mut f32 {
+    pub fn ptr(self) -> *mut T {
         self.0
     }
 
@@ -228,7 +235,7 @@ impl SharedOut {
     ///
     /// # Safety
     /// They must lie inside the buffer and be written by this call only.
-    pub unsafe fn slice<'a>(self, i: usize, len: usize) -> &'a mut [f32] {
+    pub unsafe fn slice<'a>(self, i: usize, len: usize) -> &'a mut [T] {
         std::slice::from_raw_parts_mut(self.0.add(i), len)
     }
 }

@@ -2,8 +2,10 @@
 //! of the weight format's dot product.
 //!
 //! Invariant: for every block, `qs[i] · d` approximates the activation (`|error| ≤ d / 2`) and
-//! the stored sums are the exact integer sums of `qs` (scaled by `d` in [`A8::s`]).
+//! the stored sums are the exact integer sums of `qs` (scaled by `d` in [`A8::s`]). The
+//! unsigned form [`A8U`] holds the same values shifted by 128.
 
+use super::pool::{Pool, SharedOut};
 use super::ActKind;
 
 /// 32 activations as `d · qs[i]`, with `s = d · Σ qs` for the weight formats with an offset.
@@ -30,6 +32,19 @@ pub struct A8K {
     pub bsums: [i16; 16],
 }
 
+/// [`A8`] with its values stored as `q + 128` (1..=255), the unsigned operand of the packed
+/// products' byte dot products.
+#[derive(Debug, Clone, Copy)]
+#[repr(C)]
+pub struct A8U {
+    /// Scale.
+    pub d: f32,
+    /// `d · Σ q`.
+    pub s: f32,
+    /// `q + 128`.
+    pub qs: [u8; 32],
+}
+
 /// Reusable storage for the quantized activation rows of one product.
 #[derive(Debug, Default)]
 pub struct ActBuf {
@@ -39,6 +54,7 @@ pub struct ActBuf {
     f32s: Vec<f32>,
     q8: Vec<A8>,
     q8k: Vec<A8K>,
+    q8u: Vec<A8U>,
 }
 
 /// `(d, 1 / d)` for a block whose largest magnitude is `amax`.
@@ -70,52 +86,83 @@ impl ActBuf {
     /// Quantizes `rows` rows of `cols` values (`x`, row-major) for dot products of `kind`.
     /// `cols` must be a whole number of blocks of `kind` (32 or 256).
     pub fn quantize(&mut self, kind: ActKind, x: &[f32], rows: usize, cols: usize) {
+        self.quantize_on(&Pool::new(1), kind, x, rows, cols);
+    }
+
+    /// [`ActBuf::quantize`] with the rows spread over the threads of `pool`.
+    pub fn quantize_on(&mut self, pool: &Pool, kind: ActKind, x: &[f32], rows: usize, cols: usize) {
         assert!(x.len() >= rows * cols);
+        let block = match kind {
+            ActKind::F32 => 1,
+            ActKind::Q8 | ActKind::Q8U => 32,
+            ActKind::Q8K => 256,
+        };
+        assert!(
+            cols.is_multiple_of(block),
+            "{cols} columns are not blocks of {block}"
+        );
         self.kind = Some(kind);
         self.rows = rows;
         self.cols = cols;
+        let per_row = cols / block;
         match kind {
             ActKind::F32 => {
                 self.f32s.clear();
                 self.f32s.extend_from_slice(&x[..rows * cols]);
             }
             ActKind::Q8 => {
-                assert!(
-                    cols.is_multiple_of(32),
-                    "{cols} columns are not blocks of 32"
-                );
                 let zero = A8 {
                     d: 0.0,
                     s: 0.0,
                     qs: [0; 32],
                 };
-                self.q8.resize(rows * cols / 32, zero);
-                for (b, chunk) in self.q8.iter_mut().zip(x.chunks_exact(32)) {
-                    let (d, id) = scale(amax(chunk));
-                    let sum = quantize_into(chunk, id, &mut b.qs);
-                    b.d = d;
-                    b.s = d * sum as f32;
-                }
+                self.q8.resize(rows * per_row, zero);
+                each_row(pool, &mut self.q8, per_row, |r, out| {
+                    for (b, chunk) in out.iter_mut().zip(x[r * cols..].chunks_exact(32)) {
+                        let (d, id) = scale(amax(chunk));
+                        let sum = quantize_into(chunk, id, &mut b.qs);
+                        b.d = d;
+                        b.s = d * sum as f32;
+                    }
+                });
+            }
+            ActKind::Q8U => {
+                let zero = A8U {
+                    d: 0.0,
+                    s: 0.0,
+                    qs: [0; 32],
+                };
+                self.q8u.resize(rows * per_row, zero);
+                each_row(pool, &mut self.q8u, per_row, |r, out| {
+                    let mut qs = [0i8; 32];
+                    for (b, chunk) in out.iter_mut().zip(x[r * cols..].chunks_exact(32)) {
+                        let (d, id) = scale(amax(chunk));
+                        let sum = quantize_into(chunk, id, &mut qs);
+                        b.d = d;
+                        b.s = d * sum as f32;
+                        for (u, q) in b.qs.iter_mut().zip(qs) {
+                            *u = (q as u8) ^ 0x80;
+                        }
+                    }
+                });
             }
             ActKind::Q8K => {
-                assert!(
-                    cols.is_multiple_of(256),
-                    "{cols} columns are not blocks of 256"
-                );
                 let zero = A8K {
                     d: 0.0,
                     qs: [0; 256],
                     bsums: [0; 16],
                 };
-                self.q8k.resize(rows * cols / 256, zero);
-                for (b, chunk) in self.q8k.iter_mut().zip(x.chunks_exact(256)) {
-                    let (d, id) = scale(amax(chunk));
-                    b.d = d;
-                    for k in 0..16 {
-                        let s = 16 * k..16 * k + 16;
-                        b.bsums[k] = quantize_into(&chunk[s.clone()], id, &mut b.qs[s]) as i16;
+                self.q8k.resize(rows * per_row, zero);
+                each_row(pool, &mut self.q8k, per_row, |r, out| {
+                    for (b, chunk) in out.iter_mut().zip(x[r * cols..].chunks_exact(256)) {
+                        let (d, id) = scale(amax(chunk));
+                        b.d = d;
+                        for k in 0..16 {
+                            let s = 16 * k..16 * k + 16;
+                            b.bsums[k] = quantize_into(&chunk[s.clone()], id, &mut b.qs[s]) as i16;
+                        }
                     }
-                }
+                });
             }
         }
     }
@@ -146,9 +193,30 @@ impl ActBuf {
         &self.q8[r * n..(r + 1) * n]
     }
 
+    /// Row `r`'s unsigned blocks of 32 (kind [`ActKind::Q8U`]).
+    pub fn q8u_row(&self, r: usize) -> &[A8U] {
+        let n = self.cols / 32;
+        &self.q8u[r * n..(r + 1) * n]
+    }
+
     /// Row `r`'s blocks of 256 (kind [`ActKind::Q8K`]).
     pub fn q8k_row(&self, r: usize) -> &[A8K] {
         let n = self.cols / 256;
         &self.q8k[r * n..(r + 1) * n]
     }
+}
+
+/// Calls `f(r, blocks of row r)` for every row of `out` (`per_row` blocks each) on `pool`.
+fn each_row<T: Send>(
+    pool: &Pool,
+    out: &mut [T],
+    per_row: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let rows = out.len() / per_row.max(1);
+    let shared = SharedOut::new(out);
+    pool.run_chunks(rows, &|r| {
+        // SAFETY: row r's blocks belong to this call alone and lie inside `out`.
+        f(r, unsafe { shared.slice(r * per_row, per_row) })
+    });
 }

@@ -140,6 +140,11 @@ fn act_values(acts: &ActBuf, r: usize, out: &mut Vec<f32>) {
                 out.extend(b.qs.iter().map(|&q| q as f32 * b.d));
             }
         }
+        super::ActKind::Q8U => {
+            for b in acts.q8u_row(r) {
+                out.extend(b.qs.iter().map(|&q| (q as i32 - 128) as f32 * b.d));
+            }
+        }
     }
 }
 

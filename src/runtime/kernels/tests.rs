@@ -67,49 +67,64 @@ fn dequantized_rows_match_candle_exactly() {
 
 #[test]
 fn products_match_the_dequantized_f32_product_on_every_isa() {
-    let (rows, cols) = (37, 768);
-    for threads in [1, 3] {
-        let pool = Pool::new(threads);
-        for ty in TYPES {
-            let (w, wf) = weight(ty, rows, cols, 2);
-            for m in [1, 3, 4, 9] {
-                let x = values(m * cols, 3 + m as u64);
-                let mut acts = ActBuf::new();
-                acts.quantize(w.ty().act(), &x, m, cols);
-                let mut outs = Vec::new();
-                for isa in Isa::available() {
-                    let mut out = vec![f32::NAN; m * rows];
-                    w.matmul(&pool, isa, &acts, &mut out, rows);
-                    for i in 0..m {
-                        for j in 0..rows {
-                            let (xr, wr) = (&x[i * cols..][..cols], &wf[j * cols..][..cols]);
-                            let exact: f32 = xr.iter().zip(wr).map(|(a, b)| a * b).sum();
-                            let scale: f32 = xr.iter().zip(wr).map(|(a, b)| (a * b).abs()).sum();
-                            // Activations are rounded to 8 bits (f32 rows are exact).
-                            let tol = if w.ty().act() == ActKind::F32 {
-                                1e-4
-                            } else {
-                                2e-2
-                            };
-                            let got = out[i * rows + j];
-                            assert!(
-                                (got - exact).abs() <= tol * scale + 1e-4,
-                                "{ty:?} {isa:?} m={m} ({i},{j}): {got} vs {exact} (scale {scale})"
-                            );
-                        }
-                    }
-                    outs.push((isa, out));
+    // 2304 columns cross the packed products' chunk of 2048; 37 rows end in a partial tile.
+    for (rows, cols) in [(37, 768), (37, 2304)] {
+        for threads in [1, 3] {
+            let pool = Pool::new(threads);
+            for ty in TYPES {
+                let (w, wf) = weight(ty, rows, cols, 2);
+                for m in [1, 3, 4, 9] {
+                    let x = values(m * cols, 3 + m as u64);
+                    check_products(&pool, &w, &wf, &x, m, cols);
                 }
-                // The instruction sets agree with the portable path up to f32 rounding.
-                let (_, base) = &outs[0];
-                for (isa, out) in &outs[1..] {
-                    for (k, (a, b)) in base.iter().zip(out).enumerate() {
-                        assert!(
-                            (a - b).abs() <= 1e-4 * a.abs().max(1.0),
-                            "{ty:?} {isa:?} m={m} at {k}: {b} vs scalar {a}"
-                        );
-                    }
+            }
+        }
+    }
+}
+
+/// Every activation format `w` takes (its own, and the packed products' unsigned blocks), on
+/// every instruction set that runs it: within 8-bit activation rounding of the f32 product, and
+/// equal to the portable path up to f32 rounding.
+fn check_products(pool: &Pool, w: &QWeight, wf: &[f32], x: &[f32], m: usize, cols: usize) {
+    let (rows, ty) = (w.rows(), w.ty());
+    let mut kinds = vec![ty.act()];
+    if ty.act() != ActKind::F32 {
+        kinds.push(ActKind::Q8U);
+    }
+    for kind in kinds {
+        let mut acts = ActBuf::new();
+        acts.quantize_on(pool, kind, x, m, cols);
+        let mut outs = Vec::new();
+        for isa in Isa::available() {
+            let takes = kind == ty.act() || isa == Isa::Scalar;
+            if !takes && w.act_kind(isa, PACK_MIN_ROWS) != kind {
+                continue;
+            }
+            let mut out = vec![f32::NAN; m * rows];
+            w.matmul(pool, isa, &acts, &mut out, rows);
+            for i in 0..m {
+                for j in 0..rows {
+                    let (xr, wr) = (&x[i * cols..][..cols], &wf[j * cols..][..cols]);
+                    let exact: f32 = xr.iter().zip(wr).map(|(a, b)| a * b).sum();
+                    let scale: f32 = xr.iter().zip(wr).map(|(a, b)| (a * b).abs()).sum();
+                    // Activations are rounded to 8 bits (f32 rows are exact).
+                    let tol = if kind == ActKind::F32 { 1e-4 } else { 2e-2 };
+                    let got = out[i * rows + j];
+                    assert!(
+                        (got - exact).abs() <= tol * scale + 1e-4,
+                        "{ty:?} {kind:?} {isa:?} m={m} ({i},{j}): {got} vs {exact} (scale {scale})"
+                    );
                 }
+            }
+            outs.push((isa, out));
+        }
+        let (_, base) = &outs[0];
+        for (isa, out) in &outs[1..] {
+            for (k, (a, b)) in base.iter().zip(out).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-4 * a.abs().max(1.0),
+                    "{ty:?} {kind:?} {isa:?} m={m} at {k}: {b} vs scalar {a}"
+                );
             }
         }
     }

@@ -45,19 +45,19 @@ unsafe fn hsum(v: __m256) -> f32 {
 }
 
 #[inline(always)]
-unsafe fn f16(p: *const u8) -> f32 {
+pub(super) unsafe fn f16(p: *const u8) -> f32 {
     let h = std::ptr::read_unaligned(p.cast::<u16>());
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h as i32)))
 }
 
 #[inline(always)]
-unsafe fn load(p: *const u8) -> __m256i {
+pub(super) unsafe fn load(p: *const u8) -> __m256i {
     _mm256_loadu_si256(p.cast())
 }
 
 /// 16 bytes of nibbles → 32 bytes: low nibbles first, then high nibbles.
 #[inline(always)]
-unsafe fn nibbles(p: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles(p: *const u8) -> __m256i {
     let q = _mm_loadu_si128(p.cast());
     let lo = _mm_and_si128(q, _mm_set1_epi8(0xF));
     let hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
@@ -66,7 +66,7 @@ unsafe fn nibbles(p: *const u8) -> __m256i {
 
 /// 32 bits → 32 bytes, `0x10` where the bit is set.
 #[inline(always)]
-unsafe fn bits_16(bits: u32) -> __m256i {
+pub(super) unsafe fn bits_16(bits: u32) -> __m256i {
     let shuf = _mm256_set_epi64x(
         0x0303030303030303,
         0x0202020202020202,
@@ -80,15 +80,15 @@ unsafe fn bits_16(bits: u32) -> __m256i {
 }
 
 /// The legacy formats as const parameters, so that each kernel is compiled for one.
-const Q4_0: u8 = 0;
-const Q4_1: u8 = 1;
-const Q5_0: u8 = 2;
-const Q5_1: u8 = 3;
+pub(super) const Q4_0: u8 = 0;
+pub(super) const Q4_1: u8 = 1;
+pub(super) const Q5_0: u8 = 2;
+pub(super) const Q5_1: u8 = 3;
 
 /// A legacy block (32 values) of format `T` → unsigned bytes, scale, and the constant `c`
 /// with `value = d · u + c`.
 #[inline(always)]
-unsafe fn legacy_block<const T: u8>(p: *const u8) -> (__m256i, f32, f32) {
+pub(super) unsafe fn legacy_block<const T: u8>(p: *const u8) -> (__m256i, f32, f32) {
     let d = f16(p);
     match T {
         Q4_0 => (nibbles(p.add(2)), d, -8.0 * d),
@@ -157,6 +157,48 @@ unsafe fn scaled(u: __m256i, s: __m256i, scales: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales)
 }
 
+/// A Q4_K / Q5_K super-block → its 256 values as unsigned bytes in order (8 vectors of 32),
+/// the 8 sub-block scales and minimums, and the super-block's `d` and `dmin`.
+#[inline(always)]
+pub(super) unsafe fn unpack_q45k(
+    five: bool,
+    p: *const u8,
+) -> ([__m256i; 8], [i16; 8], [i32; 8], f32, f32) {
+    let low = _mm256_set1_epi8(0xF);
+    let d = f16(p);
+    let dmin = f16(p.add(2));
+    let packed = std::slice::from_raw_parts(p.add(4), 12);
+    let mut sc = [0i16; 8];
+    let mut mn = [0i32; 8];
+    for j in 0..8 {
+        let (s, m) = scale_min_k4(j, packed);
+        sc[j] = s as i16;
+        mn[j] = m as i32;
+    }
+    let (qh, qs) = if five {
+        (load(p.add(16)), p.add(48))
+    } else {
+        (_mm256_setzero_si256(), p.add(16))
+    };
+    let mut u = [_mm256_setzero_si256(); 8];
+    for j in 0..4 {
+        let q = load(qs.add(32 * j));
+        let mut lo = _mm256_and_si256(q, low);
+        let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+        if five {
+            let one = _mm256_set1_epi8(1);
+            let shift = _mm_cvtsi32_si128(2 * j as i32);
+            let h = _mm256_srl_epi16(qh, shift);
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+            let h = _mm256_srli_epi16(h, 1);
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
+        }
+        u[2 * j] = lo;
+        u[2 * j + 1] = hi;
+    }
+    (u, sc, mn, d, dmin)
+}
+
 #[inline(always)]
 unsafe fn q45k<const R: usize>(
     five: bool,
@@ -165,42 +207,10 @@ unsafe fn q45k<const R: usize>(
     nb: usize,
 ) -> [f32; R] {
     let bytes = if five { 176 } else { 144 };
-    let low = _mm256_set1_epi8(0xF);
     let mut acc = [_mm256_setzero_ps(); R];
     let mut off = [0f32; R];
     for b in 0..nb {
-        let p = w.add(b * bytes);
-        let d = f16(p);
-        let dmin = f16(p.add(2));
-        let packed = std::slice::from_raw_parts(p.add(4), 12);
-        let mut sc = [0i16; 8];
-        let mut mn = [0i32; 8];
-        for j in 0..8 {
-            let (s, m) = scale_min_k4(j, packed);
-            sc[j] = s as i16;
-            mn[j] = m as i32;
-        }
-        let (qh, qs) = if five {
-            (load(p.add(16)), p.add(48))
-        } else {
-            (_mm256_setzero_si256(), p.add(16))
-        };
-        let mut u = [_mm256_setzero_si256(); 8];
-        for j in 0..4 {
-            let q = load(qs.add(32 * j));
-            let mut lo = _mm256_and_si256(q, low);
-            let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
-            if five {
-                let one = _mm256_set1_epi8(1);
-                let shift = _mm_cvtsi32_si128(2 * j as i32);
-                let h = _mm256_srl_epi16(qh, shift);
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
-                let h = _mm256_srli_epi16(h, 1);
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(h, one), 4));
-            }
-            u[2 * j] = lo;
-            u[2 * j + 1] = hi;
-        }
+        let (u, sc, mn, d, dmin) = unpack_q45k(five, w.add(b * bytes));
         for r in 0..R {
             let ab = &*a[r].add(b);
             let aq = ab.qs.as_ptr().cast::<u8>();
@@ -221,33 +231,38 @@ unsafe fn q45k<const R: usize>(
     std::array::from_fn(|r| hsum(acc[r]) + off[r])
 }
 
+/// A Q6_K super-block → its 256 values as unsigned bytes in order (8 vectors of 32, each value
+/// 32 above its signed value), the 16 sub-block scales and `d`.
 #[inline(always)]
-unsafe fn q6k<const R: usize>(w: *const u8, a: [*const A8K; R], nb: usize) -> [f32; R] {
+pub(super) unsafe fn unpack_q6k(p: *const u8) -> ([__m256i; 8], [i8; 16], f32) {
     let low = _mm256_set1_epi8(0xF);
     let two = _mm256_set1_epi8(3);
+    let d = f16(p.add(208));
+    let sc: [i8; 16] = std::ptr::read_unaligned(p.add(192).cast());
+    let mut u = [_mm256_setzero_si256(); 8];
+    for n in 0..2 {
+        let ql = p.add(64 * n);
+        let qh = load(p.add(128 + 32 * n));
+        let q0 = load(ql);
+        let q1 = load(ql.add(32));
+        let hbits = |s: i32| {
+            let h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s));
+            _mm256_slli_epi16(_mm256_and_si256(h, two), 4)
+        };
+        u[4 * n] = _mm256_or_si256(_mm256_and_si256(q0, low), hbits(0));
+        u[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(q1, low), hbits(2));
+        u[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), low), hbits(4));
+        u[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), low), hbits(6));
+    }
+    (u, sc, d)
+}
+
+#[inline(always)]
+unsafe fn q6k<const R: usize>(w: *const u8, a: [*const A8K; R], nb: usize) -> [f32; R] {
     let mut acc = [_mm256_setzero_ps(); R];
     let mut off = [0f32; R];
     for b in 0..nb {
-        let p = w.add(b * 210);
-        let d = f16(p.add(208));
-        let sc: [i8; 16] = std::ptr::read_unaligned(p.add(192).cast());
-        let mut u = [_mm256_setzero_si256(); 8];
-        for n in 0..2 {
-            let ql = p.add(64 * n);
-            let qh = load(p.add(128 + 32 * n));
-            let q0 = load(ql);
-            let q1 = load(ql.add(32));
-            let hbits = |s: i32| {
-                let h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s));
-                _mm256_slli_epi16(_mm256_and_si256(h, two), 4)
-            };
-            u[4 * n] = _mm256_or_si256(_mm256_and_si256(q0, low), hbits(0));
-            u[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(q1, low), hbits(2));
-            u[4 * n + 2] =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q0, 4), low), hbits(4));
-            u[4 * n + 3] =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), low), hbits(6));
-        }
+        let (u, sc, d) = unpack_q6k(w.add(b * 210));
         let pairs: [__m256i; 8] = std::array::from_fn(|k| {
             _mm256_set_m128i(
                 _mm_set1_epi16(sc[2 * k + 1] as i16),
@@ -340,7 +355,8 @@ unsafe fn tile<D: ByteDot, const R: usize>(t: &Tile, acts: &ActBuf, first: usize
                 _ => each!(a, |w, a| legacy::<D, Q5_1, R>(w, a, nb)),
             }
         }
-        ActKind::Q8K => {
+        // No weight format asks for `Q8U` (the packed products take it).
+        ActKind::Q8K | ActKind::Q8U => {
             let a = std::array::from_fn::<_, R, _>(|r| acts.q8k_row(first + r).as_ptr());
             let nb = k / 256;
             match t.ty {

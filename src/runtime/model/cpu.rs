@@ -45,19 +45,19 @@ struct CpuLayer {
 /// One input quantized for each activation format, at most once per input.
 #[derive(Debug, Default)]
 struct Acts {
-    bufs: [ActBuf; 3],
-    fresh: [bool; 3],
+    bufs: [ActBuf; 4],
+    fresh: [bool; 4],
 }
 
 impl Acts {
     fn stale(&mut self) {
-        self.fresh = [false; 3];
+        self.fresh = [false; 4];
     }
 
-    fn get(&mut self, kind: ActKind, x: &[f32], m: usize, k: usize) -> &ActBuf {
+    fn get(&mut self, pool: &Pool, kind: ActKind, x: &[f32], m: usize, k: usize) -> &ActBuf {
         let i = kind as usize;
         if !self.fresh[i] {
-            self.bufs[i].quantize(kind, x, m, k);
+            self.bufs[i].quantize_on(pool, kind, x, m, k);
             self.fresh[i] = true;
         }
         &self.bufs[i]
@@ -293,7 +293,7 @@ impl CpuDecoder {
         s.h.resize(h, 0.0);
         rms_norm(last, &self.norm, self.cfg.eps as f32, &mut s.h[..h]);
         s.acts.stale();
-        let acts = s.acts.get(self.lm_head.ty().act(), &s.h, 1, h);
+        let acts = s.acts.get(&self.pool, self.lm_head.ty().act(), &s.h, 1, h);
         let mut logits = vec![0f32; vocab];
         self.lm_head
             .matmul(&self.pool, self.isa, acts, &mut logits, vocab);
@@ -439,7 +439,7 @@ fn project_all(
 ) {
     let mut col = 0;
     for p in ps {
-        let a = acts.get(p.w.ty().act(), x, m, k);
+        let a = acts.get(pool, p.w.act_kind(isa, m), x, m, k);
         p.w.matmul(pool, isa, a, &mut out[col..], ld);
         if let Some(b) = &p.bias {
             for i in 0..m {
