@@ -353,49 +353,53 @@ impl QWeight {
     /// (in [`QWeight::act_kind`]'s format, or this weight's [`WType::act`]); `out` is
     /// `m × rows`, row-major, and `ld` apart between rows.
     pub fn matmul(&self, pool: &Pool, isa: Isa, acts: &ActBuf, out: &mut [f32], ld: usize) {
-        let m = acts.rows();
+        matmul_side_by_side(pool, isa, &[(self, acts)], out, ld);
+    }
+
+    /// Checks that `acts` can be multiplied with this matrix on `isa`; whether that takes the
+    /// packed product.
+    fn check(&self, isa: Isa, acts: &ActBuf) -> bool {
         let packed = acts.kind() == ActKind::Q8U;
         // The portable path reads every activation format (it dequantizes them).
         let portable = isa == Isa::Scalar && self.ty.act() != ActKind::F32;
         assert!(acts.kind() == self.ty.act() || (packed && (portable || self.packable(isa))));
         assert!(acts.cols() == self.cols);
-        assert!(m == 0 || out.len() >= (m - 1) * ld + self.rows);
-        #[cfg(target_arch = "x86_64")]
-        if packed && isa != Isa::Scalar {
-            packed::matmul(self, pool, isa, acts, out, ld);
-            return;
-        }
-        let out_ptr = SharedOut::new(out);
-        let n = self.rows;
-        // Chunks of output columns small enough to share out evenly, large enough to amortize.
-        let threads = pool.threads();
-        let chunk = (n.div_ceil(threads * 4)).clamp(8, 256);
-        let chunks = n.div_ceil(chunk);
-        pool.run_chunks(chunks, &|c| {
-            let end = ((c + 1) * chunk).min(n);
-            // Tiles of a few weight rows stay in L1 while every activation row goes past them.
-            let mut start = c * chunk;
-            while start < end {
-                let cols = start..(start + COL_TILE).min(end);
-                let mut first = 0;
-                while first < m {
-                    let r = (m - first).min(MAX_ROWS);
-                    let tile = Tile {
-                        ty: self.ty,
-                        w: self.bytes().as_ptr(),
-                        row_bytes: self.row_bytes,
-                        k: self.cols,
-                        cols: cols.clone(),
-                        // SAFETY: row `first` of the output lies inside `out` (assertion above).
-                        out: unsafe { out_ptr.ptr().add(first * ld) },
-                        ld,
-                    };
-                    self.dot_tile(isa, &tile, acts, first, r);
-                    first += r;
-                }
-                start = cols.end;
+        packed && isa != Isa::Scalar
+    }
+
+    /// Output columns `cols` for activation rows `0..m` of `acts`, written from `out` (the
+    /// output row of activation row 0 at this matrix's first column).
+    fn columns(
+        &self,
+        isa: Isa,
+        acts: &ActBuf,
+        cols: std::ops::Range<usize>,
+        out: *mut f32,
+        ld: usize,
+    ) {
+        let m = acts.rows();
+        // Tiles of a few weight rows stay in L1 while every activation row goes past them.
+        let mut start = cols.start;
+        while start < cols.end {
+            let tile_cols = start..(start + COL_TILE).min(cols.end);
+            let mut first = 0;
+            while first < m {
+                let r = (m - first).min(MAX_ROWS);
+                let tile = Tile {
+                    ty: self.ty,
+                    w: self.bytes().as_ptr(),
+                    row_bytes: self.row_bytes,
+                    k: self.cols,
+                    cols: tile_cols.clone(),
+                    // SAFETY: row `first` of the output lies inside the caller's buffer.
+                    out: unsafe { out.add(first * ld) },
+                    ld,
+                };
+                self.dot_tile(isa, &tile, acts, first, r);
+                first += r;
             }
-        });
+            start = tile_cols.end;
+        }
     }
 
     /// Dots of the rows of `tile` with activation rows `first..first + r` (`r ≤ MAX_ROWS`).
@@ -420,6 +424,49 @@ impl QWeight {
             }
         }
     }
+}
+
+/// The products `x_p · W_pᵀ` of several matrices, each with its own quantized activations
+/// (all with the same rows), written side by side into `out` (row stride `ld`): the columns of
+/// product `p` follow those of product `p − 1`. The row-by-row products run as one job on the
+/// pool (one dispatch for q/k/v or gate/up); packed products run one after another.
+pub fn matmul_side_by_side(
+    pool: &Pool,
+    isa: Isa,
+    products: &[(&QWeight, &ActBuf)],
+    out: &mut [f32],
+    ld: usize,
+) {
+    let m = products.first().map_or(0, |(_, a)| a.rows());
+    let width: usize = products.iter().map(|(w, _)| w.rows()).sum();
+    assert!(products.iter().all(|(_, a)| a.rows() == m));
+    assert!(m == 0 || out.len() >= (m - 1) * ld + width);
+    // (product, its first column in `out`, its chunk of columns, its first chunk in the job)
+    let mut plan = Vec::with_capacity(products.len());
+    let (mut col, mut chunks) = (0, 0);
+    for (p, (w, acts)) in products.iter().enumerate() {
+        if w.check(isa, acts) {
+            #[cfg(target_arch = "x86_64")]
+            packed::matmul(w, pool, isa, acts, &mut out[col..], ld);
+        } else {
+            // Chunks small enough to share out evenly, large enough to amortize.
+            let chunk = (w.rows.div_ceil(pool.threads() * 4)).clamp(8, 256);
+            plan.push((p, col, chunk, chunks));
+            chunks += w.rows.div_ceil(chunk);
+        }
+        col += w.rows();
+    }
+    let out_ptr = SharedOut::new(out);
+    pool.run_chunks(chunks, &|c| {
+        let at = plan.partition_point(|&(_, _, _, first)| first <= c) - 1;
+        let (p, col, chunk, first) = plan[at];
+        let (w, acts) = products[p];
+        let start = (c - first) * chunk;
+        let cols = start..(start + chunk).min(w.rows());
+        // SAFETY: column `col` of output row 0 lies inside `out` (assertion above); each chunk
+        // writes only its own columns.
+        w.columns(isa, acts, cols, unsafe { out_ptr.ptr().add(col) }, ld);
+    });
 }
 
 /// Weight rows `cols` of one matrix against a few activation rows, and where their dots go.

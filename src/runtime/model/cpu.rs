@@ -18,7 +18,9 @@ use candle_core::{Device, Tensor};
 
 use super::config::{Activation, ArchConfig};
 use super::decoder::{CandleDecoder, Embedding, GateUp, Linear, Norm, Qkv};
-use crate::runtime::kernels::{ActBuf, ActKind, Isa, Pool, QWeight, SharedOut, WType};
+use crate::runtime::kernels::{
+    matmul_side_by_side, ActBuf, ActKind, Isa, Pool, QWeight, SharedOut, WType,
+};
 
 /// A projection: weight rows (outputs) and an optional bias.
 #[derive(Debug)]
@@ -61,6 +63,12 @@ impl Acts {
             self.fresh[i] = true;
         }
         &self.bufs[i]
+    }
+
+    /// The rows quantized as `kind` (after `get` with that kind).
+    fn held(&self, kind: ActKind) -> &ActBuf {
+        debug_assert!(self.fresh[kind as usize]);
+        &self.bufs[kind as usize]
     }
 }
 
@@ -437,10 +445,16 @@ fn project_all(
     out: &mut [f32],
     ld: usize,
 ) {
+    for p in ps {
+        acts.get(pool, p.w.act_kind(isa, m), x, m, k);
+    }
+    let products: Vec<(&QWeight, &ActBuf)> = ps
+        .iter()
+        .map(|p| (&*p.w, acts.held(p.w.act_kind(isa, m))))
+        .collect();
+    matmul_side_by_side(pool, isa, &products, out, ld);
     let mut col = 0;
     for p in ps {
-        let a = acts.get(pool, p.w.act_kind(isa, m), x, m, k);
-        p.w.matmul(pool, isa, a, &mut out[col..], ld);
         if let Some(b) = &p.bias {
             for i in 0..m {
                 let row = &mut out[i * ld + col..][..b.len()];
