@@ -445,6 +445,17 @@ fn every_quantization_type_matches_candle_transformers() {
         // rounded per 32 values where a decode step's K formats round per 256: it is held to
         // the exact activations' logits as the steps are.
         check_rollback(&mut dec, &got, &what, (&exact[DECODE.len()], 0.1));
+        // Verifying drafted tokens: every row of one pass is exactly its decode step's logits.
+        dec.truncate(PROMPT.len()).unwrap();
+        let each = dec.forward_each(&DECODE).unwrap();
+        for (i, row) in each.iter().enumerate() {
+            assert!(row == &got[i + 1], "{what}: forward_each row {i} differs");
+        }
+        let all: Vec<u32> = PROMPT.iter().chain(&DECODE).copied().collect();
+        assert_eq!(dec.common_prefix(&all), all.len());
+        dec.truncate(3).unwrap();
+        assert_eq!(dec.common_prefix(&all), 3);
+        assert_eq!(dec.common_prefix(&[PROMPT[0], 999]), 1);
     }
 }
 

@@ -267,3 +267,57 @@ fn retokenization_rollback_keeps_matcher_and_kv_in_step() {
         "logits after rollback differ from a fresh run by {diff}"
     );
 }
+
+/// The next turn of a conversation keeps the KV cache of everything it shares with the last
+/// one and prefills only the rest, and answers as a fresh prefill of the whole prompt does.
+#[test]
+fn a_following_turn_prefills_only_its_new_tokens() {
+    let Some(mut model) = model("kv_reuse") else {
+        return;
+    };
+    let hermes = style("hermes").unwrap();
+    let stop = stop_tokens(&model, &[]);
+    let opts = GenerateOptions {
+        max_tokens: 12,
+        ..GenerateOptions::default()
+    };
+    let first = [json!({"role": "user", "content": "Name a colour."})];
+    let (_, a) = prompt_tokens(&model, None, &first, &[], hermes).unwrap();
+    let one = generate(
+        &mut model,
+        &a,
+        None,
+        stop.clone(),
+        opts.clone(),
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(one.summary.prompt_reused, 0);
+    let second = [
+        first[0].clone(),
+        json!({"role": "assistant", "content": one.text}),
+        json!({"role": "user", "content": "And another one?"}),
+    ];
+    let (_, b) = prompt_tokens(&model, None, &second, &[], hermes).unwrap();
+    let shared = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    assert!(shared > 10 && shared < b.len());
+    let two = generate(
+        &mut model,
+        &b,
+        None,
+        stop.clone(),
+        opts.clone(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let reused = two.summary.prompt_reused;
+    assert!(
+        reused >= shared && reused < b.len(),
+        "{reused} of {} prompt tokens reused, {shared} shared with the first turn",
+        b.len()
+    );
+    model.decoder.truncate(0).unwrap();
+    let fresh = generate(&mut model, &b, None, stop, opts, &mut |_| {}).unwrap();
+    assert_eq!(fresh.summary.prompt_reused, 0);
+    assert_eq!(two.tokens, fresh.tokens);
+}

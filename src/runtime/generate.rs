@@ -169,6 +169,8 @@ pub struct Session<'m> {
     ready: Option<ReadyMask>,
     stop_tokens: Vec<u32>,
     prompt_len: usize,
+    /// Prompt tokens whose KV cache was kept from before the prefill.
+    prompt_reused: usize,
     prefill_ms: f64,
     out: Vec<u32>,
     out_rec: Vec<usize>,
@@ -208,6 +210,7 @@ impl<'m> Session<'m> {
             ready: None,
             stop_tokens,
             prompt_len: 0,
+            prompt_reused: 0,
             prefill_ms: 0.0,
             out: Vec::new(),
             out_rec: Vec::new(),
@@ -218,16 +221,24 @@ impl<'m> Session<'m> {
         })
     }
 
-    /// Clears the KV cache and runs the prompt through the model.
+    /// Runs the prompt through the model. The KV cache of its longest prefix the model already
+    /// holds (an earlier turn of the conversation, a shared system prompt) is kept and only the
+    /// rest is prefilled; at least the last token runs, for its logits.
     pub fn prefill(&mut self, prompt: &[u32]) -> Result<(), GenerateError> {
         if prompt.is_empty() {
             return Err(GenerateError::EmptyPrompt);
         }
-        self.model.decoder.truncate(0)?;
-        let (logits, ms) = self.forward_and_mask(prompt)?;
+        let keep = self
+            .model
+            .decoder
+            .common_prefix(prompt)
+            .min(prompt.len() - 1);
+        self.model.decoder.truncate(keep)?;
+        let (logits, ms) = self.forward_and_mask(&prompt[keep..])?;
         self.logits = Some(logits);
         self.prefill_ms = ms;
         self.prompt_len = prompt.len();
+        self.prompt_reused = keep;
         Ok(())
     }
 
@@ -257,6 +268,8 @@ impl<'m> Session<'m> {
         self.logits = Some(prefill.logits.clone());
         self.prefill_ms = prefill.ms;
         self.prompt_len = prefill.len;
+        // Reported as the earlier session's prefill, whose logits this one starts from.
+        self.prompt_reused = 0;
         Ok(())
     }
 
@@ -648,7 +661,7 @@ impl<'m> Session<'m> {
         let mut summary = Summary::from_records(
             &self.records,
             self.kv_out,
-            self.prompt_len,
+            (self.prompt_len, self.prompt_reused),
             self.prefill_ms,
             stop,
         );

@@ -60,6 +60,9 @@ pub struct StepRecord {
 pub struct Summary {
     /// Prompt tokens.
     pub prompt_tokens: usize,
+    /// Of those, the tokens whose KV cache was kept from an earlier pass (the same conversation's
+    /// previous turn, a shared prefix) and not prefilled again.
+    pub prompt_reused: usize,
     /// Prefill time (ms).
     pub prefill_ms: f64,
     /// Tokens in the final output (a stop token counted).
@@ -162,11 +165,12 @@ pub fn percentile(values: &[f64], q: f64) -> f64 {
 
 impl Summary {
     /// The summary of `records` (of which `fed` output tokens went through the model) after a
-    /// prefill of `prompt_tokens` in `prefill_ms`.
+    /// prompt of `prompt_tokens`, `reused` of them from the cache, the rest prefilled in
+    /// `prefill_ms`.
     pub fn from_records(
         records: &[StepRecord],
         fed: usize,
-        prompt_tokens: usize,
+        (prompt_tokens, reused): (usize, usize),
         prefill_ms: f64,
         stop: StopReason,
     ) -> Summary {
@@ -184,6 +188,7 @@ impl Summary {
         let per_s = |n: usize, us: f64| if us > 0.0 { n as f64 / us * 1e6 } else { 0.0 };
         Summary {
             prompt_tokens,
+            prompt_reused: reused,
             prefill_ms,
             tokens_generated: kept().count(),
             tokens_forced: forced,
@@ -206,7 +211,7 @@ impl Summary {
                 0.0
             },
             step_overhead_pct_p50: percentile(&step_pcts, 0.5),
-            prompt_tokens_per_s: per_s(prompt_tokens, prefill_ms * 1e3),
+            prompt_tokens_per_s: per_s(prompt_tokens - reused, prefill_ms * 1e3),
             generation_tokens_per_s: per_s(kept().count(), decode_us),
             stop_reason: stop.as_str().to_string(),
             verified_tokens: None,
@@ -222,7 +227,7 @@ impl Summary {
              mask wait          p50 {:.1} µs  p99 {:.1} µs (logits waiting for the mask)\n\
              forward            p50 {:.2} ms\n\
              grammar overhead   {:.2}% of decode time ({:.2}% of a step at p50)\n\
-             prompt             {} tokens in {:.1} ms ({:.1} tokens/s)\n\
+             prompt             {} tokens, {} prefilled in {:.1} ms ({:.1} tokens/s), {} reused\n\
              generation         {:.2} tokens/s\n\
              stopped by         {}",
             self.tokens_generated,
@@ -239,8 +244,10 @@ impl Summary {
             self.grammar_overhead_pct,
             self.step_overhead_pct_p50,
             self.prompt_tokens,
+            self.prompt_tokens - self.prompt_reused,
             self.prefill_ms,
             self.prompt_tokens_per_s,
+            self.prompt_reused,
             self.generation_tokens_per_s,
             self.stop_reason,
         );
@@ -312,7 +319,7 @@ mod tests {
             rec(Origin::Forced, None, None),
             rec(Origin::Sampled, Some(30.0), Some((2.0, 1))),
         ];
-        let s = Summary::from_records(&records, 5, 10, 5.0, StopReason::Grammar);
+        let s = Summary::from_records(&records, 5, (10, 0), 5.0, StopReason::Grammar);
         assert_eq!(s.forward_passes, 2);
         assert_eq!(s.forward_passes_saved, 3);
         assert_eq!(s.tokens_forced, 3);

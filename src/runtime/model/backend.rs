@@ -18,6 +18,8 @@ pub struct Decoder {
     /// The activations' (and KV cache's) dtype: F32 over quantized weights, else the weights'.
     pub dtype: DType,
     backend: Backend,
+    /// The tokens whose keys and values the cache holds, in order (empty once a pass failed).
+    held: Vec<u32>,
 }
 
 #[derive(Debug)]
@@ -34,6 +36,7 @@ impl Decoder {
             device: dec.device.clone(),
             dtype: dec.dtype,
             backend: Backend::Candle(Box::new(dec)),
+            held: Vec::new(),
         }
     }
 
@@ -56,6 +59,7 @@ impl Decoder {
                         device: dec.device.clone(),
                         dtype: DType::F32,
                         backend: Backend::Cpu(Box::new(cpu)),
+                        held: Vec::new(),
                     },
                     what,
                 ))
@@ -92,6 +96,7 @@ impl Decoder {
 
     /// Cuts the cache to its first `len` positions.
     pub fn truncate(&mut self, len: usize) -> candle_core::Result<()> {
+        self.held.truncate(len);
         match &mut self.backend {
             Backend::Candle(d) => d.truncate(len),
             Backend::Cpu(d) => {
@@ -101,11 +106,51 @@ impl Decoder {
         }
     }
 
+    /// How many leading tokens of `tokens` the cache already holds: a prompt that continues an
+    /// earlier one (the next turn of a conversation, another request with the same system
+    /// prompt) needs only the rest prefilled after [`Decoder::truncate`] to that length.
+    pub fn common_prefix(&self, tokens: &[u32]) -> usize {
+        let n = self.held.len().min(self.len());
+        self.held[..n]
+            .iter()
+            .zip(tokens)
+            .take_while(|(a, b)| a == b)
+            .count()
+    }
+
     /// Appends `tokens` at the cache's end; returns the logits after the last one, `(vocab,)` f32.
     pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
-        match &mut self.backend {
+        let before = self.len();
+        let out = match &mut self.backend {
             Backend::Candle(d) => d.forward(tokens),
             Backend::Cpu(d) => d.forward(tokens),
+        };
+        self.record(before, tokens, out.is_ok());
+        out
+    }
+
+    /// Appends `tokens` and returns the logits after each of them (`tokens.len()` rows), each
+    /// row exactly what [`Decoder::forward`] of that token alone would give: the products run
+    /// row by row, as in a decode step, never packed. For verifying drafted tokens; only our
+    /// CPU kernels have it.
+    pub fn forward_each(&mut self, tokens: &[u32]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let before = self.len();
+        let out = match &mut self.backend {
+            Backend::Candle(_) => Err(candle_core::Error::Msg(
+                "verifying drafted tokens needs the CPU kernels (a GGUF model on the CPU)".into(),
+            )),
+            Backend::Cpu(d) => d.forward_each(tokens),
+        };
+        self.record(before, tokens, out.is_ok());
+        out
+    }
+
+    /// Keeps `held` in step with the cache after a pass from length `before`.
+    fn record(&mut self, before: usize, tokens: &[u32], ok: bool) {
+        if ok && self.held.len() == before {
+            self.held.extend_from_slice(tokens);
+        } else {
+            self.held.clear();
         }
     }
 

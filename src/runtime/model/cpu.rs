@@ -85,6 +85,8 @@ struct Scratch {
     acts: Acts,
     /// `cos | sin` per row of the pass (`head_dim` values), for global and local layers.
     rope: [Vec<f32>; 2],
+    /// Whether this pass may take the packed products (else row by row, as a decode step).
+    packed: bool,
 }
 
 /// The decoder on our CPU kernels.
@@ -255,6 +257,22 @@ impl CpuDecoder {
 
     /// Appends `tokens`; returns the logits after the last one.
     pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
+        let vocab = self.vocab_size();
+        let logits = self.run(tokens, true, false)?;
+        Tensor::from_vec(logits, vocab, &Device::Cpu)
+    }
+
+    /// Appends `tokens`; returns the logits after each one, every row computed as a decode step
+    /// of that token alone computes it (row-by-row products, never packed).
+    pub fn forward_each(&mut self, tokens: &[u32]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let vocab = self.vocab_size();
+        let logits = self.run(tokens, false, true)?;
+        Ok(logits.chunks_exact(vocab).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Appends `tokens` (with packed products for long passes when `packed`); the logits after
+    /// the last token, or after every token when `all` (rows of `vocab`).
+    fn run(&mut self, tokens: &[u32], packed: bool, all: bool) -> candle_core::Result<Vec<f32>> {
         if tokens.is_empty() {
             candle_core::bail!("forward called with no tokens");
         }
@@ -292,24 +310,36 @@ impl CpuDecoder {
             }
             debug_assert_eq!(table.len(), seq * 2 * half);
         }
+        self.s.packed = packed;
         for l in 0..self.layers.len() {
             self.layer(l, seq);
         }
         self.len += seq;
         let s = &mut self.s;
-        let last = &s.x[(seq - 1) * h..seq * h];
-        s.h.resize(h, 0.0);
-        rms_norm(last, &self.norm, self.cfg.eps as f32, &mut s.h[..h]);
+        let rows = if all { seq } else { 1 };
+        let first = &s.x[(seq - rows) * h..seq * h];
+        norm_rows(
+            &self.pool,
+            first,
+            &self.norm,
+            self.cfg.eps as f32,
+            rows,
+            h,
+            &mut s.h,
+        );
         s.acts.stale();
-        let acts = s.acts.get(&self.pool, self.lm_head.ty().act(), &s.h, 1, h);
-        let mut logits = vec![0f32; vocab];
+        // Every row alone: the logits of a pass equal those of single steps.
+        let acts = s
+            .acts
+            .get(&self.pool, self.lm_head.ty().act(), &s.h, rows, h);
+        let mut logits = vec![0f32; rows * vocab];
         self.lm_head
             .matmul(&self.pool, self.isa, acts, &mut logits, vocab);
         if let Some(cap) = self.cfg.final_softcap {
             let cap = cap as f32;
             logits.iter_mut().for_each(|v| *v = (*v / cap).tanh() * cap);
         }
-        Tensor::from_vec(logits, vocab, &Device::Cpu)
+        Ok(logits)
     }
 
     /// Layer `l` on the `seq` rows of `s.x` (positions `self.len..`), in place.
@@ -339,14 +369,16 @@ impl CpuDecoder {
             act,
             acts,
             rope: tables,
+            packed,
         } = s;
+        let packed = *packed;
 
         // Attention.
         norm_rows(pool, x, &layer.attn_norm, eps, seq, h, hn);
         acts.stale();
         let ld = qd + 2 * kvd;
         qkv.resize(seq * ld, 0.0);
-        project_all(pool, isa, &layer.qkv, acts, hn, seq, h, qkv, ld);
+        project_all(pool, isa, packed, &layer.qkv, acts, hn, seq, h, qkv, ld);
         let local = cfg.is_local_layer(l);
         let table = &tables[usize::from(local)];
         for i in 0..seq {
@@ -387,6 +419,7 @@ impl CpuDecoder {
         project_all(
             pool,
             isa,
+            packed,
             std::slice::from_ref(&layer.o),
             acts,
             att,
@@ -402,7 +435,18 @@ impl CpuDecoder {
         acts.stale();
         let width = layer.down.w.cols();
         ffn.resize(seq * 2 * width, 0.0);
-        project_all(pool, isa, &layer.gate_up, acts, hn, seq, h, ffn, 2 * width);
+        project_all(
+            pool,
+            isa,
+            packed,
+            &layer.gate_up,
+            acts,
+            hn,
+            seq,
+            h,
+            ffn,
+            2 * width,
+        );
         act.resize(seq * width, 0.0);
         let gelu = cfg.activation == Activation::GeluTanh;
         let out = SharedOut::new(act);
@@ -419,6 +463,7 @@ impl CpuDecoder {
         project_all(
             pool,
             isa,
+            packed,
             std::slice::from_ref(&layer.down),
             acts,
             act,
@@ -432,11 +477,12 @@ impl CpuDecoder {
 }
 
 /// The projections `ps` (their outputs side by side) of the `m` rows of `x` (`k` wide) into
-/// `out` (row stride `ld`), biases added.
+/// `out` (row stride `ld`), biases added; packed products for many rows when `packed`.
 #[allow(clippy::too_many_arguments)]
 fn project_all(
     pool: &Pool,
     isa: Isa,
+    packed: bool,
     ps: &[Proj],
     acts: &mut Acts,
     x: &[f32],
@@ -445,13 +491,18 @@ fn project_all(
     out: &mut [f32],
     ld: usize,
 ) {
+    let kind = |w: &QWeight| {
+        if packed {
+            w.act_kind(isa, m)
+        } else {
+            w.ty().act()
+        }
+    };
     for p in ps {
-        acts.get(pool, p.w.act_kind(isa, m), x, m, k);
+        acts.get(pool, kind(&p.w), x, m, k);
     }
-    let products: Vec<(&QWeight, &ActBuf)> = ps
-        .iter()
-        .map(|p| (&*p.w, acts.held(p.w.act_kind(isa, m))))
-        .collect();
+    let products: Vec<(&QWeight, &ActBuf)> =
+        ps.iter().map(|p| (&*p.w, acts.held(kind(&p.w)))).collect();
     matmul_side_by_side(pool, isa, &products, out, ld);
     let mut col = 0;
     for p in ps {
