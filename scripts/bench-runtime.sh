@@ -7,7 +7,8 @@
 # (pp256 and tg64, built from the llama-cpp-python sdist on PyPI by scripts/build-llama-bench.sh
 # when missing), `structgen speed` (the same two tests on our kernels), and structgen's
 # constrained generation of a tool call with and without jump-forward (`structgen run`, tokens
-# generated per second of decoding). Prints one Markdown table; the raw results go to
+# generated per second of decoding), and for qwen2.5-coder-1.5b with qwen2.5-coder-0.5b drafting
+# (`--draft-model`, when both are downloaded). Prints one Markdown table; the raw results go to
 # bench-results/runtime-*.json.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -51,6 +52,11 @@ PY
       --prompt "$prompt" --max-tokens 64 --json $flag \
       >"$out/runtime-$name-run-jf-$jf.json" 2>/dev/null
   done
+  if [ "$name" = qwen2.5-coder-1.5b ] && [ -s models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf ]; then
+    "$sg" run --model "$name" --threads "$threads" --tools "$tools" --tool-choice required \
+      --prompt "$prompt" --max-tokens 64 --json --draft-model qwen2.5-coder-0.5b \
+      >"$out/runtime-$name-run-draft.json" 2>/dev/null
+  fi
   rows+=("$name")
 done
 
@@ -59,16 +65,22 @@ import json, sys
 out, threads, names = sys.argv[1], sys.argv[2], sys.argv[3:]
 print(f"\n{threads} threads; tok/s, median of 3 runs (structgen run: one request)\n")
 print("| model | llama.cpp pp256 | structgen pp256 | ratio | llama.cpp tg64 | structgen tg64 | ratio "
-      "| constrained tool call, tok/s | + jump-forward |")
-print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+      "| constrained tool call, tok/s | + jump-forward | + draft model (accepted) |")
+print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 for n in names:
     llama = {("pp" if r["n_prompt"] else "tg"): r["avg_ts"] for r in json.load(open(f"{out}/runtime-{n}-llama.json"))}
     ours = {t["test"][:2]: t["tokens_per_s"] for t in json.load(open(f"{out}/runtime-{n}-structgen.json"))["tests"]}
-    def run(jf):
-        s = json.load(open(f"{out}/runtime-{n}-run-jf-{jf}.json"))["summary"]
-        return s["tokens_generated"] + s["tokens_forced"], s["decode_ms"]
-    (n_off, ms_off), (n_on, ms_on) = run("off"), run("on")
+    def run(tag):
+        s = json.load(open(f"{out}/runtime-{n}-run-{tag}.json"))["summary"]
+        return s["tokens_generated"], s["decode_ms"], s.get("speculation")
+    (n_off, ms_off, _), (n_on, ms_on, _) = run("jf-off"), run("jf-on")
+    draft = "–"
+    try:
+        n_d, ms_d, spec = run("draft")
+        draft = f"{1000 * n_d / ms_d:.1f} ({spec['accepted']}/{spec['drafted']})"
+    except FileNotFoundError:
+        pass
     print(f"| {n} | {llama['pp']:.1f} | {ours['pp']:.1f} | {ours['pp'] / llama['pp']:.2f}× "
           f"| {llama['tg']:.1f} | {ours['tg']:.1f} | {ours['tg'] / llama['tg']:.2f}× "
-          f"| {1000 * n_off / ms_off:.1f} | {1000 * n_on / ms_on:.1f} |")
+          f"| {1000 * n_off / ms_off:.1f} | {1000 * n_on / ms_on:.1f} | {draft} |")
 PY

@@ -24,8 +24,9 @@ use crate::engine::GrammarCompiler;
 use crate::frontend::call_formats::FormatSet;
 use crate::frontend::tool_calls::render_calls;
 use crate::frontend::tools::{parse_tools, StyleSpec, Tool, ToolChoice, ToolOptions};
-use crate::runtime::generate::{GenerateOptions, Prefill, Session};
+use crate::runtime::generate::{Draft, GenerateOptions, Prefill, Session};
 use crate::runtime::request::{prompt_tokens, tools_matcher};
+use crate::runtime::trace::DraftStats;
 use crate::runtime::Model;
 
 /// How an answer is produced.
@@ -70,6 +71,8 @@ pub struct Settings<'a> {
     pub compiler: &'a GrammarCompiler,
     /// The call formats constrained answers may use and every answer is read in.
     pub formats: FormatSet,
+    /// Tokens a draft model (when the run has one) proposes per verification pass.
+    pub draft_tokens: usize,
 }
 
 /// One case answered in one mode.
@@ -103,6 +106,9 @@ pub struct CaseResult {
     pub decode_ms: f64,
     /// Why generation stopped.
     pub stop: String,
+    /// With a draft model: what speculation did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<DraftStats>,
 }
 
 impl CaseResult {
@@ -121,6 +127,7 @@ impl CaseResult {
             grammar_ms: 0.0,
             decode_ms: 0.0,
             stop: String::new(),
+            speculation: None,
         }
     }
 
@@ -211,8 +218,15 @@ fn written_value(value: &Value, param: Option<&Param>) -> Value {
     }
 }
 
-/// Answers `case` in every mode of `settings` on `model`; `seed` seeds sampling.
-pub fn run_case(model: &mut Model, case: &Case, settings: &Settings, seed: u64) -> Vec<CaseResult> {
+/// Answers `case` in every mode of `settings` on `model` (with `draft` drafting tokens when
+/// given); `seed` seeds sampling.
+pub fn run_case(
+    model: &mut Model,
+    mut draft: Option<&mut Model>,
+    case: &Case,
+    settings: &Settings,
+    seed: u64,
+) -> Vec<CaseResult> {
     let fail_all = |e: String| -> Vec<CaseResult> {
         settings
             .modes
@@ -251,8 +265,17 @@ pub fn run_case(model: &mut Model, case: &Case, settings: &Settings, seed: u64) 
                 tools: &tools,
                 ids: &ids,
             };
-            answer(model, case, settings, &prompted, mode, seed, &mut prefill)
-                .unwrap_or_else(|e| CaseResult::failed(case, mode, e))
+            let draft = draft.as_deref_mut();
+            answer(
+                model,
+                draft,
+                case,
+                settings,
+                &prompted,
+                (mode, seed),
+                &mut prefill,
+            )
+            .unwrap_or_else(|e| CaseResult::failed(case, mode, e))
         })
         .collect()
 }
@@ -265,11 +288,11 @@ struct Prompted<'a> {
 
 fn answer(
     model: &mut Model,
+    draft: Option<&mut Model>,
     case: &Case,
     settings: &Settings,
     prompted: &Prompted,
-    mode: Mode,
-    seed: u64,
+    (mode, seed): (Mode, u64),
     prefill: &mut Option<Prefill>,
 ) -> Result<CaseResult, String> {
     if mode == Mode::GroundTruth {
@@ -296,8 +319,15 @@ fn answer(
     };
     let mut opts = settings.generate.clone();
     opts.seed = seed;
+    let draft = match draft {
+        Some(d) => Some(Draft::new(d, model, settings.draft_tokens).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let mut session =
         Session::new(model, matcher, settings.stop.clone(), opts).map_err(|e| e.to_string())?;
+    if let Some(d) = draft {
+        session.set_draft(d);
+    }
     let t = Instant::now();
     let resumed = match prefill {
         Some(p) => {
@@ -335,5 +365,6 @@ fn answer(
     r.grammar_ms = s.grammar_ms;
     r.decode_ms = s.decode_ms;
     r.stop = s.stop_reason.clone();
+    r.speculation = s.speculation;
     Ok(r)
 }

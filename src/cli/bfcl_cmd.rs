@@ -18,7 +18,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 use super::atomic::AtomicFile;
-use super::model_args::{named_style, DecodeArgs, LoadedModel, ModelArgs};
+use super::model_args::{named_style, DecodeArgs, DraftArgs, LoadedDraft, LoadedModel, ModelArgs};
 use super::{read_json, CliError};
 use crate::bfcl::checker::answer_defects;
 use crate::bfcl::report::{rows, table, Results, Selection};
@@ -55,6 +55,8 @@ pub struct BfclCmd {
     model: ModelArgs,
     #[command(flatten)]
     decode: DecodeArgs,
+    #[command(flatten)]
+    draft: DraftArgs,
     /// Model instances answering cases in parallel (a rayon pool; each loads its own copy).
     #[arg(long, default_value_t = 1, value_name = "N")]
     jobs: usize,
@@ -203,13 +205,14 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         run.total_s = start.elapsed().as_secs_f64();
     } else {
         let loaded = cmd.model.load()?;
+        let draft = cmd.draft.load(&cmd.model)?;
         run.model = loaded.model.description.clone();
         run.style = loaded.style_name.clone();
         let answered = match &cmd.resume {
             Some(path) => resumed(path, &mut run, &cases)?,
             None => vec![Vec::new(); cases.len()],
         };
-        run.results = answer_all(&cmd, loaded, &cases, answered, &run, start)?;
+        run.results = answer_all(&cmd, (loaded, draft), &cases, answered, &run, start)?;
         run.total_s += start.elapsed().as_secs_f64();
     }
     finish(&cmd, run)
@@ -307,7 +310,7 @@ fn save(
 /// Cases with results in `answered` are skipped; the run so far is saved as each case finishes.
 fn answer_all(
     cmd: &BfclCmd,
-    loaded: LoadedModel,
+    (loaded, draft): (LoadedModel, Option<LoadedDraft>),
     cases: &[Case],
     mut answered: Vec<Vec<CaseResult>>,
     run: &Results,
@@ -328,6 +331,7 @@ fn answer_all(
         tool_choice: ToolChoice::parse(&cmd.tool_choice),
         compiler: &compiler,
         formats: cmd.format_set(None),
+        draft_tokens: draft.as_ref().map_or(0, |d| d.k),
     };
     let todo: Vec<usize> = (0..cases.len())
         .filter(|&i| answered[i].is_empty())
@@ -353,11 +357,15 @@ fn answer_all(
     let (tx, rx) = mpsc::channel::<Result<(usize, Vec<CaseResult>), String>>();
     let mut first = Some(loaded.model);
     let (files, device, dtype) = (&loaded.files, &loaded.device, loaded.dtype);
+    let draft_files = draft.as_ref().map(|d| d.files.clone());
+    let mut first_draft = draft.map(|d| d.model);
     let mut failure = None;
     pool.in_place_scope(|s| {
         for _ in 0..jobs {
             let tx = tx.clone();
             let own = first.take();
+            let own_draft = first_draft.take();
+            let draft_files = &draft_files;
             let (next, settings, todo) = (&next, &settings, &todo);
             s.spawn(move |_| {
                 let mut model = match own.map_or_else(|| Model::load(files, device, dtype), Ok) {
@@ -367,11 +375,25 @@ fn answer_all(
                         return;
                     }
                 };
+                let mut draft = match (own_draft, draft_files) {
+                    (Some(d), _) => Some(d),
+                    (None, Some(f)) => match Model::load(f, device, dtype) {
+                        Ok(d) => Some(d),
+                        Err(e) => {
+                            let _ = tx.send(Err(format!("loading another draft model: {e}")));
+                            return;
+                        }
+                    },
+                    (None, None) => None,
+                };
                 while let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let case = &cases[i];
                     let seed = settings.generate.seed.wrapping_add(i as u64);
                     if tx
-                        .send(Ok((i, run_case(&mut model, case, settings, seed))))
+                        .send(Ok((
+                            i,
+                            run_case(&mut model, draft.as_mut(), case, settings, seed),
+                        )))
                         .is_err()
                     {
                         break;

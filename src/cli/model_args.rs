@@ -55,6 +55,56 @@ pub struct ModelArgs {
     candle_kernels: bool,
 }
 
+/// Speculative decoding with a draft model.
+#[derive(Debug, Clone, Args)]
+pub struct DraftArgs {
+    /// A smaller model with the same vocabulary that drafts tokens under the grammar for the
+    /// model to verify in one pass (a file or manifest name, loaded like --model); the output
+    /// is the same as without it. Needs the CPU kernels for the model.
+    #[arg(long, value_name = "MODEL")]
+    draft_model: Option<String>,
+    /// Most tokens the draft model proposes per verification pass.
+    #[arg(long, default_value_t = 4, value_name = "K", value_parser = clap::value_parser!(u16).range(1..=64))]
+    draft_tokens: u16,
+}
+
+impl DraftArgs {
+    /// Loads the draft model when one is given (same device, dtype and manifest as the model);
+    /// with its files and the tokens per round.
+    pub fn load(&self, args: &ModelArgs) -> Result<Option<LoadedDraft>, CliError> {
+        let Some(name) = &self.draft_model else {
+            return Ok(None);
+        };
+        let dev = device(&args.device)?;
+        let manifest = Manifest::load(args.manifest.as_deref())?;
+        let spec = ModelSpec {
+            name: Some(name.clone()),
+            revision: None,
+            file: None,
+        };
+        let resolved = resolve(&spec, &manifest, true)?;
+        let pb = spinner("loading draft model");
+        let model = Model::load(&resolved.files, &dev, args.dtype)?;
+        pb.finish_and_clear();
+        eprintln!("draft model: {}", model.description);
+        Ok(Some(LoadedDraft {
+            model,
+            files: resolved.files,
+            k: self.draft_tokens as usize,
+        }))
+    }
+}
+
+/// A loaded draft model.
+pub struct LoadedDraft {
+    /// The model.
+    pub model: Model,
+    /// Its files (to load more instances).
+    pub files: ModelFiles,
+    /// Tokens drafted per round.
+    pub k: usize,
+}
+
 /// How to decode.
 #[derive(Debug, Clone, Args)]
 pub struct DecodeArgs {

@@ -16,13 +16,13 @@ use serde_json::{json, Value};
 
 use super::agent::{assistant_message, tool_message, ToolExec, ToolResult};
 use super::atomic::AtomicFile;
-use super::model_args::{spinner, DecodeArgs, LoadedModel, ModelArgs};
+use super::model_args::{spinner, DecodeArgs, DraftArgs, LoadedModel, ModelArgs};
 use super::source::SchemaArgs;
 use super::{read_json, CliError, GrammarArgs};
 use crate::engine::{compile, GrammarMatcher};
 use crate::frontend::tool_calls::{parse_calls, ParsedAnswer};
 use crate::frontend::tools::{parse_tools, Tool};
-use crate::runtime::generate::{generate, Generation};
+use crate::runtime::generate::{generate_with_draft, Generation};
 use crate::runtime::request::prompt_tokens;
 use crate::runtime::trace::{table_row, StepRecord, TABLE_HEADER};
 use crate::util::{Limits, TokenId};
@@ -89,6 +89,8 @@ pub struct RunCmd {
     unconstrained: bool,
     #[command(flatten)]
     decode: DecodeArgs,
+    #[command(flatten)]
+    draft: DraftArgs,
     /// Write one JSON line per generated token to FILE.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -138,6 +140,7 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
         stop,
         ..
     } = cmd.model.load()?;
+    let mut draft = cmd.draft.load(&cmd.model)?;
     let (tools_json, tools): (Vec<Value>, Vec<Tool>) = match &cmd.tools {
         Some(p) => {
             let value = read_json(p)?;
@@ -259,6 +262,7 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
         let gen = generate_turn(
             &cmd,
             &mut model,
+            draft.as_mut().map(|d| (&mut d.model, d.k)),
             &prompt,
             matcher,
             &stop,
@@ -331,9 +335,11 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
 }
 
 /// Generates one answer, with the live table (`-v`) and trace lines of every step.
+#[allow(clippy::too_many_arguments)]
 fn generate_turn(
     cmd: &RunCmd,
     model: &mut crate::runtime::Model,
+    draft: Option<(&mut crate::runtime::Model, usize)>,
     prompt: &[u32],
     matcher: Option<GrammarMatcher>,
     stop: &[u32],
@@ -369,7 +375,15 @@ fn generate_turn(
             }
         }
     };
-    let gen = generate(model, prompt, matcher, stop.to_vec(), opts, &mut on_record)?;
+    let gen = generate_with_draft(
+        model,
+        draft,
+        prompt,
+        matcher,
+        stop.to_vec(),
+        opts,
+        &mut on_record,
+    )?;
     pb.finish_and_clear();
     if let Some(e) = write_err {
         return Err(e);

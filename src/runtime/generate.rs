@@ -25,6 +25,8 @@
 //! there (one bitmask upload, one id back). Without overlap the mask is filled after the logits,
 //! and all of it is waited for.
 
+mod speculate;
+
 use std::time::Instant;
 
 use candle_core::Tensor;
@@ -37,6 +39,7 @@ use crate::engine::check::{Disagreement, MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::GrammarMatcher;
 use crate::util::bitmask::TokenBitmask;
 use crate::util::{LimitError, TokenId};
+pub use speculate::{Draft, DraftError};
 
 /// What can stop a generation early.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +57,9 @@ pub enum GenerateError {
         /// Its text.
         text: String,
     },
+    /// The draft model cannot draft for this model.
+    #[error("--draft-model: {0}")]
+    Draft(#[from] DraftError),
     /// `--verify-masks` found a token on which the mask and `accept_token` disagree: an engine bug.
     #[error("--verify-masks: {0}")]
     Verify(#[from] Disagreement),
@@ -147,6 +153,7 @@ pub struct Generation {
 /// so that another session can start from it without running it again ([`Session::resume`]).
 #[derive(Debug, Clone)]
 pub struct Prefill {
+    tokens: Vec<u32>,
     len: usize,
     logits: Tensor,
     ms: f64,
@@ -179,6 +186,9 @@ pub struct Session<'m> {
     records: Vec<StepRecord>,
     stopped_by_token: bool,
     verifier: Option<MaskVerifier>,
+    /// The prompt (for the draft model's cache).
+    prompt: Vec<u32>,
+    draft: Option<Draft<'m>>,
 }
 
 fn us_since(t: Instant) -> f64 {
@@ -218,6 +228,8 @@ impl<'m> Session<'m> {
             logits: None,
             records: Vec::new(),
             stopped_by_token: false,
+            prompt: Vec::new(),
+            draft: None,
         })
     }
 
@@ -239,6 +251,7 @@ impl<'m> Session<'m> {
         self.prefill_ms = ms;
         self.prompt_len = prompt.len();
         self.prompt_reused = keep;
+        self.prompt = prompt.to_vec();
         Ok(())
     }
 
@@ -247,6 +260,7 @@ impl<'m> Session<'m> {
     pub fn prefilled(&self) -> Option<Prefill> {
         let logits = self.logits.clone().filter(|_| self.records.is_empty())?;
         Some(Prefill {
+            tokens: self.prompt.clone(),
             len: self.prompt_len,
             logits,
             ms: self.prefill_ms,
@@ -268,6 +282,7 @@ impl<'m> Session<'m> {
         self.logits = Some(prefill.logits.clone());
         self.prefill_ms = prefill.ms;
         self.prompt_len = prefill.len;
+        self.prompt = prefill.tokens.clone();
         // Reported as the earlier session's prefill, whose logits this one starts from.
         self.prompt_reused = 0;
         Ok(())
@@ -318,13 +333,17 @@ impl<'m> Session<'m> {
     }
 
     /// One sampled token (with its jump-forward) and the forward pass after it; `None` while
-    /// generation goes on. `on_record` sees each record once it is final.
+    /// generation goes on. `on_record` sees each record once it is final. With a draft model
+    /// ([`Session::set_draft`]) one step verifies several drafted tokens in one pass.
     pub fn step(
         &mut self,
         on_record: &mut dyn FnMut(&StepRecord),
     ) -> Result<Option<StopReason>, GenerateError> {
         if self.out.len() >= self.opts.max_tokens {
             return Ok(Some(StopReason::MaxTokens));
+        }
+        if self.draft.is_some() {
+            return self.speculative_step(on_record);
         }
         let logits = match self.logits.take() {
             Some(l) => l,
@@ -333,6 +352,23 @@ impl<'m> Session<'m> {
                 self.logits.take().ok_or(GenerateError::EmptyPrompt)?
             }
         };
+        if let Some(stop) = self.sample_one(logits, on_record)? {
+            return Ok(Some(stop));
+        }
+        if self.opts.jump_forward {
+            self.jump_forward(on_record)?;
+        }
+        self.sync(on_record)?;
+        Ok(None)
+    }
+
+    /// Masks `logits` with the grammar, draws a token and accepts it: pushed to the output
+    /// (`None`), or the stop it is (its record then reported).
+    fn sample_one(
+        &mut self,
+        logits: Tensor,
+        on_record: &mut dyn FnMut(&StepRecord),
+    ) -> Result<Option<StopReason>, GenerateError> {
         let (mut mask_us, mut wait_us, mut apply_us, mut allowed) = (None, None, None, None);
         if let Some(m) = &mut self.matcher {
             let ready = match self.ready.take() {
@@ -432,10 +468,6 @@ impl<'m> Session<'m> {
         }
         self.out.push(token);
         self.out_rec.push(r);
-        if self.opts.jump_forward {
-            self.jump_forward(on_record)?;
-        }
-        self.sync(on_record)?;
         Ok(None)
     }
 
@@ -666,6 +698,9 @@ impl<'m> Session<'m> {
             stop,
         );
         summary.verified_tokens = self.verifier.as_ref().map(|v| v.tokens);
+        if let Some(d) = &self.draft {
+            summary.add_speculation(d.stats());
+        }
         Generation {
             tokens: self.out,
             text: String::from_utf8_lossy(&bytes).into_owned(),
@@ -684,7 +719,28 @@ pub fn generate(
     opts: GenerateOptions,
     on_record: &mut dyn FnMut(&StepRecord),
 ) -> Result<Generation, GenerateError> {
+    generate_with_draft(model, None, prompt, matcher, stop_tokens, opts, on_record)
+}
+
+/// [`generate`], with a draft model drafting up to `k` tokens a step when `draft` is
+/// `Some((model, k))` (the output is the same; see [`Draft`]).
+pub fn generate_with_draft(
+    model: &mut Model,
+    draft: Option<(&mut Model, usize)>,
+    prompt: &[u32],
+    matcher: Option<GrammarMatcher>,
+    stop_tokens: Vec<u32>,
+    opts: GenerateOptions,
+    on_record: &mut dyn FnMut(&StepRecord),
+) -> Result<Generation, GenerateError> {
+    let draft = match draft {
+        Some((d, k)) => Some(Draft::new(d, model, k)?),
+        None => None,
+    };
     let mut session = Session::new(model, matcher, stop_tokens, opts)?;
+    if let Some(d) = draft {
+        session.set_draft(d);
+    }
     session.prefill(prompt)?;
     let stop = loop {
         if let Some(stop) = session.step(on_record)? {

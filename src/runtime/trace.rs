@@ -110,6 +110,24 @@ pub struct Summary {
     /// With `--verify-masks`: tokens compared with `accept_token` on a fork (all agreed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verified_tokens: Option<u64>,
+    /// With a draft model: what speculation did (its passes are in `decode_ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<DraftStats>,
+}
+
+/// What speculation did in one generation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct DraftStats {
+    /// Verification passes of the target.
+    pub rounds: usize,
+    /// Tokens the draft model proposed.
+    pub drafted: usize,
+    /// Of those, the tokens the target chose too.
+    pub accepted: usize,
+    /// Time of the draft model's passes (ms).
+    pub draft_ms: f64,
+    /// Time of the target's verification passes (ms).
+    pub verify_ms: f64,
 }
 
 /// Why generation ended.
@@ -215,7 +233,22 @@ impl Summary {
             generation_tokens_per_s: per_s(kept().count(), decode_us),
             stop_reason: stop.as_str().to_string(),
             verified_tokens: None,
+            speculation: None,
         }
+    }
+
+    /// Adds what a draft model did: its passes and the target's verification passes count as
+    /// decode time.
+    pub fn add_speculation(&mut self, d: DraftStats) {
+        let extra = d.draft_ms + d.verify_ms;
+        if self.decode_ms > 0.0 {
+            self.grammar_overhead_pct *= self.decode_ms / (self.decode_ms + extra);
+        }
+        self.decode_ms += extra;
+        if self.decode_ms > 0.0 {
+            self.generation_tokens_per_s = self.tokens_generated as f64 / self.decode_ms * 1e3;
+        }
+        self.speculation = Some(d);
     }
 
     /// The summary as aligned text lines.
@@ -251,6 +284,17 @@ impl Summary {
             self.generation_tokens_per_s,
             self.stop_reason,
         );
+        if let Some(d) = &self.speculation {
+            text += &format!(
+                "\nspeculation        {} of {} drafted tokens accepted ({:.0}%) in {} passes; draft {:.1} ms, verify {:.1} ms",
+                d.accepted,
+                d.drafted,
+                if d.drafted > 0 { d.accepted as f64 / d.drafted as f64 * 100.0 } else { 0.0 },
+                d.rounds,
+                d.draft_ms,
+                d.verify_ms
+            );
+        }
         if let Some(n) = self.verified_tokens {
             text += &format!("\nverify-masks       {n} tokens agree with accept_token");
         }
