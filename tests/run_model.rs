@@ -321,3 +321,59 @@ fn a_following_turn_prefills_only_its_new_tokens() {
     assert_eq!(fresh.summary.prompt_reused, 0);
     assert_eq!(two.tokens, fresh.tokens);
 }
+
+/// Speculation changes how many steps share a pass, never a token: with SmolLM2 drafting for
+/// itself, greedy and sampled (temperature 1, where the target often picks another token than
+/// the greedy draft, so drafts are cut back) constrained answers equal plain decoding's.
+#[test]
+fn speculation_gives_the_plain_output() {
+    use structgen::runtime::generate::generate_with_draft;
+    use structgen::runtime::sampler::Sampling;
+    let (Some(mut model), Some(mut draft)) = (model("speculation"), model("speculation")) else {
+        return;
+    };
+    let hermes = style("hermes").unwrap();
+    let stop = stop_tokens(&model, &[]);
+    let options = ToolOptions {
+        tool_choice: ToolChoice::Required,
+        ..ToolOptions::default()
+    };
+    let sampled = Sampling::Random {
+        temperature: 1.0,
+        top_k: None,
+        top_p: None,
+    };
+    let (mut drafted, mut accepted) = (0, 0);
+    for (file, prompt) in CASES {
+        let (tools_json, tools) = tools(file);
+        let messages = [json!({"role": "user", "content": prompt})];
+        let (_, ids) = prompt_tokens(&model, None, &messages, &tools_json, hermes).unwrap();
+        for (sampling, seed) in [(Sampling::Greedy, 0), (sampled, 7), (sampled, 8)] {
+            let opts = GenerateOptions {
+                max_tokens: 80,
+                sampling,
+                seed,
+                ..GenerateOptions::default()
+            };
+            let mut answer = |draft: Option<(&mut structgen::runtime::Model, usize)>| {
+                let compiler = grammar_compiler(&model);
+                let (matcher, _) =
+                    tools_matcher(&compiler, &tools, hermes, &options, &stop).unwrap();
+                model.decoder.truncate(0).unwrap();
+                let (m, s, o) = (Some(matcher), stop.clone(), opts.clone());
+                generate_with_draft(&mut model, draft, &ids, m, s, o, &mut |_| {}).unwrap()
+            };
+            let plain = answer(None);
+            let spec = answer(Some((&mut draft, 3)));
+            assert_eq!(plain.text, spec.text, "{file} {sampling:?} seed {seed}");
+            let d = spec.summary.speculation.unwrap();
+            assert!(d.accepted <= d.drafted && d.rounds > 0);
+            drafted += d.drafted;
+            accepted += d.accepted;
+        }
+    }
+    assert!(
+        accepted > 0 && accepted < drafted,
+        "{accepted} of {drafted}"
+    );
+}

@@ -15,7 +15,10 @@
 //!
 //! Invariant: every token is drawn from the same logits, mask and sampler state as in plain
 //! decoding, so the output is identical to it (greedy or sampled with the same seed); the draft
-//! model only decides how many of the target's steps share one pass.
+//! model only decides how many of the target's steps share one pass. That needs the cache to
+//! hold the same values too: a verified row equals a single step, and where plain decoding
+//! feeds a sampled token together with forced text (a pass long enough for the packed
+//! products, which round differently), so does this, dropping the token's verified row.
 
 use std::time::Instant;
 
@@ -223,19 +226,20 @@ impl<'m> Session<'m> {
                 return self.plain_tail(on_record);
             }
             draft.stats.accepted += 1;
-            self.kv_out = self.out.len();
-            on_record(&self.records[self.out_rec[self.kv_out - 1]]);
-            logits = Tensor::from_vec(row, self.model.logits_len, &Device::Cpu)?;
             let forced = self.opts.jump_forward
                 && self
                     .matcher
                     .as_mut()
                     .is_some_and(|m| !m.find_jump_forward_bytes().is_empty());
             if forced {
+                // As after a plain step's sample: the token is fed again together with the
+                // forced text, in one pass of the same size (long passes round differently).
                 cut_back(self)?;
-                self.logits = Some(logits);
                 return self.plain_tail(on_record);
             }
+            self.kv_out = self.out.len();
+            on_record(&self.records[self.out_rec[self.kv_out - 1]]);
+            logits = Tensor::from_vec(row, self.model.logits_len, &Device::Cpu)?;
         }
         self.logits = Some(logits);
         Ok(None)

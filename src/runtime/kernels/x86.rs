@@ -10,7 +10,6 @@
 use std::arch::x86_64::*;
 
 use super::quant::{ActBuf, A8, A8K};
-use super::scalar::scale_min_k4;
 use super::{ActKind, Isa, Tile, WType, MAX_ROWS};
 
 /// Unsigned × signed byte products summed in groups of four.
@@ -167,14 +166,16 @@ pub(super) unsafe fn unpack_q45k(
     let low = _mm256_set1_epi8(0xF);
     let d = f16(p);
     let dmin = f16(p.add(2));
-    let packed = std::slice::from_raw_parts(p.add(4), 12);
-    let mut sc = [0i16; 8];
-    let mut mn = [0i32; 8];
-    for j in 0..8 {
-        let (s, m) = scale_min_k4(j, packed);
-        sc[j] = s as i16;
-        mn[j] = m as i32;
-    }
+    // The 6-bit scales and minimums of the 8 sub-blocks, four at a time in 32-bit words (the
+    // bit layout `scale_min_k4` reads one by one).
+    let word = |i: usize| std::ptr::read_unaligned(p.add(4 + 4 * i).cast::<u32>());
+    let (w0, w1, w2) = (word(0), word(1), word(2));
+    let low6 = 0x3f3f_3f3f;
+    let top2 = |w: u32| ((w >> 6) & 0x0303_0303) << 4;
+    let sc_bytes = [w0 & low6, (w2 & 0x0f0f_0f0f) | top2(w0)];
+    let mn_bytes = [w1 & low6, ((w2 >> 4) & 0x0f0f_0f0f) | top2(w1)];
+    let sc: [i16; 8] = std::array::from_fn(|j| (sc_bytes[j / 4] >> (8 * (j % 4))) as u8 as i16);
+    let mn: [i32; 8] = std::array::from_fn(|j| (mn_bytes[j / 4] >> (8 * (j % 4))) as u8 as i32);
     let (qh, qs) = if five {
         (load(p.add(16)), p.add(48))
     } else {
@@ -208,27 +209,30 @@ unsafe fn q45k<const R: usize>(
 ) -> [f32; R] {
     let bytes = if five { 176 } else { 144 };
     let mut acc = [_mm256_setzero_ps(); R];
-    let mut off = [0f32; R];
     for b in 0..nb {
         let (u, sc, mn, d, dmin) = unpack_q45k(five, w.add(b * bytes));
+        // Each minimum twice, against the two sums of 16 of its sub-block.
+        let mins: [i16; 16] = std::array::from_fn(|i| mn[i / 2] as i16);
+        let mins = _mm256_loadu_si256(mins.as_ptr().cast());
+        let scales: [__m256i; 8] = std::array::from_fn(|j| _mm256_set1_epi16(sc[j]));
         for r in 0..R {
             let ab = &*a[r].add(b);
             let aq = ab.qs.as_ptr().cast::<u8>();
             let mut isum = _mm256_setzero_si256();
             for (j, uj) in u.iter().enumerate() {
-                let s = scaled(*uj, load(aq.add(32 * j)), _mm256_set1_epi16(sc[j]));
+                let s = scaled(*uj, load(aq.add(32 * j)), scales[j]);
                 isum = _mm256_add_epi32(isum, s);
             }
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * ab.d), acc[r]);
-            let msum: i32 = mn
-                .iter()
-                .zip(ab.bsums.chunks_exact(2))
-                .map(|(m, b)| m * (b[0] as i32 + b[1] as i32))
-                .sum();
-            off[r] -= dmin * ab.d * msum as f32;
+            let msum = _mm256_madd_epi16(_mm256_loadu_si256(ab.bsums.as_ptr().cast()), mins);
+            acc[r] = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(msum),
+                _mm256_set1_ps(-dmin * ab.d),
+                acc[r],
+            );
         }
     }
-    std::array::from_fn(|r| hsum(acc[r]) + off[r])
+    std::array::from_fn(|r| hsum(acc[r]))
 }
 
 /// A Q6_K super-block → its 256 values as unsigned bytes in order (8 vectors of 32, each value
@@ -260,9 +264,9 @@ pub(super) unsafe fn unpack_q6k(p: *const u8) -> ([__m256i; 8], [i8; 16], f32) {
 #[inline(always)]
 unsafe fn q6k<const R: usize>(w: *const u8, a: [*const A8K; R], nb: usize) -> [f32; R] {
     let mut acc = [_mm256_setzero_ps(); R];
-    let mut off = [0f32; R];
     for b in 0..nb {
         let (u, sc, d) = unpack_q6k(w.add(b * 210));
+        let scales = _mm256_cvtepi8_epi16(_mm_loadu_si128(sc.as_ptr().cast()));
         let pairs: [__m256i; 8] = std::array::from_fn(|k| {
             _mm256_set_m128i(
                 _mm_set1_epi16(sc[2 * k + 1] as i16),
@@ -277,15 +281,16 @@ unsafe fn q6k<const R: usize>(w: *const u8, a: [*const A8K; R], nb: usize) -> [f
                 isum = _mm256_add_epi32(isum, scaled(u[k], load(aq.add(32 * k)), pairs[k]));
             }
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * ab.d), acc[r]);
-            let bsum: i32 = sc
-                .iter()
-                .zip(&ab.bsums)
-                .map(|(s, b)| *s as i32 * *b as i32)
-                .sum();
-            off[r] -= 32.0 * d * ab.d * bsum as f32;
+            // The values are stored 32 above their signed values.
+            let bsum = _mm256_madd_epi16(_mm256_loadu_si256(ab.bsums.as_ptr().cast()), scales);
+            acc[r] = _mm256_fmadd_ps(
+                _mm256_cvtepi32_ps(bsum),
+                _mm256_set1_ps(-32.0 * d * ab.d),
+                acc[r],
+            );
         }
     }
-    std::array::from_fn(|r| hsum(acc[r]) + off[r])
+    std::array::from_fn(|r| hsum(acc[r]))
 }
 
 /// Dense rows: f32, f16 or bf16 weights against f32 activations.
