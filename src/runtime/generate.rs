@@ -342,8 +342,10 @@ impl<'m> Session<'m> {
         if self.out.len() >= self.opts.max_tokens {
             return Ok(Some(StopReason::MaxTokens));
         }
-        if self.draft.is_some() {
-            return self.speculative_step(on_record);
+        if let Some(mut draft) = self.draft.take() {
+            let result = self.speculative_step(&mut draft, on_record);
+            self.draft = Some(draft);
+            return result;
         }
         let logits = match self.logits.take() {
             Some(l) => l,

@@ -168,23 +168,17 @@ impl<'m> Session<'m> {
         self.draft = Some(draft);
     }
 
-    /// Gives the draft back.
-    pub fn take_draft(&mut self) -> Option<Draft<'m>> {
-        self.draft.take()
-    }
-
-    /// One round: draft, verify in one pass, then the plain steps over the verified rows.
+    /// One round with `draft`: draft, verify in one pass, then the plain steps over the
+    /// verified rows.
     pub(super) fn speculative_step(
         &mut self,
+        draft: &mut Draft<'m>,
         on_record: &mut dyn FnMut(&StepRecord),
     ) -> Result<Option<StopReason>, GenerateError> {
         if self.logits.is_none() || self.kv_out < self.out.len() {
             self.sync(on_record)?;
         }
-        let mut draft = self.draft.take().ok_or(GenerateError::EmptyPrompt)?;
-        let result = self.round(&mut draft, on_record);
-        self.draft = Some(draft);
-        result
+        self.round(draft, on_record)
     }
 
     fn round(
