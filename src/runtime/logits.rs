@@ -21,6 +21,10 @@ pub fn apply_in_place(logits: &mut [f32], mask: &TokenBitmask) {
         if word == u32::MAX {
             continue;
         }
+        if word == 0 {
+            chunk.fill(f32::NEG_INFINITY);
+            continue;
+        }
         for (b, l) in chunk.iter_mut().enumerate() {
             if word >> b & 1 == 0 {
                 *l = f32::NEG_INFINITY;

@@ -163,17 +163,26 @@ pub fn sample_on_device(logits: &Tensor, sampling: Sampling) -> candle_core::Res
     scores.argmax(0)?.to_scalar::<u32>()
 }
 
-/// Index of the largest finite logit (the lowest on ties).
+/// Index of the largest finite logit (the lowest on ties): the largest value over 16 lanes
+/// (a loop the compiler vectorizes; a 152K-token row in tens of µs), then its first position.
 fn argmax(logits: &[f32]) -> Option<u32> {
-    let mut best = f32::NEG_INFINITY;
-    let mut at = None;
-    for (i, &l) in logits.iter().enumerate() {
-        if l > best && l != f32::INFINITY {
-            best = l;
-            at = Some(i as u32);
+    let finite_max = |m: f32, v: f32| if v > m && v != f32::INFINITY { v } else { m };
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let chunks = logits.chunks_exact(16);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = finite_max(*m, v);
         }
     }
-    at
+    let best = lanes
+        .iter()
+        .chain(rest)
+        .fold(f32::NEG_INFINITY, |m, &v| finite_max(m, v));
+    if best == f32::NEG_INFINITY {
+        return None;
+    }
+    logits.iter().position(|&v| v == best).map(|i| i as u32)
 }
 
 #[cfg(test)]
@@ -181,6 +190,31 @@ mod tests {
     use super::*;
 
     const NEG: f32 = f32::NEG_INFINITY;
+
+    #[test]
+    fn argmax_matches_a_plain_scan() {
+        let plain = |l: &[f32]| {
+            let mut best = (f32::NEG_INFINITY, None);
+            for (i, &v) in l.iter().enumerate() {
+                if v > best.0 && v != f32::INFINITY {
+                    best = (v, Some(i as u32));
+                }
+            }
+            best.1
+        };
+        for n in [0, 1, 15, 16, 17, 1000, 1003] {
+            let mut row: Vec<f32> = (0..n).map(|i| ((i * 7919) % 101) as f32 / 7.0).collect();
+            assert_eq!(argmax(&row), plain(&row), "n={n}");
+            if n > 3 {
+                row[1] = f32::INFINITY;
+                row[2] = f32::NAN;
+                row[n - 1] = 1e6;
+                assert_eq!(argmax(&row), plain(&row), "n={n}");
+                row.iter_mut().for_each(|v| *v = NEG);
+                assert_eq!(argmax(&row), None);
+            }
+        }
+    }
 
     #[test]
     fn greedy_skips_masked_and_takes_lowest_tie() {

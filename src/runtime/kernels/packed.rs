@@ -281,8 +281,8 @@ unsafe fn pack_tile(w: &QWeight, rows: [usize; LANES], k0: usize, k1: usize, buf
                 let (q, sc, mn, d, dmin) = unpack_q45k(ty == WType::Q5K, p);
                 u[l] = q;
                 for i in 0..8 {
-                    scale[l][i] = d * sc[i] as f32;
-                    mins[l][i] = -dmin * mn[i] as f32;
+                    scale[l][i] = d * (sc >> (8 * i)) as u8 as f32;
+                    mins[l][i] = -dmin * (mn >> (8 * i)) as u8 as f32;
                 }
             }
         }

@@ -157,12 +157,10 @@ unsafe fn scaled(u: __m256i, s: __m256i, scales: __m256i) -> __m256i {
 }
 
 /// A Q4_K / Q5_K super-block → its 256 values as unsigned bytes in order (8 vectors of 32),
-/// the 8 sub-block scales and minimums, and the super-block's `d` and `dmin`.
+/// the 8 sub-block scales and minimums (byte `j` of each word for sub-block `j`), and the
+/// super-block's `d` and `dmin`.
 #[inline(always)]
-pub(super) unsafe fn unpack_q45k(
-    five: bool,
-    p: *const u8,
-) -> ([__m256i; 8], [i16; 8], [i32; 8], f32, f32) {
+pub(super) unsafe fn unpack_q45k(five: bool, p: *const u8) -> ([__m256i; 8], u64, u64, f32, f32) {
     let low = _mm256_set1_epi8(0xF);
     let d = f16(p);
     let dmin = f16(p.add(2));
@@ -172,10 +170,8 @@ pub(super) unsafe fn unpack_q45k(
     let (w0, w1, w2) = (word(0), word(1), word(2));
     let low6 = 0x3f3f_3f3f;
     let top2 = |w: u32| ((w >> 6) & 0x0303_0303) << 4;
-    let sc_bytes = [w0 & low6, (w2 & 0x0f0f_0f0f) | top2(w0)];
-    let mn_bytes = [w1 & low6, ((w2 >> 4) & 0x0f0f_0f0f) | top2(w1)];
-    let sc: [i16; 8] = std::array::from_fn(|j| (sc_bytes[j / 4] >> (8 * (j % 4))) as u8 as i16);
-    let mn: [i32; 8] = std::array::from_fn(|j| (mn_bytes[j / 4] >> (8 * (j % 4))) as u8 as i32);
+    let sc = (w0 & low6) as u64 | (((w2 & 0x0f0f_0f0f) | top2(w0)) as u64) << 32;
+    let mn = (w1 & low6) as u64 | ((((w2 >> 4) & 0x0f0f_0f0f) | top2(w1)) as u64) << 32;
     let (qh, qs) = if five {
         (load(p.add(16)), p.add(48))
     } else {
@@ -212,9 +208,14 @@ unsafe fn q45k<const R: usize>(
     for b in 0..nb {
         let (u, sc, mn, d, dmin) = unpack_q45k(five, w.add(b * bytes));
         // Each minimum twice, against the two sums of 16 of its sub-block.
-        let mins: [i16; 16] = std::array::from_fn(|i| mn[i / 2] as i16);
-        let mins = _mm256_loadu_si256(mins.as_ptr().cast());
-        let scales: [__m256i; 8] = std::array::from_fn(|j| _mm256_set1_epi16(sc[j]));
+        let m16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn as i64));
+        let mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+        // Scale `j` in every 16-bit lane, picked from one vector of the 8.
+        let sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64)));
+        let scales: [__m256i; 8] = std::array::from_fn(|j| {
+            let pick = ((2 * j as i16 + 1) << 8) | (2 * j as i16);
+            _mm256_shuffle_epi8(sc16, _mm256_set1_epi16(pick))
+        });
         for r in 0..R {
             let ab = &*a[r].add(b);
             let aq = ab.qs.as_ptr().cast::<u8>();
