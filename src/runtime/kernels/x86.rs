@@ -16,6 +16,13 @@ use super::{ActKind, Isa, Tile, WType, MAX_ROWS};
 trait ByteDot {
     /// `Σ u[4i..4i+4] · s[4i..4i+4]` for i in 0..8. `u ≤ 127` unless the format says otherwise.
     unsafe fn dot(u: __m256i, s: __m256i) -> __m256i;
+
+    /// `acc + Σ u · s` over 32 bytes, each group of 16 products scaled by its half of `scales`
+    /// (pairs of products must stay below 2¹⁵).
+    #[inline(always)]
+    unsafe fn scaled_acc(acc: __m256i, u: __m256i, s: __m256i, scales: __m256i) -> __m256i {
+        _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales))
+    }
 }
 
 struct Avx2Dot;
@@ -32,6 +39,11 @@ impl ByteDot for VnniDot {
     #[inline(always)]
     unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
         _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+    }
+
+    #[inline(always)]
+    unsafe fn scaled_acc(acc: __m256i, u: __m256i, s: __m256i, scales: __m256i) -> __m256i {
+        _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), scales)
     }
 }
 
@@ -150,12 +162,6 @@ unsafe fn q8_0<D: ByteDot, const R: usize>(w: *const u8, a: [*const A8; R], nb: 
     std::array::from_fn(|r| hsum(acc[r]))
 }
 
-/// `Σ u · s` over 32 bytes, each group of 16 products scaled by its half of `scales`.
-#[inline(always)]
-unsafe fn scaled(u: __m256i, s: __m256i, scales: __m256i) -> __m256i {
-    _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scales)
-}
-
 /// A Q4_K / Q5_K super-block → its 256 values as unsigned bytes in order (8 vectors of 32),
 /// the 8 sub-block scales and minimums (byte `j` of each word for sub-block `j`), and the
 /// super-block's `d` and `dmin`.
@@ -197,7 +203,7 @@ pub(super) unsafe fn unpack_q45k(five: bool, p: *const u8) -> ([__m256i; 8], u64
 }
 
 #[inline(always)]
-unsafe fn q45k<const R: usize>(
+unsafe fn q45k<D: ByteDot, const R: usize>(
     five: bool,
     w: *const u8,
     a: [*const A8K; R],
@@ -221,8 +227,7 @@ unsafe fn q45k<const R: usize>(
             let aq = ab.qs.as_ptr().cast::<u8>();
             let mut isum = _mm256_setzero_si256();
             for (j, uj) in u.iter().enumerate() {
-                let s = scaled(*uj, load(aq.add(32 * j)), scales[j]);
-                isum = _mm256_add_epi32(isum, s);
+                isum = D::scaled_acc(isum, *uj, load(aq.add(32 * j)), scales[j]);
             }
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * ab.d), acc[r]);
             let msum = _mm256_madd_epi16(_mm256_loadu_si256(ab.bsums.as_ptr().cast()), mins);
@@ -263,7 +268,7 @@ pub(super) unsafe fn unpack_q6k(p: *const u8) -> ([__m256i; 8], [i8; 16], f32) {
 }
 
 #[inline(always)]
-unsafe fn q6k<const R: usize>(w: *const u8, a: [*const A8K; R], nb: usize) -> [f32; R] {
+unsafe fn q6k<D: ByteDot, const R: usize>(w: *const u8, a: [*const A8K; R], nb: usize) -> [f32; R] {
     let mut acc = [_mm256_setzero_ps(); R];
     for b in 0..nb {
         let (u, sc, d) = unpack_q6k(w.add(b * 210));
@@ -279,7 +284,7 @@ unsafe fn q6k<const R: usize>(w: *const u8, a: [*const A8K; R], nb: usize) -> [f
             let aq = ab.qs.as_ptr().cast::<u8>();
             let mut isum = _mm256_setzero_si256();
             for k in 0..8 {
-                isum = _mm256_add_epi32(isum, scaled(u[k], load(aq.add(32 * k)), pairs[k]));
+                isum = D::scaled_acc(isum, u[k], load(aq.add(32 * k)), pairs[k]);
             }
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * ab.d), acc[r]);
             // The values are stored 32 above their signed values.
@@ -366,9 +371,9 @@ unsafe fn tile<D: ByteDot, const R: usize>(t: &Tile, acts: &ActBuf, first: usize
             let a = std::array::from_fn::<_, R, _>(|r| acts.q8k_row(first + r).as_ptr());
             let nb = k / 256;
             match t.ty {
-                WType::Q6K => each!(a, |w, a| q6k::<R>(w, a, nb)),
-                WType::Q5K => each!(a, |w, a| q45k::<R>(true, w, a, nb)),
-                _ => each!(a, |w, a| q45k::<R>(false, w, a, nb)),
+                WType::Q6K => each!(a, |w, a| q6k::<D, R>(w, a, nb)),
+                WType::Q5K => each!(a, |w, a| q45k::<D, R>(true, w, a, nb)),
+                _ => each!(a, |w, a| q45k::<D, R>(false, w, a, nb)),
             }
         }
     }
