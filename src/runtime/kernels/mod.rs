@@ -7,8 +7,12 @@
 //! blocks of 256 with per-16 sums for the K formats, plain f32 for dense weights), then every
 //! output is an integer dot product per block, scaled once per block, as llama.cpp does. Rows of
 //! activations are taken up to [`MAX_ROWS`] at a time so that a weight block is unpacked once for
-//! all of them (prompt processing), and the output columns are split over the threads of a
-//! [`Pool`].
+//! all of them, and the output columns are split over the threads of a [`Pool`]. Products of
+//! [`PACK_MIN_ROWS`] rows or more (prompts) may instead take the packed products of `packed.rs`
+//! ([`QWeight::act_kind`] says which): weight tiles repacked across vector lanes, a blocked GEMM.
+//! The row-by-row products give every row the same result whatever the other rows are; the packed
+//! ones round activations per 32 values, so a K-format prompt row differs from its decode step by
+//! that rounding.
 //!
 //! The instruction set is chosen at run time ([`Isa::detect`]): AVX-512 VNNI (its 256-bit
 //! `vpdpbusd`), AVX2 + FMA + F16C, or a portable scalar path. AMX is never used. Every path gives
