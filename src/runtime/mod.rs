@@ -11,7 +11,7 @@
 //! - [`logits`]: grammar bitmask → logits at −∞ (in place on CPU, uploaded bitmask elsewhere).
 //! - [`sampler`]: greedy / temperature / top-k / top-p with a seed.
 //! - [`request`]: messages + tools + style → prompt tokens, matcher and stop tokens.
-//! - [`generate`]: the decoding loop with jump-forward and rollback.
+//! - [`generate`](mod@generate): the decoding loop with jump-forward and rollback.
 //! - [`trace`]: per-step records and the summary.
 
 pub mod chat;
