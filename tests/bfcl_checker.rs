@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use serde_json::{json, Map, Value};
 use structgen::bfcl::checker::{answer_defects, check, Call};
 use structgen::bfcl::data::{Case, Category, CheckKind, Expected, Function, Param};
@@ -17,18 +15,8 @@ use structgen::bfcl::{load, Mode};
 use structgen::frontend::call_formats::FormatSet;
 use structgen::frontend::tools::style;
 
-fn data(test: &str) -> Option<PathBuf> {
-    let dir = common::repo().join("data/bfcl");
-    if dir.join("possible_answer").is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("{test}: skipped: run scripts/fetch-bfcl.sh to fetch the BFCL data");
-        None
-    }
-}
-
 fn all_cases(test: &str) -> Option<Vec<Case>> {
-    let dir = data(test)?;
+    let dir = common::bfcl_data(test)?;
     Some(load(&dir, &Category::ALL).unwrap_or_else(|e| panic!("{e}")))
 }
 

@@ -32,11 +32,7 @@ fn bfcl(args: &[&str], out: &Path) -> Value {
 }
 
 fn ready(test: &str) -> bool {
-    if !common::repo().join("data/bfcl/possible_answer").is_dir() {
-        eprintln!("{test}: skipped: run scripts/fetch-bfcl.sh to fetch the BFCL data");
-        return false;
-    }
-    common::model_file(test).is_some()
+    common::bfcl_data(test).is_some() && common::model_file(test).is_some()
 }
 
 fn results(v: &Value) -> &Vec<Value> {

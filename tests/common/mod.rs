@@ -65,35 +65,64 @@ pub fn load_cases() -> Vec<Case> {
     cases
 }
 
-/// `../shared`, or `None` (with a note on stderr) when this checkout has none beside it.
+/// Set (by `scripts/test.sh`, hence CI) when every test must run: a test whose data is missing
+/// then fails instead of skipping, so a suite cannot pass without running.
+pub const REQUIRE_DATA: &str = "STRUCTGEN_TESTS_REQUIRE_DATA";
+
+/// Notes on stderr that `test` is skipped because `why`; fails it when [`REQUIRE_DATA`] is set.
+pub fn skip(test: &str, why: &str) {
+    if std::env::var_os(REQUIRE_DATA).is_some() {
+        panic!("{test}: {why}, and {REQUIRE_DATA} is set: every test must run");
+    }
+    eprintln!("{test}: skipped: {why}");
+}
+
+/// `../shared`, or `None` (see [`skip`]) when this checkout has none beside it.
 pub fn shared_dir(test: &str) -> Option<PathBuf> {
     let dir = repo().join("../shared");
     if dir.join("tokenizers").is_dir() {
         Some(dir)
     } else {
-        eprintln!("{test}: skipped: ../shared is not beside this checkout (CI always has it)");
+        skip(
+            test,
+            "../shared is not beside this checkout (CI always has it)",
+        );
         None
     }
 }
 
-/// The default model file, or `None` (with a note) if `scripts/fetch-models.sh` has not run.
+/// The default model file, or `None` (see [`skip`]) if `scripts/fetch-models.sh` has not run.
 pub fn model_file(test: &str) -> Option<PathBuf> {
     let p = repo().join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
     if p.is_file() {
         Some(p)
     } else {
-        eprintln!(
-            "{test}: skipped: run scripts/fetch-models.sh to fetch {}",
-            p.display()
-        );
+        let why = format!("run scripts/fetch-models.sh to fetch {}", p.display());
+        skip(test, &why);
+        None
+    }
+}
+
+/// The BFCL data folder, or `None` (see [`skip`]) if `scripts/fetch-bfcl.sh` has not run.
+pub fn bfcl_data(test: &str) -> Option<PathBuf> {
+    let dir = repo().join("data/bfcl");
+    if dir.join("possible_answer").is_dir() {
+        Some(dir)
+    } else {
+        skip(test, "run scripts/fetch-bfcl.sh to fetch the BFCL data");
         None
     }
 }
 
 fn load_shared(file: &str) -> Option<Arc<LoadedVocab>> {
     let path = repo().join("../shared/tokenizers").join(file);
-    path.is_file()
-        .then(|| Arc::new(vocab::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))))
+    if !path.is_file() {
+        skip(file, &format!("{} is missing", path.display()));
+        return None;
+    }
+    Some(Arc::new(
+        vocab::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    ))
 }
 
 /// The SmolLM2 tokenizer (49,152 ids), loaded once per test binary.
