@@ -447,7 +447,7 @@ fn every_quantization_type_matches_candle_transformers() {
         check_rollback(&mut dec, &got, &what, (&exact[DECODE.len()], 0.1));
         // Verifying drafted tokens: every row of one pass is exactly its decode step's logits.
         dec.truncate(PROMPT.len()).unwrap();
-        let each = dec.forward_each(&DECODE).unwrap();
+        let each: Vec<Vec<f32>> = dec.forward_each(&DECODE).unwrap().to_vec2().unwrap();
         for (i, row) in each.iter().enumerate() {
             assert!(row == &got[i + 1], "{what}: forward_each row {i} differs");
         }

@@ -14,7 +14,7 @@ use crate::runtime::generate::GenerateOptions;
 use crate::runtime::model::ModelFiles;
 use crate::runtime::request::stop_tokens;
 use crate::runtime::sampler::Sampling;
-use crate::runtime::source::{resolve, Manifest, ModelSpec};
+use crate::runtime::source::{resolve, Manifest, ModelSpec, Resolved};
 use crate::runtime::{Model, WeightDtype};
 
 /// Which model to load, where, and how to prompt it.
@@ -75,18 +75,12 @@ impl DraftArgs {
         let Some(name) = &self.draft_model else {
             return Ok(None);
         };
-        let dev = device(&args.device)?;
-        let manifest = Manifest::load(args.manifest.as_deref())?;
         let spec = ModelSpec {
             name: Some(name.clone()),
             revision: None,
             file: None,
         };
-        let resolved = resolve(&spec, &manifest, true)?;
-        let pb = spinner("loading draft model");
-        let model = Model::load(&resolved.files, &dev, args.dtype)?;
-        pb.finish_and_clear();
-        eprintln!("draft model: {}", model.description);
+        let (model, resolved, _) = args.resolve_and_load(&spec, "draft model")?;
         Ok(Some(LoadedDraft {
             model,
             files: resolved.files,
@@ -239,21 +233,32 @@ impl ModelArgs {
         self.style.as_deref()
     }
 
+    /// Resolves `spec` against the manifest, fetches it if needed and loads it on this device in
+    /// this dtype; prints `what: description`.
+    fn resolve_and_load(
+        &self,
+        spec: &ModelSpec,
+        what: &str,
+    ) -> Result<(Model, Resolved, Device), CliError> {
+        let dev = device(&self.device)?;
+        let manifest = Manifest::load(self.manifest.as_deref())?;
+        let resolved = resolve(spec, &manifest, true)?;
+        let pb = spinner(&format!("loading {what}"));
+        let model = Model::load(&resolved.files, &dev, self.dtype)?;
+        pb.finish_and_clear();
+        eprintln!("{what}: {}", model.description);
+        Ok((model, resolved, dev))
+    }
+
     /// Resolves, fetches if needed and loads the model; prints its description and warnings.
     pub fn load(&self) -> Result<LoadedModel, CliError> {
         self.set_threads();
-        let dev = device(&self.device)?;
-        let manifest = Manifest::load(self.manifest.as_deref())?;
         let spec = ModelSpec {
             name: self.model.clone(),
             revision: self.revision.clone(),
             file: self.model_file.clone(),
         };
-        let resolved = resolve(&spec, &manifest, true)?;
-        let pb = spinner("loading model");
-        let model = Model::load(&resolved.files, &dev, self.dtype)?;
-        pb.finish_and_clear();
-        eprintln!("model: {}", model.description);
+        let (model, resolved, dev) = self.resolve_and_load(&spec, "model")?;
         for w in &model.vocab.warnings {
             eprintln!("warning: tokenizer: {w}");
         }

@@ -149,12 +149,11 @@ pub struct Generation {
     pub summary: Summary,
 }
 
-/// A prompt already run through a model: its length, the logits after it and the prefill time,
+/// A prompt already run through a model: its tokens, the logits after it and the prefill time,
 /// so that another session can start from it without running it again ([`Session::resume`]).
 #[derive(Debug, Clone)]
 pub struct Prefill {
     tokens: Vec<u32>,
-    len: usize,
     logits: Tensor,
     ms: f64,
 }
@@ -175,7 +174,6 @@ pub struct Session<'m> {
     bitmask: TokenBitmask,
     ready: Option<ReadyMask>,
     stop_tokens: Vec<u32>,
-    prompt_len: usize,
     /// Prompt tokens whose KV cache was kept from before the prefill.
     prompt_reused: usize,
     prefill_ms: f64,
@@ -186,7 +184,8 @@ pub struct Session<'m> {
     records: Vec<StepRecord>,
     stopped_by_token: bool,
     verifier: Option<MaskVerifier>,
-    /// The prompt (for the draft model's cache).
+    /// The prompt (its length places the output in the KV cache; the draft model's cache
+    /// follows it).
     prompt: Vec<u32>,
     draft: Option<Draft<'m>>,
 }
@@ -219,7 +218,6 @@ impl<'m> Session<'m> {
             opts,
             ready: None,
             stop_tokens,
-            prompt_len: 0,
             prompt_reused: 0,
             prefill_ms: 0.0,
             out: Vec::new(),
@@ -249,7 +247,6 @@ impl<'m> Session<'m> {
         let (logits, ms) = self.forward_and_mask(&prompt[keep..])?;
         self.logits = Some(logits);
         self.prefill_ms = ms;
-        self.prompt_len = prompt.len();
         self.prompt_reused = keep;
         self.prompt = prompt.to_vec();
         Ok(())
@@ -261,7 +258,6 @@ impl<'m> Session<'m> {
         let logits = self.logits.clone().filter(|_| self.records.is_empty())?;
         Some(Prefill {
             tokens: self.prompt.clone(),
-            len: self.prompt_len,
             logits,
             ms: self.prefill_ms,
         })
@@ -270,18 +266,14 @@ impl<'m> Session<'m> {
     /// Starts from a prompt that an earlier session on the same model prefilled: the KV cache is cut
     /// back to it and its logits reused. The model must not have run another prompt in between.
     pub fn resume(&mut self, prefill: &Prefill) -> Result<(), GenerateError> {
-        let held = self.model.decoder.len();
-        if held < prefill.len {
-            return Err(GenerateError::NotPrefilled {
-                held,
-                prompt: prefill.len,
-            });
+        let (held, len) = (self.model.decoder.len(), prefill.tokens.len());
+        if held < len {
+            return Err(GenerateError::NotPrefilled { held, prompt: len });
         }
-        self.model.decoder.truncate(prefill.len)?;
+        self.model.decoder.truncate(len)?;
         self.ready = None;
         self.logits = Some(prefill.logits.clone());
         self.prefill_ms = prefill.ms;
-        self.prompt_len = prefill.len;
         self.prompt = prefill.tokens.clone();
         // Reported as the earlier session's prefill, whose logits this one starts from.
         self.prompt_reused = 0;
@@ -595,7 +587,7 @@ impl<'m> Session<'m> {
         self.out.truncate(keep);
         self.out_rec.truncate(keep);
         if self.kv_out > keep {
-            self.model.decoder.truncate(self.prompt_len + keep)?;
+            self.model.decoder.truncate(self.prompt.len() + keep)?;
             self.kv_out = keep;
         }
         let new = new.to_vec();
@@ -620,7 +612,7 @@ impl<'m> Session<'m> {
         }
         if self.kv_out == self.out.len() {
             let keep = self.kv_out.saturating_sub(1);
-            self.model.decoder.truncate(self.prompt_len + keep)?;
+            self.model.decoder.truncate(self.prompt.len() + keep)?;
             self.kv_out = keep;
         }
         let feed = self.out[self.kv_out..].to_vec();
@@ -695,7 +687,7 @@ impl<'m> Session<'m> {
         let mut summary = Summary::from_records(
             &self.records,
             self.kv_out,
-            (self.prompt_len, self.prompt_reused),
+            (self.prompt.len(), self.prompt_reused),
             self.prefill_ms,
             stop,
         );

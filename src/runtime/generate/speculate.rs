@@ -22,8 +22,6 @@
 
 use std::time::Instant;
 
-use candle_core::{Device, Tensor};
-
 use super::{us_since, GenerateError, Session};
 use crate::engine::GrammarMatcher;
 use crate::runtime::logits::apply_in_place;
@@ -204,9 +202,9 @@ impl<'m> Session<'m> {
         draft.stats.rounds += 1;
         draft.stats.drafted += drafted.len();
         // The cache now holds every drafted token; `kv_out` counts those the output keeps.
-        let cut_back = |s: &mut Session| s.model.decoder.truncate(s.prompt_len + s.kv_out);
+        let cut_back = |s: &mut Session| s.model.decoder.truncate(s.prompt.len() + s.kv_out);
         let mut logits = self.logits.take().ok_or(GenerateError::EmptyPrompt)?;
-        for (d, row) in drafted.iter().zip(rows) {
+        for (i, d) in drafted.iter().enumerate() {
             if self.out.len() >= self.opts.max_tokens {
                 cut_back(self)?;
                 return Ok(Some(StopReason::MaxTokens));
@@ -233,7 +231,7 @@ impl<'m> Session<'m> {
             }
             self.kv_out = self.out.len();
             on_record(&self.records[self.out_rec[self.kv_out - 1]]);
-            logits = Tensor::from_vec(row, self.model.logits_len, &Device::Cpu)?;
+            logits = rows.get(i)?;
         }
         self.logits = Some(logits);
         Ok(None)

@@ -251,9 +251,7 @@ unsafe fn pack_tile(w: &QWeight, rows: [usize; LANES], k0: usize, k1: usize, buf
     let (block, bytes) = ty.block();
     let (gv, min) = shape(ty);
     let stride = group_bytes(gv, min);
-    let base = w.bytes().as_ptr();
-    let row_bytes = w.bytes().len() / w.rows();
-    let at = |l: usize, b: usize| base.add(rows[l] * row_bytes + b * bytes);
+    let at = |l: usize, b: usize| w.row(rows[l]).as_ptr().add(b * bytes);
     let mut out = buf;
     for b in k0 / block..k1 / block {
         if block == 32 {

@@ -9,7 +9,7 @@ use super::pool::{Pool, SharedOut};
 use super::ActKind;
 
 /// 32 activations as `d · qs[i]`, with `s = d · Σ qs` for the weight formats with an offset.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 #[repr(C)]
 pub struct A8 {
     /// Scale.
@@ -34,7 +34,7 @@ pub struct A8K {
 
 /// [`A8`] with its values stored as `q + 128` (1..=255), the unsigned operand of the packed
 /// products' byte dot products.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 #[repr(C)]
 pub struct A8U {
     /// Scale.
@@ -73,6 +73,18 @@ fn quantize_into(x: &[f32], id: f32, qs: &mut [i8]) -> i32 {
     sum
 }
 
+/// One block of 32 activations.
+fn block32(x: &[f32]) -> A8 {
+    let (d, id) = scale(amax(x));
+    let mut qs = [0; 32];
+    let sum = quantize_into(x, id, &mut qs);
+    A8 {
+        d,
+        s: d * sum as f32,
+        qs,
+    }
+}
+
 fn amax(x: &[f32]) -> f32 {
     x.iter().fold(0f32, |m, v| m.max(v.abs()))
 }
@@ -83,14 +95,10 @@ impl ActBuf {
         ActBuf::default()
     }
 
-    /// Quantizes `rows` rows of `cols` values (`x`, row-major) for dot products of `kind`.
-    /// `cols` must be a whole number of blocks of `kind` (32 or 256).
-    pub fn quantize(&mut self, kind: ActKind, x: &[f32], rows: usize, cols: usize) {
-        self.quantize_on(&Pool::new(1), kind, x, rows, cols);
-    }
-
-    /// [`ActBuf::quantize`] with the rows spread over the threads of `pool`.
-    pub fn quantize_on(&mut self, pool: &Pool, kind: ActKind, x: &[f32], rows: usize, cols: usize) {
+    /// Quantizes `rows` rows of `cols` values (`x`, row-major) for dot products of `kind`, the
+    /// rows spread over the threads of `pool`. `cols` must be a whole number of blocks of `kind`
+    /// (32 or 256).
+    pub fn quantize(&mut self, pool: &Pool, kind: ActKind, x: &[f32], rows: usize, cols: usize) {
         assert!(x.len() >= rows * cols);
         let block = match kind {
             ActKind::F32 => 1,
@@ -111,38 +119,23 @@ impl ActBuf {
                 self.f32s.extend_from_slice(&x[..rows * cols]);
             }
             ActKind::Q8 => {
-                let zero = A8 {
-                    d: 0.0,
-                    s: 0.0,
-                    qs: [0; 32],
-                };
-                self.q8.resize(rows * per_row, zero);
+                self.q8.resize(rows * per_row, A8::default());
                 each_row(pool, &mut self.q8, per_row, |r, out| {
                     for (b, chunk) in out.iter_mut().zip(x[r * cols..].chunks_exact(32)) {
-                        let (d, id) = scale(amax(chunk));
-                        let sum = quantize_into(chunk, id, &mut b.qs);
-                        b.d = d;
-                        b.s = d * sum as f32;
+                        *b = block32(chunk);
                     }
                 });
             }
             ActKind::Q8U => {
-                let zero = A8U {
-                    d: 0.0,
-                    s: 0.0,
-                    qs: [0; 32],
-                };
-                self.q8u.resize(rows * per_row, zero);
+                self.q8u.resize(rows * per_row, A8U::default());
                 each_row(pool, &mut self.q8u, per_row, |r, out| {
-                    let mut qs = [0i8; 32];
                     for (b, chunk) in out.iter_mut().zip(x[r * cols..].chunks_exact(32)) {
-                        let (d, id) = scale(amax(chunk));
-                        let sum = quantize_into(chunk, id, &mut qs);
-                        b.d = d;
-                        b.s = d * sum as f32;
-                        for (u, q) in b.qs.iter_mut().zip(qs) {
-                            *u = (q as u8) ^ 0x80;
-                        }
+                        let a = block32(chunk);
+                        *b = A8U {
+                            d: a.d,
+                            s: a.s,
+                            qs: a.qs.map(|q| q as u8 ^ 0x80),
+                        };
                     }
                 });
             }

@@ -93,7 +93,7 @@ fn check_products(pool: &Pool, w: &QWeight, wf: &[f32], x: &[f32], m: usize, col
     }
     for kind in kinds {
         let mut acts = ActBuf::new();
-        acts.quantize_on(pool, kind, x, m, cols);
+        acts.quantize(pool, kind, x, m, cols);
         let mut outs = Vec::new();
         for isa in Isa::available() {
             let takes = kind == ty.act() || isa == Isa::Scalar;
@@ -154,7 +154,7 @@ fn products_agree_with_candles_quantized_matmul() {
             .to_vec1()
             .unwrap();
         let mut acts = ActBuf::new();
-        acts.quantize(w.ty().act(), &x, 2, cols);
+        acts.quantize(&pool, w.ty().act(), &x, 2, cols);
         let mut ours = vec![0f32; 2 * rows];
         w.matmul(&pool, Isa::detect(), &acts, &mut ours, rows);
         let wf: Vec<f32> = qm

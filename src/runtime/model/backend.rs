@@ -129,11 +129,11 @@ impl Decoder {
         out
     }
 
-    /// Appends `tokens` and returns the logits after each of them (`tokens.len()` rows), each
-    /// row exactly what [`Decoder::forward`] of that token alone would give: the products run
-    /// row by row, as in a decode step, never packed. For verifying drafted tokens; only our
+    /// Appends `tokens` and returns the logits after each of them, `(tokens.len(), vocab)` f32,
+    /// each row exactly what [`Decoder::forward`] of that token alone would give: the products
+    /// run row by row, as in a decode step, never packed. For verifying drafted tokens; only our
     /// CPU kernels have it.
-    pub fn forward_each(&mut self, tokens: &[u32]) -> candle_core::Result<Vec<Vec<f32>>> {
+    pub fn forward_each(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
         let before = self.len();
         let out = match &mut self.backend {
             Backend::Candle(_) => Err(candle_core::Error::Msg(

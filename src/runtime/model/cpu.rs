@@ -59,7 +59,7 @@ impl Acts {
     fn get(&mut self, pool: &Pool, kind: ActKind, x: &[f32], m: usize, k: usize) -> &ActBuf {
         let i = kind as usize;
         if !self.fresh[i] {
-            self.bufs[i].quantize_on(pool, kind, x, m, k);
+            self.bufs[i].quantize(pool, kind, x, m, k);
             self.fresh[i] = true;
         }
         &self.bufs[i]
@@ -262,12 +262,12 @@ impl CpuDecoder {
         Tensor::from_vec(logits, vocab, &Device::Cpu)
     }
 
-    /// Appends `tokens`; returns the logits after each one, every row computed as a decode step
-    /// of that token alone computes it (row-by-row products, never packed).
-    pub fn forward_each(&mut self, tokens: &[u32]) -> candle_core::Result<Vec<Vec<f32>>> {
+    /// Appends `tokens`; returns the logits after each one (`(tokens, vocab)`), every row computed
+    /// as a decode step of that token alone computes it (row-by-row products, never packed).
+    pub fn forward_each(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
         let vocab = self.vocab_size();
         let logits = self.run(tokens, false, true)?;
-        Ok(logits.chunks_exact(vocab).map(<[f32]>::to_vec).collect())
+        Tensor::from_vec(logits, (tokens.len(), vocab), &Device::Cpu)
     }
 
     /// Appends `tokens` (with packed products for long passes when `packed`); the logits after
