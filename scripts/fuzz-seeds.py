@@ -15,7 +15,7 @@ except ImportError:  # Python < 3.11
 
 repo = sys.argv[1]
 shared = sys.argv[2] if len(sys.argv) > 2 else os.path.join(repo, "..", "shared")
-corpus = os.path.join(repo, "fuzz", "corpus")
+corpus = os.path.join(repo, "crates", "engine", "fuzz", "corpus")
 
 
 def put(target, data):

@@ -38,15 +38,12 @@
 pub mod bench;
 pub mod bfcl;
 pub mod cli;
-pub mod engine;
-pub mod frontend;
-pub mod fuzzing;
-pub mod grammar;
+pub mod json_lines;
 pub mod runtime;
-pub mod util;
-pub mod vocab;
 
-pub use engine::{compile, CompiledGrammar, GrammarMatcher, MatcherError};
-pub use grammar::{ebnf, Grammar, GrammarBuilder};
-pub use util::{Limits, RuleId, StateId, TokenBitmask, TokenId};
-pub use vocab::{TokenKind, Vocab};
+pub use structgen_engine::{engine, frontend, grammar, util, vocab};
+
+pub use structgen_engine::{
+    compile, ebnf, CompiledGrammar, Grammar, GrammarBuilder, GrammarMatcher, Limits, MatcherError,
+    RuleId, StateId, TokenBitmask, TokenId, TokenKind, Vocab,
+};

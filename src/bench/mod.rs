@@ -22,7 +22,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::runtime::trace::percentile;
-use crate::util::json_lines;
+use crate::json_lines::json_lines;
 use engine::{Engine, GrammarInput};
 
 /// A workload that cannot be read.

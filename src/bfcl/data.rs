@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::util::json_lines;
+use crate::json_lines::json_lines;
 
 /// A BFCL test category this command runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 use super::{read_text, CliError, GrammarArgs};
 use crate::engine::check::{check_tokens, MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::compile;
-use crate::util::{json_lines, Limits, TokenId};
+use crate::json_lines::json_lines;
+use crate::util::{Limits, TokenId};
 use crate::vocab;
 
 /// Arguments of `structgen check`.

@@ -32,7 +32,7 @@ use crate::frontend::tools::{parse_tools, Tool, ToolChoice, ToolOptions};
 use crate::runtime::generate::generate;
 use crate::runtime::request::{grammar_compiler, prompt_tokens, tools_matcher};
 use crate::runtime::trace::{mask_wait, percentile, step_overheads, StepRecord, Summary};
-use crate::util::json_lines::json_lines;
+use crate::json_lines::json_lines;
 
 /// Arguments of `structgen latency`.
 #[derive(Debug, Args)]

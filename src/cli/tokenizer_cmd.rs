@@ -35,7 +35,7 @@ pub fn run(cmd: TokenizerCmd) -> Result<ExitCode, CliError> {
             path: cmd.model.clone(),
             source,
         })?;
-        match vocab::gguf::read_content(&mut file) {
+        match crate::runtime::model::read_gguf(&mut file) {
             Ok(content) => gguf_chat(&content, &loaded),
             Err(_) => (None, String::new(), String::new()),
         }

@@ -238,6 +238,20 @@ fn invalid(e: String) -> ModelError {
     ModelError::Invalid(e)
 }
 
+/// Reads the header, metadata and tensor table of GGUF data with candle's reader. A reader panic
+/// on corrupt data (candle 0.11.1 divides by `general.alignment` unchecked) becomes an error
+/// instead of taking the program down.
+pub fn read_gguf<R: std::io::Read + std::io::Seek>(
+    reader: &mut R,
+) -> Result<gguf_file::Content, String> {
+    let corrupt = "not a readable GGUF file (truncated or corrupt?)";
+    match crate::util::guard::catch_quiet(|| gguf_file::Content::read(reader)) {
+        Ok(Ok(content)) => Ok(content),
+        Ok(Err(e)) => Err(format!("{corrupt}: {e}")),
+        Err(panic) => Err(format!("{corrupt}: {panic}")),
+    }
+}
+
 /// Opens a GGUF file and builds its decoder (no tokenizer needed); also returns the header.
 /// `kernels`: on the CPU with f32 activations, run it on our kernels with that many threads
 /// (when its weight formats allow); `None`: on candle.
@@ -251,7 +265,7 @@ pub fn gguf_decoder(
         path: path.to_path_buf(),
         source,
     })?;
-    let content = crate::vocab::gguf::read_content(&mut file)
+    let content = read_gguf(&mut file)
         .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
     let cfg = config::from_gguf(&content.metadata)
         .map_err(|e| invalid(format!("{}: {e}", path.display())))?;

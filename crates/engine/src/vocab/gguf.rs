@@ -1,5 +1,5 @@
-//! GGUF `tokenizer.ggml.*` metadata → [`Vocab`], read with candle's GGUF reader (only the header
-//! and metadata are read, not the weights).
+//! GGUF `tokenizer.ggml.*` metadata → [`Vocab`], read by [`super::gguf_reader`] (only the header
+//! and metadata are read, not the tensor table or the weights).
 //!
 //! `tokenizer.ggml.model` `gpt2` is byte-level BPE (pieces in GPT-2 byte characters, merges given);
 //! `llama` is SentencePiece (pieces with `▁` and `<0xHH>`, merges derived from piece order).
@@ -11,13 +11,12 @@ use std::collections::HashMap;
 use std::io::{Read, Seek};
 use std::path::Path;
 
-use candle_core::quantized::gguf_file::{Content, Value};
 use serde_json::json;
 
 use super::bpe::{self, BpeSpec};
 use super::decode::ByteScheme;
+use super::gguf_reader::{read_metadata, Value};
 use super::{LoadedVocab, TokenKind, Vocab, VocabError};
-use crate::util::guard::catch_quiet;
 use crate::util::TokenId;
 
 /// Loads the tokenizer stored in a GGUF file's metadata.
@@ -35,20 +34,9 @@ pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
 /// Loads the tokenizer of GGUF data from any seekable reader (the start of the data at the
 /// reader's position).
 pub fn from_reader<R: Read + Seek>(reader: &mut R) -> Result<LoadedVocab, String> {
-    let content = read_content(reader)?;
-    from_metadata(&content.metadata)
-}
-
-/// Reads the header, metadata and tensor table of GGUF data with candle's reader. A reader panic
-/// on corrupt data (candle 0.11.1 divides by `general.alignment` unchecked) becomes an error
-/// instead of taking the program down.
-pub fn read_content<R: Read + Seek>(reader: &mut R) -> Result<Content, String> {
-    let corrupt = "not a readable GGUF file (truncated or corrupt?)";
-    match catch_quiet(|| Content::read(reader)) {
-        Ok(Ok(content)) => Ok(content),
-        Ok(Err(e)) => Err(format!("{corrupt}: {e}")),
-        Err(panic) => Err(format!("{corrupt}: {panic}")),
-    }
+    let metadata = read_metadata(reader)
+        .map_err(|e| format!("not a readable GGUF file (truncated or corrupt?): {e}"))?;
+    from_metadata(&metadata)
 }
 
 fn get<'a>(md: &'a HashMap<String, Value>, key: &str) -> Result<&'a Value, String> {
@@ -56,30 +44,16 @@ fn get<'a>(md: &'a HashMap<String, Value>, key: &str) -> Result<&'a Value, Strin
         .ok_or_else(|| format!("metadata key `{key}` is missing"))
 }
 
-fn as_i64(v: &Value) -> Option<i64> {
-    Some(match v {
-        Value::U8(x) => i64::from(*x),
-        Value::I8(x) => i64::from(*x),
-        Value::U16(x) => i64::from(*x),
-        Value::I16(x) => i64::from(*x),
-        Value::U32(x) => i64::from(*x),
-        Value::I32(x) => i64::from(*x),
-        Value::U64(x) => i64::try_from(*x).ok()?,
-        Value::I64(x) => *x,
-        _ => return None,
-    })
-}
-
 fn strings(md: &HashMap<String, Value>, key: &str) -> Result<Vec<String>, String> {
     let list = get(md, key)?
-        .to_vec()
-        .map_err(|_| format!("metadata `{key}` is not an array"))?;
+        .as_array()
+        .ok_or_else(|| format!("metadata `{key}` is not an array"))?;
     list.iter()
         .enumerate()
         .map(|(i, v)| {
-            v.to_string()
-                .cloned()
-                .map_err(|_| format!("metadata `{key}`[{i}] is not a string"))
+            v.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("metadata `{key}`[{i}] is not a string"))
         })
         .collect()
 }
@@ -87,9 +61,9 @@ fn strings(md: &HashMap<String, Value>, key: &str) -> Result<Vec<String>, String
 /// Builds the vocabulary and tokenizer from GGUF metadata.
 pub fn from_metadata(md: &HashMap<String, Value>) -> Result<LoadedVocab, String> {
     let model = get(md, "tokenizer.ggml.model")?
-        .to_string()
-        .map_err(|_| "metadata `tokenizer.ggml.model` is not a string".to_string())?
-        .clone();
+        .as_str()
+        .ok_or_else(|| "metadata `tokenizer.ggml.model` is not a string".to_string())?
+        .to_string();
     let scheme = match model.as_str() {
         "gpt2" => ByteScheme::ByteLevel,
         "llama" => ByteScheme::SentencePiece,
@@ -102,10 +76,10 @@ pub fn from_metadata(md: &HashMap<String, Value>) -> Result<LoadedVocab, String>
     let tokens = strings(md, "tokenizer.ggml.tokens")?;
     let types: Vec<i64> = match md.get("tokenizer.ggml.token_type") {
         Some(v) => v
-            .to_vec()
-            .map_err(|_| "metadata `tokenizer.ggml.token_type` is not an array".to_string())?
+            .as_array()
+            .ok_or_else(|| "metadata `tokenizer.ggml.token_type` is not an array".to_string())?
             .iter()
-            .map(|t| as_i64(t).unwrap_or(1))
+            .map(|t| t.as_i64().unwrap_or(1))
             .collect(),
         None => vec![1; tokens.len()],
     };
@@ -134,7 +108,7 @@ pub fn from_metadata(md: &HashMap<String, Value>) -> Result<LoadedVocab, String>
     let stop: Vec<TokenId> = ["eos", "eot", "eom"]
         .iter()
         .filter_map(|k| md.get(&format!("tokenizer.ggml.{k}_token_id")))
-        .filter_map(as_i64)
+        .filter_map(Value::as_i64)
         .filter_map(|id| u32::try_from(id).ok())
         .map(TokenId)
         .collect();
@@ -153,8 +127,7 @@ pub fn from_metadata(md: &HashMap<String, Value>) -> Result<LoadedVocab, String>
                 .collect::<Result<Vec<_>, _>>()?;
             let pre = md
                 .get("tokenizer.ggml.pre")
-                .and_then(|v| v.to_string().ok())
-                .map(String::as_str)
+                .and_then(Value::as_str)
                 .unwrap_or("default");
             let pre_tokenizer = match pre {
                 "smollm" => bpe::byte_level_pre_tokenizer(None, true),

@@ -13,13 +13,18 @@
 //! ([`gguf`]), tiktoken rank files ([`tiktoken`]). Each returns the `Vocab` and a
 //! `tokenizers::Tokenizer` that encodes text the way the model's tokenizer does.
 
+#[cfg(feature = "tokenizers")]
 pub mod bpe;
 pub mod decode;
+#[cfg(feature = "gguf")]
 pub mod gguf;
+pub mod gguf_reader;
+#[cfg(feature = "tokenizers")]
 pub mod hf;
+#[cfg(feature = "tokenizers")]
 pub mod tiktoken;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::util::marker::{MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::TokenId;
@@ -54,7 +59,7 @@ pub enum VocabError {
         /// The library's message.
         message: String,
     },
-    /// A GGUF file that candle cannot read, or that lacks tokenizer metadata.
+    /// A GGUF file that cannot be read, or that lacks tokenizer metadata.
     #[error("{path}: {message}")]
     Gguf {
         /// The file.
@@ -349,6 +354,7 @@ pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
 }
 
 /// A vocabulary together with the tokenizer that encodes text into its ids.
+#[cfg(feature = "tokenizers")]
 pub struct LoadedVocab {
     /// The vocabulary.
     pub vocab: Vocab,
@@ -360,7 +366,8 @@ pub struct LoadedVocab {
 
 /// Loads a vocabulary from a `tokenizer.json`, a `.gguf` model file or a tiktoken rank file,
 /// recognised by content (GGUF magic, JSON) rather than by extension.
-pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
+#[cfg(feature = "tokenizers")]
+pub fn load(path: &std::path::Path) -> Result<LoadedVocab, VocabError> {
     let io = |source| VocabError::Io {
         path: path.to_path_buf(),
         source,
@@ -373,7 +380,16 @@ pub fn load(path: &Path) -> Result<LoadedVocab, VocabError> {
     }
     let text = head.strip_prefix("\u{FEFF}".as_bytes()).unwrap_or(&head);
     let loaded = if head.starts_with(b"GGUF") {
-        gguf::load(path)?
+        #[cfg(feature = "gguf")]
+        {
+            gguf::load(path)?
+        }
+        #[cfg(not(feature = "gguf"))]
+        return Err(VocabError::Gguf {
+            path: path.to_path_buf(),
+            message: "a GGUF file, but structgen-engine was built without its `gguf` feature"
+                .into(),
+        });
     } else if matches!(
         text.iter().find(|b| !b.is_ascii_whitespace()),
         Some(b'{' | b'[')

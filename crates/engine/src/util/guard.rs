@@ -1,5 +1,5 @@
-//! Running third-party parsers that may panic on corrupt input (candle's GGUF reader, the
-//! `tokenizers` crate's deserializers) so that their panics become error values: the program
+//! Running third-party parsers that may panic on corrupt input (a tensor library's GGUF reader,
+//! the `tokenizers` crate's deserializers) so that their panics become error values: the program
 //! never panics on input, and the panic hook stays quiet while a guarded call runs.
 
 use std::cell::Cell;

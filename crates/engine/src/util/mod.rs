@@ -7,17 +7,14 @@
 //!   of word `t / 32`.
 //! - [`limits`]: [`Limits`], every resource bound of the engine in one place.
 //! - [`marker`]: how a whole token (by id) appears to the byte-level parser.
-//! - [`json_lines`]: the values of a JSON Lines file, with line numbers.
 //! - [`guard`]: third-party parsers' panics on corrupt input turned into errors.
 
 pub mod bitmask;
 pub mod guard;
 pub mod ids;
-pub mod json_lines;
 pub mod limits;
 pub mod marker;
 
 pub use bitmask::TokenBitmask;
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
-pub use json_lines::json_lines;
 pub use limits::{Budget, LimitError, Limits};

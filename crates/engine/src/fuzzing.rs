@@ -1,5 +1,5 @@
 //! The bodies of the fuzz targets (`fuzz/fuzz_targets/*.rs`, run by `scripts/fuzz.sh`) and of
-//! their regression tests (`tests/fuzz_regressions.rs`, which replays `fuzz/regressions/` and
+//! their regression tests (`crates/engine/tests/fuzz_regressions.rs`, which replays `fuzz/regressions/` and
 //! `fuzz/corpus/` in every test run).
 //!
 //! Each target takes arbitrary bytes and drives one input-facing part of structgen. Bad input must

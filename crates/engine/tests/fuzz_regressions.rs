@@ -4,14 +4,32 @@
 //! `STRUCTGEN_FUZZ_SECONDS` (default 30) on random mutations of that corpus. An input that panics
 //! is written to `target/fuzz-failures/` and named in the failure.
 
-mod common;
-
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{repo, Rng};
-use structgen::fuzzing::TARGETS;
+use structgen_engine::fuzzing::TARGETS;
+
+/// The engine crate's folder (`fuzz/` is inside it).
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// xorshift64*: a deterministic RNG so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1) as u64) as usize
+    }
+}
 
 fn files(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -39,7 +57,7 @@ fn run_one(name: &str, f: fn(&[u8]), input: &[u8], origin: &str) {
     if panic::catch_unwind(AssertUnwindSafe(|| f(input))).is_ok() {
         return;
     }
-    let dir = repo().join("target/fuzz-failures");
+    let dir = repo().join("../../target/fuzz-failures");
     std::fs::create_dir_all(&dir).expect("create target/fuzz-failures");
     let hash = input.iter().fold(0xCBF2_9CE4_8422_2325u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)

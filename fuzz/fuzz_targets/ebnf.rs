@@ -1,4 +1,0 @@
-//! cargo fuzz target `ebnf`: see `structgen::fuzzing::ebnf_target`.
-#![no_main]
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| structgen::fuzzing::ebnf_target(data));

@@ -1,4 +1,0 @@
-//! cargo fuzz target `json_schema`: see `structgen::fuzzing::json_schema_target`.
-#![no_main]
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| structgen::fuzzing::json_schema_target(data));

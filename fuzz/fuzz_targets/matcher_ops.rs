@@ -1,4 +1,0 @@
-//! cargo fuzz target `matcher_ops`: see `structgen::fuzzing::matcher_ops_target`.
-#![no_main]
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| structgen::fuzzing::matcher_ops_target(data));

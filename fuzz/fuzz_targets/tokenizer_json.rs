@@ -1,4 +1,0 @@
-//! cargo fuzz target `tokenizer_json`: see `structgen::fuzzing::tokenizer_json_target`.
-#![no_main]
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| structgen::fuzzing::tokenizer_json_target(data));
