@@ -21,8 +21,8 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use crate::runtime::trace::percentile;
 use crate::json_lines::json_lines;
+use crate::runtime::trace::percentile;
 use engine::{Engine, GrammarInput};
 
 /// A workload that cannot be read.

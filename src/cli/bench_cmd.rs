@@ -265,7 +265,7 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
         let compress = setup
             .options
             .repetition_threshold
-            .or(Some(crate::engine::compiler::REPETITION_THRESHOLD));
+            .or(Some(crate::engine::automaton::REPETITION_THRESHOLD));
         let steps = [
             (
                 "baseline (ahead of time, no sharing)",

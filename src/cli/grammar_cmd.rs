@@ -44,7 +44,7 @@ pub fn run(cmd: GrammarCmd) -> Result<ExitCode, CliError> {
     let shown = if cmd.raw {
         &grammar
     } else {
-        &automaton.grammar
+        automaton.grammar()
     };
     let mut out = std::io::stdout().lock();
     if let Some(tag) = &loaded.structural_tag {

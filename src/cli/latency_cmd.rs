@@ -29,10 +29,10 @@ use crate::bfcl::score::schema_error;
 use crate::frontend::call_formats::FormatSet;
 use crate::frontend::tool_calls::parse_calls;
 use crate::frontend::tools::{parse_tools, Tool, ToolChoice, ToolOptions};
+use crate::json_lines::json_lines;
 use crate::runtime::generate::generate;
 use crate::runtime::request::{grammar_compiler, prompt_tokens, tools_matcher};
 use crate::runtime::trace::{mask_wait, percentile, step_overheads, StepRecord, Summary};
-use crate::json_lines::json_lines;
 
 /// Arguments of `structgen latency`.
 #[derive(Debug, Args)]

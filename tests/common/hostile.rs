@@ -39,7 +39,7 @@ pub fn compile(g: Grammar, vocab: Arc<Vocab>, limits: Limits) -> Result<String, 
     Ok(format!(
         "{} rules, {} states, {} tokens allowed first",
         g.rules().len(),
-        m.grammar().fsm().num_states(),
+        m.grammar().automaton().fsm().num_states(),
         mask.count_allowed()
     ))
 }

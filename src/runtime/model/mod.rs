@@ -265,8 +265,7 @@ pub fn gguf_decoder(
         path: path.to_path_buf(),
         source,
     })?;
-    let content = read_gguf(&mut file)
-        .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let content = read_gguf(&mut file).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
     let cfg = config::from_gguf(&content.metadata)
         .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
     let dense = dtype.explicit();

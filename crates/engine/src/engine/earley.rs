@@ -16,7 +16,7 @@
 
 use std::collections::HashSet;
 
-use super::compiler::CompiledGrammar;
+use super::automaton::Automaton;
 use super::lookahead::{add_range, ByteSet};
 use crate::util::{RuleId, StateId};
 
@@ -44,7 +44,7 @@ impl Item {
     /// Whether the item's rule may end here: its state accepts and, for a counted rule, enough
     /// iterations are done.
     #[inline]
-    pub fn may_end(&self, g: &CompiledGrammar) -> bool {
+    pub fn may_end(&self, g: &Automaton) -> bool {
         let fsm = g.fsm();
         fsm.is_accept(self.state)
             && g.counted(fsm.rule_of(self.state))
@@ -53,7 +53,7 @@ impl Item {
 
     /// Whether the item may take its call edges (a counted item below its maximum, or any other).
     #[inline]
-    pub fn may_call(&self, g: &CompiledGrammar) -> bool {
+    pub fn may_call(&self, g: &Automaton) -> bool {
         g.counted(g.fsm().rule_of(self.state))
             .is_none_or(|c| c.may_repeat(self.count))
     }
@@ -68,13 +68,13 @@ pub struct EarleyParser {
     items: Vec<Item>,
     starts: Vec<u32>,
     seen: HashSet<Item>,
-    /// Out-of-context mode: opaque calls ([`CompiledGrammar::is_opaque_call`]) are not predicted.
+    /// Out-of-context mode: opaque calls ([`Automaton::is_opaque_call`]) are not predicted.
     isolated: bool,
 }
 
 impl EarleyParser {
     /// A parser positioned before the first byte.
-    pub fn new(g: &CompiledGrammar) -> Self {
+    pub fn new(g: &Automaton) -> Self {
         let mut p = EarleyParser {
             items: Vec::new(),
             starts: Vec::new(),
@@ -86,7 +86,7 @@ impl EarleyParser {
     }
 
     /// Back to the initial set.
-    pub fn reset(&mut self, g: &CompiledGrammar) {
+    pub fn reset(&mut self, g: &Automaton) {
         self.items.clear();
         self.starts.clear();
         self.starts.push(0);
@@ -101,7 +101,7 @@ impl EarleyParser {
     /// belong to whatever context surrounds it. Opaque calls are not predicted (nullable callees are
     /// still stepped over). [`EarleyParser::unknown_continuations`] reports both.
     /// `count` is the item's completed iterations when `state` is a counted rule's.
-    pub fn isolated(g: &CompiledGrammar, state: StateId, count: u32) -> Self {
+    pub fn isolated(g: &Automaton, state: StateId, count: u32) -> Self {
         let mut p = EarleyParser {
             items: Vec::new(),
             starts: vec![0, 0],
@@ -119,7 +119,7 @@ impl EarleyParser {
 
     /// In an [`EarleyParser::isolated`] parser, after the bytes of the last set: whether the
     /// isolated item's rule can end here, and whether an opaque call could start here.
-    pub fn unknown_continuations(&self, g: &CompiledGrammar) -> (bool, bool) {
+    pub fn unknown_continuations(&self, g: &Automaton) -> (bool, bool) {
         let fsm = g.fsm();
         let (mut ends, mut opaque) = (false, false);
         for it in self.current() {
@@ -167,7 +167,7 @@ impl EarleyParser {
     }
 
     /// Scans `byte`. On success a new set is added; on failure nothing changes and `false` is returned.
-    pub fn push_byte(&mut self, g: &CompiledGrammar, byte: u8) -> bool {
+    pub fn push_byte(&mut self, g: &Automaton, byte: u8) -> bool {
         let fsm = g.fsm();
         let k = self.num_sets() - 1;
         let lo = self.starts[k] as usize;
@@ -186,7 +186,7 @@ impl EarleyParser {
     /// `origin` that call it, advanced, and their closure. Used to parse what follows the rule
     /// without the bytes that ended it; drop the set with [`EarleyParser::truncate`]. Returns
     /// `false` (adding nothing) when no item waits for the rule there.
-    pub fn push_completion(&mut self, g: &CompiledGrammar, rule: RuleId, origin: usize) -> bool {
+    pub fn push_completion(&mut self, g: &Automaton, rule: RuleId, origin: usize) -> bool {
         let hi = self.items.len();
         self.starts.push(hi as u32);
         self.advance_callers(g, rule, origin);
@@ -194,7 +194,7 @@ impl EarleyParser {
     }
 
     /// Ends the set begun at item index `hi`: closes it if scanning added items, otherwise drops it.
-    fn close_or_drop(&mut self, g: &CompiledGrammar, hi: usize) -> bool {
+    fn close_or_drop(&mut self, g: &Automaton, hi: usize) -> bool {
         if self.items.len() == hi {
             self.starts.pop();
             return false;
@@ -204,7 +204,7 @@ impl EarleyParser {
     }
 
     /// Adds to the last set every item of set `origin` that calls `rule`, advanced past the call.
-    fn advance_callers(&mut self, g: &CompiledGrammar, rule: RuleId, origin: usize) {
+    fn advance_callers(&mut self, g: &Automaton, rule: RuleId, origin: usize) {
         let fsm = g.fsm();
         let (lo, hi) = (
             self.starts[origin] as usize,
@@ -225,7 +225,7 @@ impl EarleyParser {
     }
 
     /// Whether the root rule, started at position 0, can end here.
-    pub fn can_complete(&self, g: &CompiledGrammar) -> bool {
+    pub fn can_complete(&self, g: &Automaton) -> bool {
         let fsm = g.fsm();
         let root = g.root();
         self.current()
@@ -234,7 +234,7 @@ impl EarleyParser {
     }
 
     /// The bytes some item of the last set can scan, as a 256-bit set.
-    pub fn next_bytes(&self, g: &CompiledGrammar) -> ByteSet {
+    pub fn next_bytes(&self, g: &Automaton) -> ByteSet {
         let mut bits = [0u64; 4];
         for it in self.current() {
             for e in g.fsm().byte_edges(it.state) {
@@ -266,7 +266,7 @@ impl EarleyParser {
     }
 
     /// Predicts and completes until the last set is closed.
-    fn close(&mut self, g: &CompiledGrammar) {
+    fn close(&mut self, g: &Automaton) {
         let fsm = g.fsm();
         let k = self.num_sets() - 1;
         let mut i = self.starts[k] as usize;

@@ -14,18 +14,22 @@
 //! only over the uncertain tokens of the adaptive cache ([`fill_listed_tokens`]); the whole-vocabulary
 //! form is the uncached reference the cache is tested against.
 
-use super::compiler::CompiledGrammar;
+use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
 use crate::util::marker::{token_marker, MARKER_BYTE};
 use crate::util::TokenBitmask;
-use crate::vocab::common_prefix;
+use crate::vocab::{common_prefix, Vocab};
 
 /// Sets the bit of every normal token whose bytes the parser can scan from its current set. The
 /// parser is left exactly as it was. The caller then decides the stop tokens (which may also be
 /// text tokens).
-pub fn fill_text_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: &mut TokenBitmask) {
-    let vocab = g.vocab();
+pub fn fill_text_tokens(
+    g: &Automaton,
+    vocab: &Vocab,
+    parser: &mut EarleyParser,
+    mask: &mut TokenBitmask,
+) {
     let sorted = vocab.sorted();
     let first_bytes = parser.next_bytes(g);
     for b in 0..=255u8 {
@@ -45,7 +49,12 @@ pub fn fill_text_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: &m
 
 /// Sets the bit of every token (normal or special) whose marker the parser can scan, i.e. that a
 /// whole-token terminal allows here.
-pub fn fill_marked_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: &mut TokenBitmask) {
+pub fn fill_marked_tokens(
+    g: &Automaton,
+    vocab: &Vocab,
+    parser: &mut EarleyParser,
+    mask: &mut TokenBitmask,
+) {
     if !g.takes_whole_tokens() {
         return;
     }
@@ -53,7 +62,7 @@ pub fn fill_marked_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: 
     if !has_byte(&first, MARKER_BYTE) {
         return;
     }
-    let ids = g.vocab().marked();
+    let ids = vocab.marked();
     walk_sorted(
         g,
         parser,
@@ -66,12 +75,12 @@ pub fn fill_marked_tokens(g: &CompiledGrammar, parser: &mut EarleyParser, mask: 
 /// Sets the bit of every token among `positions` (increasing indices into [`crate::vocab::Vocab::sorted`])
 /// that the parser can scan from its current set. The parser is left exactly as it was.
 pub fn fill_listed_tokens(
-    g: &CompiledGrammar,
+    g: &Automaton,
+    vocab: &Vocab,
     parser: &mut EarleyParser,
     positions: &[u32],
     mask: &mut TokenBitmask,
 ) {
-    let vocab = g.vocab();
     let sorted = vocab.sorted();
     walk_sorted(
         g,
@@ -87,7 +96,7 @@ pub fn fill_listed_tokens(
 /// `d` the following entries that share those `d + 1` bytes are skipped. The parser is left as it
 /// was.
 pub fn walk_sorted<B: AsRef<[u8]>>(
-    g: &CompiledGrammar,
+    g: &Automaton,
     parser: &mut EarleyParser,
     count: usize,
     bytes: impl Fn(usize) -> B,

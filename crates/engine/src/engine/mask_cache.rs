@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::compiler::CompiledGrammar;
+use super::automaton::Automaton;
 use super::lookahead::{has_byte, ByteSet};
 use super::set_walk::SetWalk;
 use crate::util::StateId;
@@ -136,12 +136,11 @@ pub struct AdaptiveMask {
 impl AdaptiveMask {
     /// Parses every text token from `state` (with `count` completed iterations when it is a counted
     /// rule's) out of context and classifies it.
-    pub fn compute(g: &CompiledGrammar, state: StateId, count: u32) -> AdaptiveMask {
-        let vocab = g.vocab();
+    pub fn compute(a: &Automaton, vocab: &Vocab, state: StateId, count: u32) -> AdaptiveMask {
         let sorted = vocab.sorted();
         let lcp = vocab.sorted_lcp();
         let token_at = |i: usize| vocab.sorted_bytes(i);
-        let mut walk = SetWalk::new(g, state, count);
+        let mut walk = SetWalk::new(a, state, count);
         let first = walk.first_bytes();
         let mut accepted: Vec<u32> = Vec::new();
         let mut ends: Vec<EndRange> = Vec::new();

@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use super::automaton::Automaton;
 use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
 use super::mask;
@@ -20,12 +21,7 @@ use crate::util::{LimitError, StateId, TokenBitmask, TokenId};
 use crate::vocab::TokenKind;
 
 /// Scans `bytes` as one step; on refusal (or empty input) the parser is restored and `false` returned.
-fn scan(
-    g: &CompiledGrammar,
-    parser: &mut EarleyParser,
-    history: &mut Vec<Step>,
-    bytes: &[u8],
-) -> bool {
+fn scan(g: &Automaton, parser: &mut EarleyParser, history: &mut Vec<Step>, bytes: &[u8]) -> bool {
     if bytes.is_empty() {
         return false;
     }
@@ -123,7 +119,7 @@ impl GrammarMatcher {
         stop.sort_unstable();
         stop.dedup();
         GrammarMatcher {
-            parser: EarleyParser::new(&grammar),
+            parser: EarleyParser::new(grammar.automaton()),
             grammar,
             history: Vec::new(),
             stop_tokens: stop,
@@ -176,7 +172,7 @@ impl GrammarMatcher {
     /// state, start position, iterations), at most 24 of them.
     pub fn describe_state(&self) -> String {
         const SHOWN: usize = 24;
-        let g = &self.grammar;
+        let g = self.grammar.automaton();
         let fsm = g.fsm();
         let items = self.parser.current();
         let mut out = format!(
@@ -222,7 +218,7 @@ impl GrammarMatcher {
 
     /// Whether the input so far is a complete match of the root rule (a stop token may follow).
     pub fn is_completed(&self) -> bool {
-        self.is_terminated() || self.parser.can_complete(&self.grammar)
+        self.is_terminated() || self.parser.can_complete(self.grammar.automaton())
     }
 
     /// Accepts one token. Returns `false`, changing nothing, if the grammar does not allow it.
@@ -239,8 +235,8 @@ impl GrammarMatcher {
 
     /// [`GrammarMatcher::accept_token`] without the Earley-item check.
     fn take_token(&mut self, token: TokenId) -> bool {
-        let g = &self.grammar;
-        let vocab = g.vocab();
+        let vocab = self.grammar.vocab();
+        let g = self.grammar.automaton();
         // A whole-token terminal takes the token by id first.
         let by_id = g.takes_whole_tokens()
             && vocab.kind(token) != TokenKind::Padding
@@ -280,7 +276,12 @@ impl GrammarMatcher {
         if self.is_terminated() || self.overflow.is_some() {
             return false;
         }
-        let taken = scan(&self.grammar, &mut self.parser, &mut self.history, bytes);
+        let taken = scan(
+            self.grammar.automaton(),
+            &mut self.parser,
+            &mut self.history,
+            bytes,
+        );
         if taken {
             self.check_items();
         }
@@ -308,7 +309,8 @@ impl GrammarMatcher {
         if self.is_terminated() || self.overflow.is_some() {
             return;
         }
-        mask::fill_text_tokens(&self.grammar, &mut self.parser, mask);
+        let g = &self.grammar;
+        mask::fill_text_tokens(g.automaton(), g.vocab(), &mut self.parser, mask);
         self.finish_mask(mask);
     }
 
@@ -321,7 +323,8 @@ impl GrammarMatcher {
     /// consulted through its callees' starts when [`CompiledGrammar::stand_ins`] allows.
     fn fill_cached_text_tokens(&mut self, mask: &mut TokenBitmask) {
         let g: &CompiledGrammar = &self.grammar;
-        let fsm = g.fsm();
+        let a = g.automaton();
+        let fsm = a.fsm();
         let k = self.parser.num_sets() - 1;
         let Scratch {
             states,
@@ -330,16 +333,16 @@ impl GrammarMatcher {
             words,
         } = &mut self.scratch;
         kernel.clear();
-        let root_start = fsm.start(g.root());
+        let root_start = fsm.start(a.root());
         for it in self.parser.current() {
             let rule = fsm.rule_of(it.state);
             let consulted = (it.origin as usize) < k
                 || (k == 0 && it.state == root_start)
-                || (g.is_dispatched(rule) && it.state == fsm.start(rule));
-            if !consulted || !g.continues(it.state) {
+                || (a.is_dispatched(rule) && it.state == fsm.start(rule));
+            if !consulted || !a.continues(it.state) {
                 continue;
             }
-            let class = g.counted(rule).map_or(0, |c| g.count_class(c, it.count));
+            let class = a.counted(rule).map_or(0, |c| g.count_class(c, it.count));
             kernel.push((it.state, it.origin, class));
         }
         let mut i = 0;
@@ -383,13 +386,13 @@ impl GrammarMatcher {
         for &(s, origin, class) in kernel.iter() {
             g.with_item_mask(s, class, |cached| {
                 if cached.uncertain.is_empty()
-                    || !parser.push_completion(g, fsm.rule_of(s), origin as usize)
+                    || !parser.push_completion(a, fsm.rule_of(s), origin as usize)
                 {
                     return;
                 }
                 let uncertain = &cached.uncertain;
                 mask::walk_sorted(
-                    g,
+                    a,
                     parser,
                     uncertain.len(),
                     |i| uncertain.suffix(i),
@@ -409,7 +412,7 @@ impl GrammarMatcher {
         let sorted = g.vocab().sorted();
         positions.retain(|&p| !mask.is_allowed(sorted[p as usize]));
         if !positions.is_empty() {
-            mask::fill_listed_tokens(g, &mut self.parser, positions, mask);
+            mask::fill_listed_tokens(a, g.vocab(), &mut self.parser, positions, mask);
         }
     }
 
@@ -418,8 +421,9 @@ impl GrammarMatcher {
         for &t in &self.stop_tokens {
             mask.unset(t);
         }
-        mask::fill_marked_tokens(&self.grammar, &mut self.parser, mask);
-        if self.parser.can_complete(&self.grammar) {
+        let g = &self.grammar;
+        mask::fill_marked_tokens(g.automaton(), g.vocab(), &mut self.parser, mask);
+        if self.parser.can_complete(self.grammar.automaton()) {
             for &t in &self.stop_tokens {
                 mask.set(t);
             }
@@ -449,7 +453,7 @@ impl GrammarMatcher {
     pub fn reset(&mut self) {
         self.overflow = None;
         self.history.clear();
-        self.parser.reset(&self.grammar);
+        self.parser.reset(self.grammar.automaton());
     }
 
     /// An independent copy sharing the compiled grammar.
@@ -466,8 +470,10 @@ impl GrammarMatcher {
             return out;
         }
         let base = self.parser.num_sets();
-        while out.len() < MAX_JUMP_FORWARD_BYTES && !self.parser.can_complete(&self.grammar) {
-            let bits = self.parser.next_bytes(&self.grammar);
+        while out.len() < MAX_JUMP_FORWARD_BYTES
+            && !self.parser.can_complete(self.grammar.automaton())
+        {
+            let bits = self.parser.next_bytes(self.grammar.automaton());
             let count: u32 = bits.iter().map(|w| w.count_ones()).sum();
             if count != 1 {
                 break;
@@ -479,7 +485,7 @@ impl GrammarMatcher {
                 .map(|(i, w)| (i, *w))
                 .unwrap_or((0, 0));
             let byte = (word as u32 * 64 + w.trailing_zeros()) as u8;
-            if byte == MARKER_BYTE || !self.parser.push_byte(&self.grammar, byte) {
+            if byte == MARKER_BYTE || !self.parser.push_byte(self.grammar.automaton(), byte) {
                 break;
             }
             out.push(byte);

@@ -15,19 +15,18 @@
 //! - [`batch`]: masks of many sequences filled in parallel with rayon.
 //! - [`check`]: stepping a token sequence with a mask before every token (`structgen check`).
 
+pub mod automaton;
 pub mod batch;
 pub mod check;
 pub mod compiler;
 pub mod earley;
+pub mod hash;
 pub mod lookahead;
 pub mod mask;
 pub mod mask_cache;
 pub mod matcher;
-pub mod repetition;
 pub mod set_walk;
 
-pub use compiler::{
-    build_automaton, compile, Automaton, CompileOptions, CompiledGrammar, GrammarCompiler,
-    Precompute,
-};
+pub use automaton::{build_automaton, Automaton};
+pub use compiler::{compile, CompileOptions, CompiledGrammar, GrammarCompiler, Precompute};
 pub use matcher::{GrammarMatcher, MatcherError};

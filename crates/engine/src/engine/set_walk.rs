@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use super::compiler::CompiledGrammar;
+use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
 use crate::util::StateId;
@@ -52,7 +52,7 @@ pub struct Point {
 
 /// The memoized isolated parse of one item (see the module docs).
 pub struct SetWalk<'g> {
-    g: &'g CompiledGrammar,
+    g: &'g Automaton,
     parser: EarleyParser,
     ids: HashMap<Vec<(u32, u32, u32)>, u32>,
     flags: Vec<(bool, bool)>,
@@ -74,7 +74,7 @@ impl<'g> SetWalk<'g> {
     /// starts unmemoized (numbering a set costs more than parsing a byte, so it only pays when
     /// the walk is long) and turns memoization on after
     /// [`MEMO_STEPS`] steps.
-    pub fn new(g: &'g CompiledGrammar, state: StateId, count: u32) -> SetWalk<'g> {
+    pub fn new(g: &'g Automaton, state: StateId, count: u32) -> SetWalk<'g> {
         let parser = EarleyParser::isolated(g, state, count);
         let mut walk = SetWalk {
             g,

@@ -76,30 +76,50 @@ pub fn regex_grammar(pattern: &str, limits: &Limits) -> Result<Grammar, RegexErr
 /// Whether `text` matches `pattern` with JSON Schema (search) semantics, decided by building the
 /// pattern's automaton.
 pub fn is_match(pattern: &str, text: &str, limits: &Limits) -> Result<bool, RegexError> {
-    let mode = RegexMode {
-        anchoring: Anchoring::Search,
-        json_string: false,
-    };
-    let expr = lower_regex(pattern, mode, limits)?;
-    let fsm = crate::grammar::fsm::Dfa::from_expr(&expr, "pattern", limits.max_nfa_states_per_rule)
-        .map_err(|e| RegexError {
-            pattern: pattern.to_string(),
-            offset: 0,
-            message: e.to_string(),
-        })?;
-    let mut state = 0usize;
-    for b in text.bytes() {
-        let next = fsm.states[state]
-            .bytes
-            .iter()
-            .find(|&&(lo, hi, _)| lo <= b && b <= hi)
-            .map(|e| e.2 as usize);
-        match next {
-            Some(t) => state = t,
-            None => return Ok(false),
-        }
+    Ok(SearchMatcher::new(pattern, limits)?.is_match(text))
+}
+
+/// A pattern's automaton for matching plain text with JSON Schema (search) semantics, built once
+/// and used for any number of texts.
+#[derive(Debug, Clone)]
+pub struct SearchMatcher {
+    dfa: crate::grammar::fsm::Dfa,
+}
+
+impl SearchMatcher {
+    /// Builds the automaton of `pattern`.
+    pub fn new(pattern: &str, limits: &Limits) -> Result<SearchMatcher, RegexError> {
+        let mode = RegexMode {
+            anchoring: Anchoring::Search,
+            json_string: false,
+        };
+        let expr = lower_regex(pattern, mode, limits)?;
+        let dfa =
+            crate::grammar::fsm::Dfa::from_expr(&expr, "pattern", limits.max_nfa_states_per_rule)
+                .map_err(|e| RegexError {
+                pattern: pattern.to_string(),
+                offset: 0,
+                message: e.to_string(),
+            })?;
+        Ok(SearchMatcher { dfa })
     }
-    Ok(fsm.states[state].accept)
+
+    /// Whether the pattern matches somewhere in `text`.
+    pub fn is_match(&self, text: &str) -> bool {
+        let mut state = 0usize;
+        for b in text.bytes() {
+            let next = self.dfa.states[state]
+                .bytes
+                .iter()
+                .find(|&&(lo, hi, _)| lo <= b && b <= hi)
+                .map(|e| e.2 as usize);
+            match next {
+                Some(t) => state = t,
+                None => return false,
+            }
+        }
+        self.dfa.states[state].accept
+    }
 }
 
 /// Lowers `pattern` to a reference-free expression.

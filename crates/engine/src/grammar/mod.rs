@@ -6,21 +6,22 @@
 //! (EBNF here, JSON Schema, regex and structural tags later) emits through [`GrammarBuilder`], so a
 //! `Grammar` always has every referenced rule defined and a valid root.
 //!
-//! Stages: [`ebnf`] text → `Grammar`; [`passes`] normalize / inline / prune / nullable; [`fsm`] each rule
+//! Stages: [`ebnf`] text → `Grammar`; [`passes`] normalize / inline / prune / nullable;
+//! [`repetition`] large `{min,max}` repetitions → counted rules; [`fsm`] each rule
 //! → a byte FSM with rule-reference edges (constructed by `nfa`); [`print`] `Grammar` → EBNF that
-//! parses back to the same `Grammar`; [`hash`] structural hashes of the frozen automaton (the
-//! cross-grammar cache key).
+//! parses back to the same `Grammar`.
 
 pub mod algebra;
 pub mod builder;
 pub mod dispatch;
 pub mod ebnf;
 pub mod error;
+pub mod exprs;
 pub mod fsm;
-pub mod hash;
 mod nfa;
 pub mod passes;
 pub mod print;
+pub mod repetition;
 
 pub use builder::GrammarBuilder;
 pub use dispatch::{Pattern, Symbol, TagDispatch, TokenSet};

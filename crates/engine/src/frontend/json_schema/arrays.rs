@@ -2,10 +2,10 @@
 //! `minItems` / `maxItems` bounding the total. Prefix items are nested optionals so that an array
 //! may stop after any of them once `minItems` is met; counts above the enforced maximum are reported.
 
-use super::lower::{never, opt, Lowerer};
-use super::merge::Conj;
-use super::schema::Schema;
+use super::keywords::{Conj, Schema};
+use super::lower::Lowerer;
 use super::SchemaError;
+use crate::grammar::exprs::{never, opt};
 use crate::grammar::Expr;
 
 impl Lowerer<'_> {

@@ -11,108 +11,55 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::merge::{Alternative, Conj};
-use super::schema::{Parser, Schema, Types};
+use super::keywords::{Conj, RefId, Schema, Types};
+use super::merge::{Alternative, Merger};
+use super::schema::Document;
 use super::{JsonSchemaOptions, SchemaError, SchemaWarning};
-use crate::frontend::regex::is_match;
+use crate::grammar::exprs::{alt, lit};
 use crate::grammar::{CharClass, Expr, GrammarBuilder};
 use crate::util::{Limits, RuleId};
 
 /// Lowers one schema document into a grammar builder.
 pub struct Lowerer<'a> {
-    root: &'a Value,
     pub(super) builder: &'a mut GrammarBuilder,
     pub(super) options: &'a JsonSchemaOptions,
     pub(super) limits: &'a Limits,
-    parser: Parser,
-    refs: HashMap<(String, usize), RuleId>,
-    parsed: HashMap<String, Schema>,
+    /// Disjunctions of conjunctions, `$ref` targets and the warnings.
+    pub(super) merger: Merger<'a>,
+    refs: HashMap<(RefId, usize), RuleId>,
     shared: HashMap<&'static str, RuleId>,
     memo: HashMap<(String, usize), RuleId>,
     member_values: HashMap<Expr, RuleId>,
 }
 
-/// An expression that matches nothing.
-pub fn never() -> Expr {
-    Expr::Class(CharClass::new(false, Vec::new()))
-}
-
-/// `a | b | ...`, or the single item, or nothing.
-pub fn alt(mut items: Vec<Expr>) -> Expr {
-    match items.len() {
-        0 => never(),
-        1 => items.pop().unwrap_or(Expr::Empty),
-        _ => Expr::Alt(items),
-    }
-}
-
-/// A literal string.
-pub fn lit(s: &str) -> Expr {
-    if s.is_empty() {
-        Expr::Empty
-    } else {
-        Expr::Literal(s.to_string())
-    }
-}
-
-/// `e?`.
-pub fn opt(e: Expr) -> Expr {
-    Expr::Repeat {
-        body: Box::new(e),
-        min: 0,
-        max: Some(1),
-    }
-}
-
 impl<'a> Lowerer<'a> {
-    /// A lowerer for the schema document `root`.
+    /// A lowerer for the read schema document `doc`.
     pub fn new(
-        root: &'a Value,
+        doc: &'a Document,
         builder: &'a mut GrammarBuilder,
         options: &'a JsonSchemaOptions,
         limits: &'a Limits,
     ) -> Self {
         Lowerer {
-            root,
             builder,
             options,
             limits,
-            parser: Parser::new(limits),
+            merger: Merger::new(doc, limits),
             refs: HashMap::new(),
-            parsed: HashMap::new(),
             shared: HashMap::new(),
             member_values: HashMap::new(),
             memo: HashMap::new(),
         }
     }
 
-    /// Parses the whole document as a schema.
-    pub fn parse_root(&mut self) -> Result<Schema, SchemaError> {
-        self.parser.parse(self.root, "")
-    }
-
-    /// The warnings collected so far, in order, without duplicates.
+    /// The warnings collected, in order, without duplicates.
     pub fn finish(self) -> Vec<SchemaWarning> {
-        let mut out: Vec<SchemaWarning> = Vec::new();
-        for w in self.parser.warnings {
-            if !out.contains(&w) {
-                out.push(w);
-            }
-        }
-        out
+        self.merger.finish()
     }
 
     /// Records a keyword that is not enforced exactly.
     pub(super) fn warn(&mut self, path: &str, message: impl Into<String>) {
-        self.parser.warnings.push(SchemaWarning {
-            path: path.to_string(),
-            message: message.into(),
-        });
-    }
-
-    /// Parses a sub-schema found while lowering (e.g. a `$ref` target).
-    pub(super) fn parse_at(&mut self, v: &Value, path: &str) -> Result<Schema, SchemaError> {
-        self.parser.parse(v, path)
+        self.merger.warn(path, message);
     }
 
     /// The expression for the JSON values `s` allows. A schema object is lowered once into its
@@ -141,9 +88,9 @@ impl<'a> Lowerer<'a> {
 
     fn lower_alternatives(&mut self, s: &Schema, depth: usize) -> Result<Expr, SchemaError> {
         let mut items = Vec::new();
-        for a in self.alternatives(s, depth)? {
+        for a in self.merger.alternatives(s, depth)? {
             items.push(match a {
-                Alternative::Ref(r, at) => Expr::Ref(self.ref_rule(&r, &at, depth)?),
+                Alternative::Ref(r, at) => Expr::Ref(self.ref_rule(r, &at, depth)?),
                 Alternative::Conj(c) => self.conj_expr(&c, depth)?,
             });
         }
@@ -151,13 +98,13 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The rule for reference `r` (defined on first use; recursion finds the declared rule).
-    fn ref_rule(&mut self, r: &str, at: &str, depth: usize) -> Result<RuleId, SchemaError> {
+    fn ref_rule(&mut self, r: RefId, at: &str, depth: usize) -> Result<RuleId, SchemaError> {
         let level = if self.options.indent.is_some() {
             depth
         } else {
             0
         };
-        if let Some(&id) = self.refs.get(&(r.to_string(), level)) {
+        if let Some(&id) = self.refs.get(&(r, level)) {
             return Ok(id);
         }
         if depth > self.limits.max_schema_depth {
@@ -166,7 +113,9 @@ impl<'a> Lowerer<'a> {
                 limit: self.limits.max_schema_depth,
             });
         }
-        let base: String = r
+        let base: String = self
+            .merger
+            .reference(r)
             .trim_start_matches("#/")
             .rsplit('/')
             .next()
@@ -176,48 +125,11 @@ impl<'a> Lowerer<'a> {
             .collect();
         let name = self.builder.fresh_name(&format!("ref_{base}"));
         let id = self.builder.declare(&name)?;
-        self.refs.insert((r.to_string(), level), id);
-        let target = self.resolve(r, at)?;
+        self.refs.insert((r, level), id);
+        let target = self.merger.resolve(r, at)?;
         let body = self.schema_expr(&target, level)?;
         self.builder.define(id, body, None)?;
         Ok(id)
-    }
-
-    /// The schema a local reference points to.
-    pub(super) fn resolve(&mut self, r: &str, at: &str) -> Result<Schema, SchemaError> {
-        if let Some(s) = self.parsed.get(r) {
-            return Ok(s.clone());
-        }
-        let (target, path) = self.lookup(r).ok_or_else(|| {
-            SchemaError::invalid(at, format!("$ref {r:?} does not point into this schema"))
-        })?;
-        let schema = self.parse_at(&target, &path)?;
-        self.parsed.insert(r.to_string(), schema.clone());
-        Ok(schema)
-    }
-
-    /// Finds `#/json/pointer` or `#anchor` in the document.
-    fn lookup(&self, r: &str) -> Option<(Value, String)> {
-        let frag = r.strip_prefix('#')?;
-        if frag.is_empty() {
-            return Some((self.root.clone(), String::new()));
-        }
-        if let Some(pointer) = frag.strip_prefix('/') {
-            let mut cur = self.root;
-            let mut path = String::new();
-            for raw in pointer.split('/') {
-                let token = percent_decode(raw).replace("~1", "/").replace("~0", "~");
-                cur = match cur {
-                    Value::Object(m) => m.get(&token)?,
-                    Value::Array(a) => a.get(token.parse::<usize>().ok()?)?,
-                    _ => return None,
-                };
-                path.push('/');
-                path.push_str(raw);
-            }
-            return Some((cur.clone(), path));
-        }
-        find_anchor(self.root, frag, "")
     }
 
     /// One conjunction of keywords.
@@ -286,10 +198,7 @@ impl<'a> Lowerer<'a> {
                 let st = &c.string;
                 st.min_length.is_none_or(|m| n >= m)
                     && st.max_length.is_none_or(|m| n <= m)
-                    && st
-                        .patterns
-                        .iter()
-                        .all(|(p, _)| is_match(p, text, self.limits).unwrap_or(true))
+                    && st.patterns.iter().all(|p| p.is_match(text).unwrap_or(true))
             }
             Value::Number(num) => {
                 let x = num.as_f64().unwrap_or(f64::NAN);
@@ -547,50 +456,5 @@ impl<'a> Lowerer<'a> {
                 lit("null"),
             ]))
         })
-    }
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Finds a subschema whose `$anchor` is `name`, or whose `$id` / `id` is `#name`.
-fn find_anchor(v: &Value, name: &str, path: &str) -> Option<(Value, String)> {
-    match v {
-        Value::Object(map) => {
-            let anchored = map.get("$anchor").and_then(Value::as_str) == Some(name)
-                || ["$id", "id"]
-                    .iter()
-                    .any(|k| map.get(*k).and_then(Value::as_str) == Some(&format!("#{name}")));
-            if anchored {
-                return Some((v.clone(), path.to_string()));
-            }
-            map.iter()
-                .find_map(|(k, x)| find_anchor(x, name, &format!("{path}/{k}")))
-        }
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .find_map(|(i, x)| find_anchor(x, name, &format!("{path}/{i}"))),
-        _ => None,
     }
 }

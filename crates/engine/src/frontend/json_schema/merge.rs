@@ -9,79 +9,25 @@
 
 use serde_json::Value;
 
-use super::lower::Lowerer;
-use super::schema::{
-    tighter_lower, tighter_upper, ArraySpec, NumberSpec, ObjectSpec, Schema, Spec, StringSpec,
-    Types,
+use super::keywords::{
+    tighter_lower, tighter_upper, ArraySpec, Conj, NumberSpec, ObjectSpec, RefId, Schema, Spec,
+    StringSpec, Types,
 };
-use super::SchemaError;
-
-/// A conjunction of plain keywords.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Conj {
-    /// JSON pointer of the schema this came from (the first one, when merged).
-    pub path: String,
-    /// Allowed types.
-    pub types: Types,
-    /// `enum` / `const`, if any.
-    pub values: Option<Vec<Value>>,
-    /// Values excluded by `not`.
-    pub not_values: Vec<Value>,
-    /// String keywords.
-    pub string: StringSpec,
-    /// Number keywords.
-    pub number: NumberSpec,
-    /// Array keywords.
-    pub array: ArraySpec,
-    /// Object keywords.
-    pub object: ObjectSpec,
-}
+use super::schema::Document;
+use super::{SchemaError, SchemaWarning};
+use crate::util::Limits;
 
 /// One branch of a schema's disjunction.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Alternative {
     /// A `$ref` kept as a reference (the referenced schema becomes its own rule): the target and
     /// the path of the `$ref` keyword.
-    Ref(String, String),
+    Ref(RefId, String),
     /// Plain keywords.
     Conj(Box<Conj>),
 }
 
 impl Conj {
-    /// Whether no keyword constrains anything.
-    pub fn is_any(&self) -> bool {
-        let any = Conj::any(&self.path);
-        *self == any
-    }
-
-    /// The conjunction that accepts everything.
-    pub fn any(path: &str) -> Conj {
-        Conj {
-            path: path.to_string(),
-            types: Types::ALL,
-            values: None,
-            not_values: Vec::new(),
-            string: StringSpec::default(),
-            number: NumberSpec::default(),
-            array: ArraySpec::default(),
-            object: ObjectSpec::default(),
-        }
-    }
-
-    /// The plain keywords of one schema object.
-    fn of(spec: &Spec) -> Conj {
-        Conj {
-            path: spec.path.clone(),
-            types: spec.types.unwrap_or(Types::ALL).minus(spec.not_types),
-            values: spec.values.clone(),
-            not_values: spec.not_values.clone(),
-            string: spec.string.clone(),
-            number: spec.number.clone(),
-            array: spec.array.clone(),
-            object: spec.object.clone(),
-        }
-    }
-
     /// The intersection of two conjunctions.
     pub fn merge(&self, other: &Conj) -> Conj {
         let values = match (&self.values, &other.values) {
@@ -162,9 +108,8 @@ pub(super) fn both(a: &Schema, b: &Schema) -> Schema {
         (Schema::Bool(true), x) | (x, Schema::Bool(true)) => x.clone(),
         (Schema::Bool(false), _) | (_, Schema::Bool(false)) => Schema::Bool(false),
         (Schema::Spec(sa), _) => Schema::Spec(Box::new(Spec {
-            path: sa.path.clone(),
             all_of: vec![a.clone(), b.clone()],
-            ..Spec::default()
+            ..Spec::at(sa.path())
         })),
     }
 }
@@ -243,7 +188,66 @@ fn merge_objects(a: &ObjectSpec, b: &ObjectSpec) -> ObjectSpec {
     }
 }
 
-impl Lowerer<'_> {
+/// Brings schemas into disjunctions of conjunctions, with the document's `$ref` targets at hand,
+/// and records the warnings of merging (and of each target, the first time it is used).
+#[derive(Debug)]
+pub struct Merger<'d> {
+    doc: &'d Document,
+    limits: &'d Limits,
+    warnings: Vec<SchemaWarning>,
+    /// Per target: whether its reading warnings were recorded.
+    reported: Vec<bool>,
+}
+
+impl<'d> Merger<'d> {
+    /// A merger over `doc`, starting with the warnings of reading its root.
+    pub fn new(doc: &'d Document, limits: &'d Limits) -> Self {
+        Merger {
+            doc,
+            limits,
+            warnings: doc.warnings.clone(),
+            reported: Vec::new(),
+        }
+    }
+
+    /// Records a keyword that is not enforced exactly.
+    pub fn warn(&mut self, path: &str, message: impl Into<String>) {
+        self.warnings.push(SchemaWarning {
+            path: path.to_string(),
+            message: message.into(),
+        });
+    }
+
+    /// The warnings so far, in order, without duplicates.
+    pub fn finish(self) -> Vec<SchemaWarning> {
+        let mut out: Vec<SchemaWarning> = Vec::new();
+        for w in self.warnings {
+            if !out.contains(&w) {
+                out.push(w);
+            }
+        }
+        out
+    }
+
+    /// The schema reference `r` points to (`at`: the path of the `$ref`, for the error when it
+    /// points nowhere); the first use records the target's reading warnings.
+    pub fn resolve(&mut self, r: RefId, at: &str) -> Result<Schema, SchemaError> {
+        if self.reported.len() <= r.0 {
+            self.reported.resize(r.0 + 1, false);
+        }
+        if !self.reported[r.0] {
+            self.reported[r.0] = true;
+            let target = self.doc.target(r);
+            self.warnings.extend(target.warnings.iter().cloned());
+        }
+        self.doc.schema(r, at).cloned()
+    }
+
+    /// The reference as written.
+    pub fn reference(&self, r: RefId) -> &str {
+        &self.doc.target(r).reference
+    }
+
     /// The disjunction a schema stands for. `depth` counts inlined references and nesting.
     pub fn alternatives(
         &mut self,
@@ -257,23 +261,19 @@ impl Lowerer<'_> {
         };
         if depth > self.limits.max_schema_depth {
             return Err(SchemaError::TooDeep {
-                path: spec.path.clone(),
+                path: spec.path().to_string(),
                 limit: self.limits.max_schema_depth,
             });
         }
-        let mut alts = vec![Alternative::Conj(Box::new(Conj::of(spec)))];
-        if let Some(r) = &spec.reference {
-            let at = format!("{}/$ref", spec.path);
-            alts = self.product(
-                alts,
-                vec![Alternative::Ref(r.clone(), at)],
-                &spec.path,
-                depth,
-            )?;
+        let path = spec.path();
+        let mut alts = vec![Alternative::Conj(Box::new(spec.keywords.clone()))];
+        if let Some(r) = spec.reference {
+            let at = format!("{path}/$ref");
+            alts = self.product(alts, vec![Alternative::Ref(r, at)], path, depth)?;
         }
         for member in &spec.all_of {
             let inner = self.alternatives(member, depth + 1)?;
-            alts = self.product(alts, inner, &spec.path, depth)?;
+            alts = self.product(alts, inner, path, depth)?;
         }
         for (branches, one_of) in &spec.any_of {
             let mut union = Vec::new();
@@ -281,19 +281,15 @@ impl Lowerer<'_> {
                 union.extend(self.alternatives(b, depth + 1)?);
             }
             if *one_of && !exclusive_required(&mut union) {
-                self.check_one_of(&union, &spec.path);
+                self.check_one_of(&union, path);
             }
-            alts = self.product(alts, union, &spec.path, depth)?;
+            alts = self.product(alts, union, path, depth)?;
         }
         Ok(alts)
     }
 
-    /// Like [`Lowerer::alternatives`], with references inlined (used inside intersections).
-    pub(super) fn conjunctions(
-        &mut self,
-        s: &Schema,
-        depth: usize,
-    ) -> Result<Vec<Conj>, SchemaError> {
+    /// Like [`Merger::alternatives`], with references inlined (used inside intersections).
+    pub fn conjunctions(&mut self, s: &Schema, depth: usize) -> Result<Vec<Conj>, SchemaError> {
         let mut out = Vec::new();
         for alt in self.alternatives(s, depth)? {
             out.extend(self.inline(alt, depth)?);
@@ -305,7 +301,7 @@ impl Lowerer<'_> {
         match a {
             Alternative::Conj(c) => Ok(vec![*c]),
             Alternative::Ref(r, at) => {
-                let target = self.resolve(&r, &at)?;
+                let target = self.resolve(r, &at)?;
                 self.conjunctions(&target, depth + 1)
             }
         }
@@ -363,8 +359,8 @@ impl Lowerer<'_> {
         for b in branches {
             match b {
                 Alternative::Conj(c) => conjs.push((**c).clone()),
-                Alternative::Ref(r, at) => match self.resolve(r, at) {
-                    Ok(Schema::Spec(spec)) => conjs.push(Conj::of(&spec)),
+                Alternative::Ref(r, at) => match self.resolve(*r, at) {
+                    Ok(Schema::Spec(spec)) => conjs.push(spec.keywords),
                     _ => conjs.push(Conj::any(path)),
                 },
             }
@@ -396,7 +392,7 @@ impl Lowerer<'_> {
                 .iter()
                 .find(|(n, _)| n == name)
                 .and_then(|(_, s)| match s {
-                    Schema::Spec(spec) => spec.values.clone(),
+                    Schema::Spec(spec) => spec.keywords.values.clone(),
                     Schema::Bool(_) => None,
                 })
         };

@@ -5,11 +5,11 @@
 //! integers up to 1000) intersected with the bounds through the regular algebra. Bounded numbers and
 //! multiples are written without an exponent. Other `multipleOf` values are reported.
 
-use super::lower::{alt, lit, never, opt, Lowerer};
-use super::merge::Conj;
-use super::schema::Bound;
+use super::keywords::{Bound, Conj};
+use super::lower::Lowerer;
 use super::SchemaError;
 use crate::grammar::algebra::{dfa_to_rules, product_dfa, to_dfa, Op};
+use crate::grammar::exprs::{alt, lit, never, opt};
 use crate::grammar::fsm::{DState, Dfa};
 use crate::grammar::{CharClass, Expr};
 

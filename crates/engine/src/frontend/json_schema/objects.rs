@@ -10,13 +10,12 @@
 //! `rest_n ::= (sep extra)*`: extra members may stand between listed ones, as JSON Schema allows.
 //! That is linear in the number of properties and never writes a separator without a member.
 
-use super::lower::{alt, lit, never, Lowerer};
-use super::merge::{both, Alternative, Conj};
-use super::schema::ObjectSpec;
-use super::schema::{Schema, Types};
-use super::strings::{content_except, schema_pattern};
+use super::keywords::{Conj, ObjectSpec, Schema, Types};
+use super::lower::Lowerer;
+use super::merge::{both, Alternative};
+use super::strings::content_except;
 use super::{PropertyOrder, SchemaError};
-use crate::frontend::regex::is_match;
+use crate::grammar::exprs::{alt, lit, never};
 use crate::grammar::Expr;
 
 /// Most required members tracked exactly when members may come in any order (2^k rules).
@@ -312,14 +311,8 @@ impl Lowerer<'_> {
     /// The schemas of the `patternProperties` whose pattern matches `name`.
     fn matching_patterns(&self, c: &Conj, name: &str) -> Result<Vec<Schema>, SchemaError> {
         let mut out = Vec::new();
-        for (pattern, path, schema) in &c.object.pattern_properties {
-            let hit = is_match(pattern, name, self.limits).map_err(|e| {
-                SchemaError::invalid(
-                    path,
-                    format!("pattern: at offset {}: {}", e.offset, e.message),
-                )
-            })?;
-            if hit {
+        for (pattern, schema) in &c.object.pattern_properties {
+            if pattern.is_match(name)? {
                 out.push(schema.clone());
             }
         }
@@ -341,8 +334,9 @@ impl Lowerer<'_> {
             .chain(o.forbidden.iter().cloned())
             .collect();
         let mut pattern_keys = Vec::new();
-        for (pattern, path, schema) in &o.pattern_properties {
-            let key = schema_pattern(pattern, path, self.limits)?;
+        for (pattern, schema) in &o.pattern_properties {
+            let key = pattern.content()?.clone();
+            let path = pattern.path().to_string();
             pattern_keys.push(key.clone());
             // Listed and forbidden names are not extras, even when the pattern matches them.
             let key = if names.is_empty() {
@@ -405,12 +399,12 @@ impl Lowerer<'_> {
         depth: usize,
     ) -> Result<bool, SchemaError> {
         let value = serde_json::Value::String(name.to_string());
-        for a in self.alternatives(names, depth + 1)? {
+        for a in self.merger.alternatives(names, depth + 1)? {
             let conjs = match a {
                 Alternative::Conj(c) => vec![*c],
                 Alternative::Ref(r, at) => {
-                    let target = self.resolve(&r, &at)?;
-                    self.conjunctions(&target, depth + 1)?
+                    let target = self.merger.resolve(r, &at)?;
+                    self.merger.conjunctions(&target, depth + 1)?
                 }
             };
             if conjs.iter().any(|c| self.value_allowed(c, &value)) {
@@ -423,12 +417,12 @@ impl Lowerer<'_> {
     /// Keys allowed by a `propertyNames` schema (its string part).
     fn key_from(&mut self, s: &Schema, depth: usize) -> Result<Expr, SchemaError> {
         let mut keys = Vec::new();
-        for a in self.alternatives(s, depth + 1)? {
+        for a in self.merger.alternatives(s, depth + 1)? {
             let conjs = match a {
                 Alternative::Conj(c) => vec![*c],
                 Alternative::Ref(r, at) => {
-                    let target = self.resolve(&r, &at)?;
-                    self.conjunctions(&target, depth + 1)?
+                    let target = self.merger.resolve(r, &at)?;
+                    self.merger.conjunctions(&target, depth + 1)?
                 }
             };
             for mut c in conjs {

@@ -11,7 +11,8 @@
 //! `additionalProperties`, `items`, `prefixItems`, `additionalItems`, `allOf`, `$ref`); an
 //! `anyOf` / `oneOf` fails only when every branch fails; `if` / `then` / `else`, `not`,
 //! `dependencies` and `contains` are not followed. Unresolvable references and patterns that do not
-//! compile count as satisfied.
+//! compile count as satisfied. References are resolved as the grammar resolves them
+//! ([`super::refs`]).
 
 use std::cell::Cell;
 
@@ -199,14 +200,9 @@ impl PostCheck {
         false
     }
 
-    /// The schema a local `$ref` (`#`, `#/json/pointer`) points to.
+    /// The schema a local `$ref` points to ([`super::refs::resolve`]).
     fn resolve(&self, r: &str) -> Option<&Value> {
-        let pointer = r.strip_prefix('#')?;
-        if pointer.is_empty() {
-            return Some(&self.root);
-        }
-        let decoded = percent_decode(pointer)?;
-        self.root.pointer(&decoded)
+        super::refs::resolve(&self.root, r).map(|(v, _)| v)
     }
 }
 
@@ -277,24 +273,6 @@ pub fn json_equal(a: &Value, b: &Value) -> bool {
         }
         _ => a == b,
     }
-}
-
-/// Decodes `%XX` escapes in a `$ref` fragment; `None` when an escape is malformed.
-fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]

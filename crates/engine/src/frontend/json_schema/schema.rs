@@ -2,206 +2,82 @@
 //! keyword's JSON path); keywords the grammar cannot enforce become warnings; annotations and unknown
 //! keywords are ignored, as validators ignore them.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
-use super::strings::schema_pattern;
+use super::keywords::{tighter_lower, tighter_upper, Bound, RefId, Schema, Spec, Types};
+use super::pattern::Pattern;
+use super::refs;
 use super::{SchemaError, SchemaWarning};
 use crate::util::Limits;
 
-/// A set of JSON types. `NUMBER` includes integers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Types(pub u8);
+/// A schema document read once: the root schema and the schema of every `$ref` it reaches
+/// (transitively), each parsed once, with the warnings of each kept apart so that a target's are
+/// reported only where lowering uses it.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The whole document as a schema.
+    pub root: Schema,
+    /// Warnings of reading the root.
+    pub warnings: Vec<SchemaWarning>,
+    targets: Vec<Target>,
+}
 
-impl Types {
-    /// `null`.
-    pub const NULL: Types = Types(1);
-    /// `true` / `false`.
-    pub const BOOLEAN: Types = Types(2);
-    /// Integers only.
-    pub const INTEGER: Types = Types(4);
-    /// Any number (integers included).
-    pub const NUMBER: Types = Types(8);
-    /// Strings.
-    pub const STRING: Types = Types(16);
-    /// Arrays.
-    pub const ARRAY: Types = Types(32);
-    /// Objects.
-    pub const OBJECT: Types = Types(64);
-    /// Numbers whose value is not an integer (what `number` minus `integer` leaves).
-    pub const FRACTION: Types = Types(128);
-    /// Every type.
-    pub const ALL: Types = Types(127);
+/// One `$ref` target of a [`Document`].
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The reference as written (`#...`).
+    pub reference: String,
+    /// The parsed target; `None` when the reference points nowhere in the document. An error
+    /// reading it is kept and reported where the reference is used.
+    pub schema: Option<Result<Schema, SchemaError>>,
+    /// Warnings of reading the target.
+    pub warnings: Vec<SchemaWarning>,
+}
 
-    /// Whether every type of `other` is in `self`.
-    pub fn contains(self, other: Types) -> bool {
-        self.0 & other.0 == other.0 && other.0 != 0
-    }
-
-    /// Types in both. NUMBER covers INTEGER and FRACTION.
-    pub fn and(self, other: Types) -> Types {
-        let mut t = self.0 & other.0;
-        for (sub, whole) in [(4u8, 8u8), (128, 8)] {
-            if (self.0 & whole != 0 && other.0 & sub != 0)
-                || (other.0 & whole != 0 && self.0 & sub != 0)
-            {
-                t |= sub;
-            }
+impl Document {
+    /// Reads `value` as a schema document: the root, then every `$ref` target not yet read, until
+    /// none is left. Fails when the root does; a target's failure is kept for its uses.
+    pub fn read(value: &Value, limits: &Limits) -> Result<Document, SchemaError> {
+        let mut parser = Parser::new(limits);
+        let root = parser.parse(value, "")?;
+        let warnings = std::mem::take(&mut parser.warnings);
+        let mut targets = Vec::new();
+        while targets.len() < parser.refs.len() {
+            let reference = parser.refs[targets.len()].clone();
+            let schema = refs::resolve(value, &reference).map(|(v, path)| parser.parse(v, &path));
+            targets.push(Target {
+                reference,
+                schema,
+                warnings: std::mem::take(&mut parser.warnings),
+            });
         }
-        Types(t)
-    }
-
-    /// Types in `self` but not in `other`. Removing INTEGER from NUMBER leaves FRACTION; removing
-    /// NUMBER removes all numbers.
-    pub fn minus(self, other: Types) -> Types {
-        let mut t = self.0;
-        if other.0 & 8 != 0 {
-            t &= !(4 | 8 | 128);
-        }
-        if other.0 & 4 != 0 && t & 8 != 0 {
-            t = (t & !8) | 128;
-        }
-        Types(t & !(other.0 & !8))
-    }
-
-    /// Whether no type is left.
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    fn from_name(name: &str) -> Option<Types> {
-        Some(match name {
-            "null" => Types::NULL,
-            "boolean" => Types::BOOLEAN,
-            "integer" => Types::INTEGER,
-            "number" | "float" => Types::NUMBER,
-            "string" => Types::STRING,
-            "array" | "tuple" => Types::ARRAY,
-            "object" | "dict" => Types::OBJECT,
-            "any" => Types::ALL,
-            _ => return None,
+        Ok(Document {
+            root,
+            warnings,
+            targets,
         })
     }
 
-    /// The type of a JSON value (integers are `INTEGER | NUMBER`).
-    pub fn of(v: &Value) -> Types {
-        match v {
-            Value::Null => Types::NULL,
-            Value::Bool(_) => Types::BOOLEAN,
-            Value::Number(n) if n.is_i64() || n.is_u64() => Types(4 | 8),
-            Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => Types(4 | 8),
-            Value::Number(_) => Types(8 | 128),
-            Value::String(_) => Types::STRING,
-            Value::Array(_) => Types::ARRAY,
-            Value::Object(_) => Types::OBJECT,
+    /// The target of `id`.
+    pub fn target(&self, id: RefId) -> &Target {
+        &self.targets[id.0]
+    }
+
+    /// The schema `id` points to; `at` (the JSON pointer of the `$ref` keyword) names the use in
+    /// the error when it points nowhere.
+    pub fn schema(&self, id: RefId, at: &str) -> Result<&Schema, SchemaError> {
+        let t = self.target(id);
+        match &t.schema {
+            Some(Ok(s)) => Ok(s),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(SchemaError::invalid(
+                at,
+                format!("$ref {:?} does not point into this schema", t.reference),
+            )),
         }
     }
-}
-
-/// A numeric bound.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bound {
-    /// The bound's value.
-    pub value: f64,
-    /// Whether the bound itself is excluded.
-    pub exclusive: bool,
-}
-
-/// A schema: `true`, `false`, or an object of keywords.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Schema {
-    /// `true` accepts everything, `false` nothing.
-    Bool(bool),
-    /// A schema object.
-    Spec(Box<Spec>),
-}
-
-/// String keywords.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct StringSpec {
-    /// `minLength`.
-    pub min_length: Option<u64>,
-    /// `maxLength`.
-    pub max_length: Option<u64>,
-    /// `pattern`s with their paths (several after merging `allOf`).
-    pub patterns: Vec<(String, String)>,
-    /// `format`s with their paths.
-    pub formats: Vec<(String, String)>,
-    /// Patterns the string must not match (from `not: {"pattern"}`), with their paths.
-    pub not_patterns: Vec<(String, String)>,
-}
-
-/// Number keywords.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct NumberSpec {
-    /// `minimum` / `exclusiveMinimum`.
-    pub lower: Option<Bound>,
-    /// `maximum` / `exclusiveMaximum`.
-    pub upper: Option<Bound>,
-    /// `multipleOf` with its path.
-    pub multiple_of: Option<(f64, String)>,
-}
-
-/// Array keywords.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ArraySpec {
-    /// `prefixItems` (or draft-7 array-form `items`).
-    pub prefix: Vec<Schema>,
-    /// Schema of the items after the prefix (`items`, or `additionalItems` with a prefix).
-    pub rest: Option<Box<Schema>>,
-    /// `minItems`.
-    pub min_items: Option<u64>,
-    /// `maxItems`.
-    pub max_items: Option<u64>,
-}
-
-/// Object keywords.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ObjectSpec {
-    /// `properties`, in schema order.
-    pub properties: Vec<(String, Schema)>,
-    /// `required`.
-    pub required: Vec<String>,
-    /// `additionalProperties`.
-    pub additional: Option<Box<Schema>>,
-    /// `patternProperties`, with the pattern's path.
-    pub pattern_properties: Vec<(String, String, Schema)>,
-    /// `propertyNames`.
-    pub property_names: Option<Box<Schema>>,
-    /// `minProperties`.
-    pub min_properties: Option<u64>,
-    /// `maxProperties`.
-    pub max_properties: Option<u64>,
-    /// Keys that must not appear (from `not: {required}` and `dependencies`).
-    pub forbidden: Vec<String>,
-}
-
-/// One schema object's keywords.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Spec {
-    /// JSON pointer of this schema object.
-    pub path: String,
-    /// `type`, if given.
-    pub types: Option<Types>,
-    /// Types excluded by `not: {"type": ...}`.
-    pub not_types: Types,
-    /// `enum` ∩ `const`, if given.
-    pub values: Option<Vec<Value>>,
-    /// Values excluded by `not: {enum}` / `not: {const}`.
-    pub not_values: Vec<Value>,
-    /// String keywords.
-    pub string: StringSpec,
-    /// Number keywords.
-    pub number: NumberSpec,
-    /// Array keywords.
-    pub array: ArraySpec,
-    /// Object keywords.
-    pub object: ObjectSpec,
-    /// `anyOf` and `oneOf` lists (each one disjunction), with whether it was a `oneOf`.
-    pub any_of: Vec<(Vec<Schema>, bool)>,
-    /// `allOf`.
-    pub all_of: Vec<Schema>,
-    /// `$ref`, as a local JSON pointer (`#/...`) or anchor (`#name`).
-    pub reference: Option<String>,
 }
 
 /// Parses schemas, collecting warnings.
@@ -212,6 +88,9 @@ pub struct Parser {
     /// Schemas being parsed around the current one (bounded by `Limits::max_schema_depth`, so a
     /// deeply nested document is refused instead of overflowing the stack).
     depth: usize,
+    /// Every distinct `$ref` met so far, by [`RefId`].
+    refs: Vec<String>,
+    ref_ids: HashMap<String, RefId>,
 }
 
 fn child(path: &str, key: &str) -> String {
@@ -258,12 +137,14 @@ impl Parser {
             warnings: Vec::new(),
             limits: limits.clone(),
             depth: 0,
+            refs: Vec::new(),
+            ref_ids: HashMap::new(),
         }
     }
 
-    /// Checks that a pattern can be turned into a grammar.
-    fn pattern(&self, pattern: &str, path: &str) -> Result<(), SchemaError> {
-        schema_pattern(pattern, path, &self.limits).map(|_| ())
+    /// Parses a pattern into its grammar (an error if it cannot be one).
+    fn pattern(&self, pattern: &str, path: &str) -> Result<Pattern, SchemaError> {
+        Pattern::parse(pattern, path, &self.limits)
     }
 
     fn warn(&mut self, path: String, message: impl Into<String>) {
@@ -305,19 +186,16 @@ impl Parser {
     }
 
     fn spec(&mut self, map: &Map<String, Value>, path: &str) -> Result<Spec, SchemaError> {
-        let mut spec = Spec {
-            path: path.to_string(),
-            ..Spec::default()
-        };
+        let mut spec = Spec::at(path);
         // Draft-4 boolean exclusive bounds modify minimum / maximum.
         let excl_min_flag = map.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
         let excl_max_flag = map.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
         for (key, v) in map {
             let at = child(path, key);
             match key.as_str() {
-                "type" => spec.types = Some(self.types(v, &at)?),
-                "enum" => spec.values = Some(array(v, &at)?.clone()),
-                "const" => spec.values = Some(vec![v.clone()]),
+                "type" => spec.keywords.types = spec.keywords.types.and(self.types(v, &at)?),
+                "enum" => spec.keywords.values = Some(array(v, &at)?.clone()),
+                "const" => spec.keywords.values = Some(vec![v.clone()]),
                 "$ref" => spec.reference = Some(self.reference(string(v, &at)?, &at)?),
                 "anyOf" | "oneOf" => {
                     let list = self.list(v, &at)?;
@@ -331,17 +209,16 @@ impl Parser {
                 }
                 "allOf" => spec.all_of = self.list(v, &at)?,
                 "not" => self.not(v, &at, &mut spec)?,
-                "minLength" => spec.string.min_length = Some(non_negative(v, &at)?),
-                "maxLength" => spec.string.max_length = Some(non_negative(v, &at)?),
+                "minLength" => spec.keywords.string.min_length = Some(non_negative(v, &at)?),
+                "maxLength" => spec.keywords.string.max_length = Some(non_negative(v, &at)?),
                 "pattern" => {
-                    let p = string(v, &at)?;
-                    self.pattern(p, &at)?;
-                    spec.string.patterns.push((p.to_string(), at));
+                    let p = self.pattern(string(v, &at)?, &at)?;
+                    spec.keywords.string.patterns.push(p);
                 }
-                "format" => spec.string.formats.push((string(v, &at)?.to_string(), at)),
+                "format" => spec.keywords.string.formats.push((string(v, &at)?.to_string(), at)),
                 "minimum" => {
-                    spec.number.lower = tighter_lower(
-                        spec.number.lower,
+                    spec.keywords.number.lower = tighter_lower(
+                        spec.keywords.number.lower,
                         Bound {
                             value: number(v, &at)?,
                             exclusive: excl_min_flag,
@@ -349,8 +226,8 @@ impl Parser {
                     )
                 }
                 "maximum" => {
-                    spec.number.upper = tighter_upper(
-                        spec.number.upper,
+                    spec.keywords.number.upper = tighter_upper(
+                        spec.keywords.number.upper,
                         Bound {
                             value: number(v, &at)?,
                             exclusive: excl_max_flag,
@@ -362,60 +239,58 @@ impl Parser {
                         value: number(v, &at)?,
                         exclusive: true,
                     };
-                    spec.number.lower = tighter_lower(spec.number.lower, b);
+                    spec.keywords.number.lower = tighter_lower(spec.keywords.number.lower, b);
                 }
                 "exclusiveMaximum" if !v.is_boolean() => {
                     let b = Bound {
                         value: number(v, &at)?,
                         exclusive: true,
                     };
-                    spec.number.upper = tighter_upper(spec.number.upper, b);
+                    spec.keywords.number.upper = tighter_upper(spec.keywords.number.upper, b);
                 }
                 "multipleOf" => {
                     let m = number(v, &at)?;
                     if m <= 0.0 {
                         return Err(SchemaError::invalid(&at, "must be greater than 0"));
                     }
-                    spec.number.multiple_of = Some((m, at));
+                    spec.keywords.number.multiple_of = Some((m, at));
                 }
-                "items" if v.is_array() => spec.array.prefix = self.list(v, &at)?,
-                "items" => spec.array.rest = Some(Box::new(self.parse(v, &at)?)),
-                "prefixItems" => spec.array.prefix = self.list(v, &at)?,
+                "items" if v.is_array() => spec.keywords.array.prefix = self.list(v, &at)?,
+                "items" => spec.keywords.array.rest = Some(Box::new(self.parse(v, &at)?)),
+                "prefixItems" => spec.keywords.array.prefix = self.list(v, &at)?,
                 "additionalItems" if map.get("items").is_some_and(Value::is_array) => {
-                    spec.array.rest = Some(Box::new(self.parse(v, &at)?))
+                    spec.keywords.array.rest = Some(Box::new(self.parse(v, &at)?))
                 }
-                "minItems" => spec.array.min_items = Some(non_negative(v, &at)?),
-                "maxItems" => spec.array.max_items = Some(non_negative(v, &at)?),
+                "minItems" => spec.keywords.array.min_items = Some(non_negative(v, &at)?),
+                "maxItems" => spec.keywords.array.max_items = Some(non_negative(v, &at)?),
                 "properties" => {
                     for (name, s) in object(v, &at)? {
                         let p = self.parse(s, &child(&at, name))?;
-                        spec.object.properties.push((name.clone(), p));
+                        spec.keywords.object.properties.push((name.clone(), p));
                     }
                 }
                 "required" => {
                     for (i, r) in array(v, &at)?.iter().enumerate() {
                         let name = string(r, &child(&at, &i.to_string()))?;
-                        if !spec.object.required.iter().any(|x| x == name) {
-                            spec.object.required.push(name.to_string());
+                        if !spec.keywords.object.required.iter().any(|x| x == name) {
+                            spec.keywords.object.required.push(name.to_string());
                         }
                     }
                 }
                 "additionalProperties" => {
-                    spec.object.additional = Some(Box::new(self.parse(v, &at)?))
+                    spec.keywords.object.additional = Some(Box::new(self.parse(v, &at)?))
                 }
                 "patternProperties" => {
                     for (pattern, s) in object(v, &at)? {
                         let p_at = child(&at, pattern);
-                        self.pattern(pattern, &p_at)?;
+                        let pattern = self.pattern(pattern, &p_at)?;
                         let p = self.parse(s, &p_at)?;
-                        spec.object
-                            .pattern_properties
-                            .push((pattern.clone(), p_at, p));
+                        spec.keywords.object.pattern_properties.push((pattern, p));
                     }
                 }
-                "propertyNames" => spec.object.property_names = Some(Box::new(self.parse(v, &at)?)),
-                "minProperties" => spec.object.min_properties = Some(non_negative(v, &at)?),
-                "maxProperties" => spec.object.max_properties = Some(non_negative(v, &at)?),
+                "propertyNames" => spec.keywords.object.property_names = Some(Box::new(self.parse(v, &at)?)),
+                "minProperties" => spec.keywords.object.min_properties = Some(non_negative(v, &at)?),
+                "maxProperties" => spec.keywords.object.max_properties = Some(non_negative(v, &at)?),
                 "uniqueItems" => match v {
                     Value::Bool(true) => {
                         self.warn(at, "uniqueItems is not enforced while generating: items may repeat (`structgen check` rejects repeats in complete values)")
@@ -467,9 +342,17 @@ impl Parser {
         }
     }
 
-    fn reference(&mut self, r: &str, path: &str) -> Result<String, SchemaError> {
-        if let Some(local) = r.strip_prefix('#') {
-            return Ok(format!("#{local}"));
+    /// Registers a local `$ref` (one id per distinct reference); its target is parsed by
+    /// [`Document::read`] once the document is.
+    fn reference(&mut self, r: &str, path: &str) -> Result<RefId, SchemaError> {
+        if r.starts_with('#') {
+            if let Some(&id) = self.ref_ids.get(r) {
+                return Ok(id);
+            }
+            let id = RefId(self.refs.len());
+            self.refs.push(r.to_string());
+            self.ref_ids.insert(r.to_string(), id);
+            return Ok(id);
         }
         Err(SchemaError::invalid(
             path,
@@ -511,9 +394,8 @@ impl Parser {
         let (then, otherwise) = (branch(self, "then")?, branch(self, "else")?);
         let all = |a: Schema, b: Schema| {
             Schema::Spec(Box::new(Spec {
-                path: path.to_string(),
                 all_of: vec![a, b],
-                ..Spec::default()
+                ..Spec::at(path)
             }))
         };
         match self.negate(cond, path) {
@@ -562,16 +444,13 @@ impl Parser {
                     format!("expected an array of names, found {dep}"),
                 ));
             }
-            let mut present = Spec {
-                path: at.clone(),
-                ..Spec::default()
-            };
-            present.object.required.push(name.clone());
+            let mut present = Spec::at(&at);
+            present.keywords.object.required.push(name.clone());
             match dep {
                 Value::Array(_) => {
                     for n in self.names(dep, &at)? {
-                        if !present.object.required.contains(&n) {
-                            present.object.required.push(n);
+                        if !present.keywords.object.required.contains(&n) {
+                            present.keywords.object.required.push(n);
                         }
                     }
                 }
@@ -617,9 +496,8 @@ fn exclusive_branches(
                         .map(|(_, n)| n.clone()),
                 );
                 Schema::Spec(Box::new(Spec {
-                    path: child(path, &i.to_string()),
                     all_of,
-                    ..Spec::default()
+                    ..Spec::at(&child(path, &i.to_string()))
                 }))
             })
             .collect(),
@@ -628,11 +506,8 @@ fn exclusive_branches(
 
 /// A schema whose only keyword forbids `names` in objects.
 fn forbidding(path: &str, names: Vec<String>) -> Schema {
-    let mut s = Spec {
-        path: path.to_string(),
-        ..Spec::default()
-    };
-    s.object.forbidden = names;
+    let mut s = Spec::at(path);
+    s.keywords.object.forbidden = names;
     Schema::Spec(Box::new(s))
 }
 
@@ -664,10 +539,7 @@ fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
         _ => return None,
     };
     let spec_with = |f: &dyn Fn(&mut Spec)| {
-        let mut s = Spec {
-            path: path.to_string(),
-            ..Spec::default()
-        };
+        let mut s = Spec::at(path);
         f(&mut s);
         Schema::Spec(Box::new(s))
     };
@@ -685,18 +557,22 @@ fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
                 for n in names {
                     t = Types(t.0 | Types::from_name(n)?.0);
                 }
-                branches.push(spec_with(&|s| s.not_types = t));
+                branches.push(spec_with(&|s| s.keywords.types = Types::ALL.minus(t)));
             }
             "enum" => {
                 let values = inner.as_array()?.clone();
-                branches.push(spec_with(&|s| s.not_values.clone_from(&values)));
+                branches.push(spec_with(&|s| s.keywords.not_values.clone_from(&values)));
             }
-            "const" => branches.push(spec_with(&|s| s.not_values = vec![inner.clone()])),
+            "const" => branches.push(spec_with(&|s| s.keywords.not_values = vec![inner.clone()])),
             "pattern" => {
-                let p = inner.as_str()?.to_string();
+                let p = Pattern::parse_lenient(
+                    inner.as_str()?,
+                    &child(path, "pattern"),
+                    &parser.limits,
+                );
                 branches.push(spec_with(&|s| {
-                    s.types = Some(Types::STRING);
-                    s.string.not_patterns = vec![(p.clone(), child(path, "pattern"))];
+                    s.keywords.types = Types::STRING;
+                    s.keywords.string.not_patterns = vec![p.clone()];
                 }));
             }
             "required" => {
@@ -704,8 +580,8 @@ fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
                 for n in inner.as_array()? {
                     let name = n.as_str()?.to_string();
                     branches.push(spec_with(&|s| {
-                        s.types = Some(Types::OBJECT);
-                        s.object.forbidden = vec![name.clone()];
+                        s.keywords.types = Types::OBJECT;
+                        s.keywords.object.forbidden = vec![name.clone()];
                     }));
                 }
             }
@@ -714,9 +590,9 @@ fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
                     match negate(parser, p, &child(&child(path, "properties"), name))? {
                         Schema::Bool(false) => {}
                         negated => branches.push(spec_with(&|s| {
-                            s.types = Some(Types::OBJECT);
-                            s.object.required = vec![name.clone()];
-                            s.object.properties = vec![(name.clone(), negated.clone())];
+                            s.keywords.types = Types::OBJECT;
+                            s.keywords.object.required = vec![name.clone()];
+                            s.keywords.object.properties = vec![(name.clone(), negated.clone())];
                         })),
                     }
                 }
@@ -772,25 +648,8 @@ fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
         0 => Schema::Bool(false),
         1 => branches.pop()?,
         _ => Schema::Spec(Box::new(Spec {
-            path: path.to_string(),
             any_of: vec![(branches, false)],
-            ..Spec::default()
+            ..Spec::at(path)
         })),
-    })
-}
-
-/// The stricter of two lower bounds.
-pub fn tighter_lower(a: Option<Bound>, b: Bound) -> Option<Bound> {
-    Some(match a {
-        Some(a) if a.value > b.value || (a.value == b.value && a.exclusive) => a,
-        _ => b,
-    })
-}
-
-/// The stricter of two upper bounds.
-pub fn tighter_upper(a: Option<Bound>, b: Bound) -> Option<Bound> {
-    Some(match a {
-        Some(a) if a.value < b.value || (a.value == b.value && a.exclusive) => a,
-        _ => b,
     })
 }

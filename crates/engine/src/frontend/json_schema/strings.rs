@@ -9,11 +9,12 @@
 
 use std::collections::BTreeMap;
 
-use super::lower::{alt, lit, never, Lowerer};
-use super::merge::Conj;
+use super::keywords::Conj;
+use super::lower::Lowerer;
 use super::SchemaError;
 use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
 use crate::grammar::algebra::{dfa_to_rules, product, product_dfa, to_dfa, Op};
+use crate::grammar::exprs::{alt, lit, never};
 use crate::grammar::{CharClass, Expr};
 use crate::util::Limits;
 
@@ -145,9 +146,8 @@ impl Lowerer<'_> {
     pub(super) fn string_expr(&mut self, c: &Conj) -> Result<Expr, SchemaError> {
         let s = &c.string;
         let mut parts: Vec<(Expr, String)> = Vec::new();
-        for (pattern, path) in &s.patterns {
-            let body = schema_pattern(pattern, path, self.limits)?;
-            parts.push((body, path.clone()));
+        for p in &s.patterns {
+            parts.push((p.content()?.clone(), p.path().to_string()));
         }
         for (format, path) in &s.formats {
             match format_regex(format) {
@@ -188,9 +188,8 @@ impl Lowerer<'_> {
             parts.push((content_except(&excluded), c.path.clone()));
         }
         let mut negated = Vec::new();
-        for (pattern, path) in &s.not_patterns {
-            let body = schema_pattern(pattern, path, self.limits)?;
-            negated.push((body, path.clone()));
+        for p in &s.not_patterns {
+            negated.push((p.content()?.clone(), p.path().to_string()));
         }
         if !negated.is_empty() && parts.is_empty() {
             parts.push((any_content(), c.path.clone()));
@@ -308,25 +307,6 @@ impl Lowerer<'_> {
         }
         Ok(Expr::Seq(vec![lit("\""), content_except(names), lit("\"")]))
     }
-}
-
-/// A schema `pattern` (ECMA-262, search semantics) over JSON-escaped string contents; errors name
-/// the pattern's path and the offset in it.
-pub(super) fn schema_pattern(
-    pattern: &str,
-    path: &str,
-    limits: &Limits,
-) -> Result<Expr, SchemaError> {
-    let mode = RegexMode {
-        anchoring: Anchoring::Search,
-        json_string: true,
-    };
-    lower_regex(pattern, mode, limits).map_err(|e| {
-        SchemaError::invalid(
-            path,
-            format!("pattern: at offset {}: {}", e.offset, e.message),
-        )
-    })
 }
 
 /// String contents that are none of `names` (reference-free). Names are excluded in their plain

@@ -18,10 +18,10 @@ use serde_json::Value;
 
 use super::format::{Delimiter, Format, Node, Style, Tag, TokenRef};
 use super::TagError;
-use crate::frontend::json_schema::lower::{alt, opt};
 use crate::frontend::json_schema::{add_schema_rule, JsonSchemaOptions};
 use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
 use crate::grammar::dispatch::text_pattern;
+use crate::grammar::exprs::{alt, opt};
 use crate::grammar::{
     ebnf, CharClass, Expr, GrammarBuilder, Pattern, Symbol, TagDispatch, TokenSet,
 };

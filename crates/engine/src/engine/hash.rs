@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::hash::{DefaultHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::fsm::CompactFsm;
+use crate::grammar::fsm::CompactFsm;
 use crate::util::{RuleId, StateId};
 
 /// Most state visits spent serializing one cycle (members × states reached).
@@ -307,22 +307,22 @@ fn sccs(fsm: &CompactFsm) -> Vec<Vec<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::build_automaton;
+    use crate::engine::automaton::{build_automaton, Automaton};
     use crate::grammar::ebnf;
     use crate::util::Limits;
 
-    fn hashes(src: &str) -> (StructuralHashes, crate::engine::Automaton) {
+    fn hashes(src: &str) -> (StructuralHashes, Automaton) {
         let g = ebnf::parse(src, "root", &Limits::default()).expect("parses");
         let a = build_automaton(&g, &Limits::default()).expect("builds");
-        let bounds = |r: RuleId| a.counted[r.index()].map(|c| (c.min, c.max));
-        let h = structural_hashes(&a.fsm, &a.nullable, &|_, _| false, &bounds);
+        let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
+        let h = structural_hashes(a.fsm(), a.nullable_rules(), &|_, _| false, &bounds);
         (h, a)
     }
 
     fn rule_hash(src: &str, name: &str) -> u128 {
         let (h, a) = hashes(src);
         let id = a
-            .grammar
+            .grammar()
             .rules()
             .iter()
             .position(|r| r.name == name)

@@ -1,0 +1,369 @@
+//! The vocabulary-free automaton of a grammar: what the Earley parser and the out-of-context set
+//! walk run on, and what every mask is computed from together with a vocabulary.
+//!
+//! [`build_automaton_cached`] runs these steps, in this order, and nothing else changes a grammar
+//! between its front end and the parser:
+//!
+//! 1. [`passes::optimize`]: normalize, inline single-use and trivial rules, prune unreachable ones;
+//! 2. [`repetition::compress`]: `body{min,max}` with a bound above the threshold → a counted rule;
+//! 3. [`passes::tail_inlined`]: the rules whose calls are inlined into their callers' automata;
+//! 4. each remaining rule's minimal DFA ([`Dfa`]), shared through a [`DfaCache`];
+//! 5. the productive rules (those deriving a finite string) by fixpoint, and each DFA trimmed to
+//!    the states that can still reach acceptance;
+//! 6. one frozen [`CompactFsm`] numbering every rule's states globally;
+//! 7. the analyses: nullable rules, first / follow bytes ([`Lookahead`]), which rules dispatch
+//!    (TagDispatch) and which are dispatched to, whether any terminal is a whole token.
+//!
+//! Invariant the parser relies on: every state of every rule reachable by the parser can reach an
+//! accepting state, so every non-empty Earley set is a viable prefix — a byte is allowed exactly when
+//! scanning it leaves a non-empty set.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::lookahead::Lookahead;
+use crate::grammar::fsm::{CompactFsm, DState, Dfa};
+use crate::grammar::repetition::{self, Counted};
+use crate::grammar::{passes, Expr, Grammar, GrammarError};
+use crate::util::marker::MARKER_BYTE;
+use crate::util::{Budget, Limits, RuleId, StateId};
+
+/// Bounds above which `{min,max}` repetitions become counted rules by default.
+pub const REPETITION_THRESHOLD: u32 = 128;
+
+/// A grammar's automaton, independent of any vocabulary: the optimized grammar, every rule's
+/// trimmed DFA in one numbering, and the per-rule facts the parser and the mask cache consult.
+#[derive(Debug)]
+pub struct Automaton {
+    grammar: Grammar,
+    fsm: CompactFsm,
+    nullable: Vec<bool>,
+    counted: Vec<Option<Counted>>,
+    lookahead: Lookahead,
+    /// Per rule: its body has a TagDispatch (its calls to tag rules are opaque to the mask cache).
+    dispatcher: Vec<bool>,
+    /// Per rule: some TagDispatch calls it as a tag rule.
+    dispatched: Vec<bool>,
+    /// Whether any byte edge takes the marker byte, i.e. the grammar has whole-token terminals.
+    takes_whole_tokens: bool,
+}
+
+impl Automaton {
+    /// The grammar after steps 1 and 2 (optimized, repetitions compressed).
+    pub fn grammar(&self) -> &Grammar {
+        &self.grammar
+    }
+
+    /// The frozen automaton of every rule.
+    pub fn fsm(&self) -> &CompactFsm {
+        &self.fsm
+    }
+
+    /// The root rule.
+    pub fn root(&self) -> RuleId {
+        self.grammar.root()
+    }
+
+    /// Whether rule `r` derives the empty string.
+    #[inline]
+    pub fn nullable(&self, r: RuleId) -> bool {
+        self.nullable[r.index()]
+    }
+
+    /// Every rule's nullability, by rule id.
+    pub fn nullable_rules(&self) -> &[bool] {
+        &self.nullable
+    }
+
+    /// The counting bounds of rule `r` when it is a counted repetition.
+    #[inline]
+    pub fn counted(&self, r: RuleId) -> Option<&Counted> {
+        self.counted[r.index()].as_ref()
+    }
+
+    /// First and follow bytes of states and rules.
+    pub fn lookahead(&self) -> &Lookahead {
+        &self.lookahead
+    }
+
+    /// Whether the call from a state of `caller` to `callee` is a TagDispatch switching to a tag
+    /// rule. The mask cache does not look through such calls: a dispatching state's mask then
+    /// depends on the triggers only, not on the tools behind them, so it is shared by every
+    /// request with the same triggers; the tag rule's own item is consulted instead.
+    #[inline]
+    pub fn is_opaque_call(&self, caller: RuleId, callee: RuleId) -> bool {
+        self.dispatcher[caller.index()] && self.dispatched[callee.index()]
+    }
+
+    /// Whether some TagDispatch calls `rule` as a tag rule.
+    #[inline]
+    pub fn is_dispatched(&self, rule: RuleId) -> bool {
+        self.dispatched[rule.index()]
+    }
+
+    /// Whether the grammar has whole-token terminals (`<[id]>`); when not, neither the mask nor
+    /// `accept_token` needs to try tokens by id.
+    pub fn takes_whole_tokens(&self) -> bool {
+        self.takes_whole_tokens
+    }
+
+    /// Whether an item at `s` can go on (it has byte or call edges); only such items have a mask.
+    #[inline]
+    pub fn continues(&self, s: StateId) -> bool {
+        !(self.fsm.byte_edges(s).is_empty() && self.fsm.ref_edges(s).is_empty())
+    }
+}
+
+/// Rule DFAs by rule body with its references renumbered in order of appearance, shared by the
+/// grammars of one compiler (tools that repeat between requests build their DFAs once).
+#[derive(Debug, Default)]
+pub struct DfaCache {
+    map: Mutex<HashMap<Expr, Arc<Dfa>>>,
+}
+
+/// Most rule DFAs a [`DfaCache`] keeps before it starts over.
+const DFA_CACHE_ENTRIES: usize = 1 << 16;
+
+impl DfaCache {
+    /// The DFA of `body`, from the cache or built (and kept).
+    fn dfa(
+        &self,
+        body: &Expr,
+        name: &str,
+        limit: usize,
+        budget: &Budget,
+    ) -> Result<Dfa, GrammarError> {
+        let mut refs: Vec<RuleId> = Vec::new();
+        let mut key = body.clone();
+        key.map_refs(&mut |r| {
+            let i = refs.iter().position(|&x| x == r).unwrap_or_else(|| {
+                refs.push(r);
+                refs.len() - 1
+            });
+            Expr::Ref(RuleId(i as u32))
+        });
+        let cached = self
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        let canonical = match cached {
+            Some(d) => d,
+            None => {
+                let d = Arc::new(Dfa::from_expr_within(&key, name, limit, budget)?);
+                let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+                if map.len() >= DFA_CACHE_ENTRIES {
+                    map.clear();
+                }
+                map.insert(key, Arc::clone(&d));
+                d
+            }
+        };
+        let mut dfa = (*canonical).clone();
+        for state in &mut dfa.states {
+            for (r, _) in &mut state.refs {
+                *r = refs[r.index()];
+            }
+            state.refs.sort_unstable();
+        }
+        Ok(dfa)
+    }
+}
+
+/// Optimizes `grammar` and builds its automaton, compressing repetitions above the default
+/// threshold. Fails if a limit is hit or the root rule cannot match any finite string.
+pub fn build_automaton(grammar: &Grammar, limits: &Limits) -> Result<Automaton, GrammarError> {
+    build_automaton_cached(
+        grammar,
+        limits,
+        Some(REPETITION_THRESHOLD),
+        None,
+        &Budget::start(limits),
+    )
+}
+
+/// [`build_automaton`] with repetitions above `repetition_threshold` compressed (none when
+/// `None`), taking rule DFAs from `cache` when given, and stopping once `budget` is spent (checked
+/// between passes and between rules).
+pub fn build_automaton_cached(
+    grammar: &Grammar,
+    limits: &Limits,
+    repetition_threshold: Option<u32>,
+    cache: Option<&DfaCache>,
+    budget: &Budget,
+) -> Result<Automaton, GrammarError> {
+    // 1. Normalize, inline and prune the grammar.
+    let grammar = passes::optimize(grammar.clone());
+    budget.check(|| "optimizing the grammar".into())?;
+    // 2. Compress large repetitions into counted rules.
+    let (grammar, counted) = match repetition_threshold {
+        Some(t) => repetition::compress(grammar, t),
+        None => {
+            let n = grammar.rules().len();
+            (grammar, vec![None; n])
+        }
+    };
+    // 3. Choose the rules inlined into their callers' automata (tail calls; counted rules stay).
+    let pinned: Vec<bool> = counted.iter().map(Option::is_some).collect();
+    let inlined = passes::tail_inlined(&grammar, &pinned);
+    let limit = limits.max_nfa_states_per_rule;
+    // A rule's automaton with its tail calls inlined.
+    let inlining_dfa = |this: RuleId| {
+        let rule = grammar.rule(this);
+        Dfa::from_expr_inlining(
+            &rule.body,
+            this,
+            &rule.name,
+            limit,
+            &inlined,
+            |r| &grammar.rule(r).body,
+            budget,
+        )
+    };
+    // 4. Each remaining rule's minimal DFA (from the cache when an equal body was built before).
+    let mut dfas: Vec<Option<Dfa>> = vec![None; grammar.rules().len()];
+    for (i, (rule, bounds)) in grammar.rules().iter().zip(&counted).enumerate() {
+        if inlined[i] {
+            continue;
+        }
+        budget.check(|| format!("building the automaton of rule `{}`", rule.name))?;
+        let this = RuleId(i as u32);
+        let mut tail_calls = false;
+        rule.body
+            .for_each_ref(&mut |r| tail_calls |= inlined[r.index()] || r == this);
+        let dfa = match (bounds, cache) {
+            (Some(c), _) => Dfa {
+                states: vec![DState {
+                    accept: true,
+                    bytes: Vec::new(),
+                    refs: vec![(c.body, 0)],
+                }],
+            },
+            _ if tail_calls => inlining_dfa(this)?,
+            (None, Some(c)) => c.dfa(&rule.body, &rule.name, limit, budget)?,
+            (None, None) => Dfa::from_expr_within(&rule.body, &rule.name, limit, budget)?,
+        };
+        dfas[i] = Some(dfa);
+    }
+    // An inlined rule's own automaton is needed only if something still calls it, which the tail
+    // analysis rules out; built (inlining its own tail calls) if it happens all the same. Unused
+    // ones get a dead state and are trimmed.
+    let mut called = vec![false; dfas.len()];
+    for d in dfas.iter().flatten() {
+        for st in &d.states {
+            for &(r, _) in &st.refs {
+                called[r.index()] = true;
+            }
+        }
+    }
+    let dfas: Vec<Dfa> = dfas
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| match d {
+            Some(d) => Ok(d),
+            None if called[i] => inlining_dfa(RuleId(i as u32)),
+            None => Ok(Dfa {
+                states: vec![DState::default()],
+            }),
+        })
+        .collect::<Result<_, _>>()?;
+    let total: usize = dfas.iter().map(|d| d.states.len()).sum();
+    if total > limits.max_fsm_states {
+        return Err(GrammarError::TooManyStates {
+            given: total,
+            limit: limits.max_fsm_states,
+        });
+    }
+    // 5. Keep the productive rules only, and the states that can still reach acceptance.
+    let productive = productive_rules(&dfas, &counted);
+    let root = grammar.root();
+    if !productive[root.index()] {
+        return Err(GrammarError::EmptyLanguage {
+            name: grammar.rule(root).name.clone(),
+        });
+    }
+    // 6. Freeze every rule's trimmed DFA into one global numbering.
+    let trimmed: Vec<Dfa> = dfas
+        .iter()
+        .map(|d| {
+            d.trim(&productive).unwrap_or(Dfa {
+                states: vec![Default::default()],
+            })
+        })
+        .collect();
+    // 7. Nullable rules, lookahead, dispatch flags, whole-token terminals.
+    let fsm = CompactFsm::freeze(&trimmed);
+    let nullable = passes::nullable(&grammar);
+    let lookahead = Lookahead::new(&fsm, &nullable);
+    let (dispatcher, dispatched) = dispatch_flags(&grammar);
+    let takes_whole_tokens = (0..fsm.num_states()).any(|s| {
+        fsm.byte_edges(StateId(s as u32))
+            .iter()
+            .any(|e| e.hi == MARKER_BYTE)
+    });
+    Ok(Automaton {
+        grammar,
+        fsm,
+        nullable,
+        counted,
+        lookahead,
+        dispatcher,
+        dispatched,
+        takes_whole_tokens,
+    })
+}
+
+/// Per rule: whether its body has a TagDispatch, and whether a TagDispatch calls it.
+fn dispatch_flags(grammar: &Grammar) -> (Vec<bool>, Vec<bool>) {
+    fn visit(e: &Expr, targets: &mut Vec<RuleId>) -> bool {
+        match e {
+            Expr::Dispatch(d) => {
+                targets.extend(d.tags.iter().map(|(_, r)| *r));
+                true
+            }
+            Expr::Seq(items) | Expr::Alt(items) => {
+                let mut found = false;
+                for item in items {
+                    found |= visit(item, targets);
+                }
+                found
+            }
+            Expr::Repeat { body, .. } => visit(body, targets),
+            _ => false,
+        }
+    }
+    let n = grammar.rules().len();
+    let mut dispatcher = vec![false; n];
+    let mut dispatched = vec![false; n];
+    for (i, rule) in grammar.rules().iter().enumerate() {
+        let mut targets = Vec::new();
+        dispatcher[i] = visit(&rule.body, &mut targets);
+        for t in targets {
+            dispatched[t.index()] = true;
+        }
+    }
+    (dispatcher, dispatched)
+}
+
+/// Rules that derive at least one finite string (least fixpoint). A counted rule is productive when
+/// it may repeat zero times or its body is productive.
+fn productive_rules(dfas: &[Dfa], counted: &[Option<Counted>]) -> Vec<bool> {
+    let mut productive = vec![false; dfas.len()];
+    loop {
+        let mut changed = false;
+        for (i, dfa) in dfas.iter().enumerate() {
+            let now = match &counted[i] {
+                Some(c) => c.min == 0 || productive[c.body.index()],
+                None => dfa.is_productive(&productive),
+            };
+            if !productive[i] && now {
+                productive[i] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return productive;
+        }
+    }
+}

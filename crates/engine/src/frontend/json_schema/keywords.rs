@@ -1,0 +1,274 @@
+//! The typed schema: what reading a JSON Schema document produces ([`super::schema`]) and what
+//! merging and lowering consume. A schema object keeps its plain keywords in one [`Conj`] (the same
+//! struct a merged conjunction uses) beside its combinators; `$ref`s are [`RefId`]s into the
+//! document's resolved targets; patterns are kept parsed ([`Pattern`]).
+
+use serde_json::Value;
+
+use super::pattern::Pattern;
+
+/// A set of JSON types. `NUMBER` includes integers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Types(pub u8);
+
+impl Types {
+    /// `null`.
+    pub const NULL: Types = Types(1);
+    /// `true` / `false`.
+    pub const BOOLEAN: Types = Types(2);
+    /// Integers only.
+    pub const INTEGER: Types = Types(4);
+    /// Any number (integers included).
+    pub const NUMBER: Types = Types(8);
+    /// Strings.
+    pub const STRING: Types = Types(16);
+    /// Arrays.
+    pub const ARRAY: Types = Types(32);
+    /// Objects.
+    pub const OBJECT: Types = Types(64);
+    /// Numbers whose value is not an integer (what `number` minus `integer` leaves).
+    pub const FRACTION: Types = Types(128);
+    /// Every type.
+    pub const ALL: Types = Types(127);
+
+    /// Whether every type of `other` is in `self`.
+    pub fn contains(self, other: Types) -> bool {
+        self.0 & other.0 == other.0 && other.0 != 0
+    }
+
+    /// Types in both. NUMBER covers INTEGER and FRACTION.
+    pub fn and(self, other: Types) -> Types {
+        let mut t = self.0 & other.0;
+        for (sub, whole) in [(4u8, 8u8), (128, 8)] {
+            if (self.0 & whole != 0 && other.0 & sub != 0)
+                || (other.0 & whole != 0 && self.0 & sub != 0)
+            {
+                t |= sub;
+            }
+        }
+        Types(t)
+    }
+
+    /// Types in `self` but not in `other`. Removing INTEGER from NUMBER leaves FRACTION; removing
+    /// NUMBER removes all numbers.
+    pub fn minus(self, other: Types) -> Types {
+        let mut t = self.0;
+        if other.0 & 8 != 0 {
+            t &= !(4 | 8 | 128);
+        }
+        if other.0 & 4 != 0 && t & 8 != 0 {
+            t = (t & !8) | 128;
+        }
+        Types(t & !(other.0 & !8))
+    }
+
+    /// Whether no type is left.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub(super) fn from_name(name: &str) -> Option<Types> {
+        Some(match name {
+            "null" => Types::NULL,
+            "boolean" => Types::BOOLEAN,
+            "integer" => Types::INTEGER,
+            "number" | "float" => Types::NUMBER,
+            "string" => Types::STRING,
+            "array" | "tuple" => Types::ARRAY,
+            "object" | "dict" => Types::OBJECT,
+            "any" => Types::ALL,
+            _ => return None,
+        })
+    }
+
+    /// The type of a JSON value (integers are `INTEGER | NUMBER`).
+    pub fn of(v: &Value) -> Types {
+        match v {
+            Value::Null => Types::NULL,
+            Value::Bool(_) => Types::BOOLEAN,
+            Value::Number(n) if n.is_i64() || n.is_u64() => Types(4 | 8),
+            Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0) => Types(4 | 8),
+            Value::Number(_) => Types(8 | 128),
+            Value::String(_) => Types::STRING,
+            Value::Array(_) => Types::ARRAY,
+            Value::Object(_) => Types::OBJECT,
+        }
+    }
+}
+
+/// A numeric bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bound {
+    /// The bound's value.
+    pub value: f64,
+    /// Whether the bound itself is excluded.
+    pub exclusive: bool,
+}
+
+/// A schema: `true`, `false`, or an object of keywords.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Schema {
+    /// `true` accepts everything, `false` nothing.
+    Bool(bool),
+    /// A schema object.
+    Spec(Box<Spec>),
+}
+
+/// String keywords.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StringSpec {
+    /// `minLength`.
+    pub min_length: Option<u64>,
+    /// `maxLength`.
+    pub max_length: Option<u64>,
+    /// `pattern`s with their paths (several after merging `allOf`).
+    pub patterns: Vec<Pattern>,
+    /// `format`s with their paths.
+    pub formats: Vec<(String, String)>,
+    /// Patterns the string must not match (from `not: {"pattern"}`), with their paths.
+    pub not_patterns: Vec<Pattern>,
+}
+
+/// Number keywords.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NumberSpec {
+    /// `minimum` / `exclusiveMinimum`.
+    pub lower: Option<Bound>,
+    /// `maximum` / `exclusiveMaximum`.
+    pub upper: Option<Bound>,
+    /// `multipleOf` with its path.
+    pub multiple_of: Option<(f64, String)>,
+}
+
+/// Array keywords.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ArraySpec {
+    /// `prefixItems` (or draft-7 array-form `items`).
+    pub prefix: Vec<Schema>,
+    /// Schema of the items after the prefix (`items`, or `additionalItems` with a prefix).
+    pub rest: Option<Box<Schema>>,
+    /// `minItems`.
+    pub min_items: Option<u64>,
+    /// `maxItems`.
+    pub max_items: Option<u64>,
+}
+
+/// Object keywords.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ObjectSpec {
+    /// `properties`, in schema order.
+    pub properties: Vec<(String, Schema)>,
+    /// `required`.
+    pub required: Vec<String>,
+    /// `additionalProperties`.
+    pub additional: Option<Box<Schema>>,
+    /// `patternProperties`, with the pattern's path.
+    pub pattern_properties: Vec<(Pattern, Schema)>,
+    /// `propertyNames`.
+    pub property_names: Option<Box<Schema>>,
+    /// `minProperties`.
+    pub min_properties: Option<u64>,
+    /// `maxProperties`.
+    pub max_properties: Option<u64>,
+    /// Keys that must not appear (from `not: {required}` and `dependencies`).
+    pub forbidden: Vec<String>,
+}
+
+/// One schema object: its own plain keywords and its combinators.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Spec {
+    /// The object's plain keywords (`type` less the types `not` excludes, `enum` / `const`, and
+    /// the per-type keywords); `keywords.path` is this schema object's JSON pointer.
+    pub keywords: Conj,
+    /// `anyOf` and `oneOf` lists (each one disjunction), with whether it was a `oneOf`.
+    pub any_of: Vec<(Vec<Schema>, bool)>,
+    /// `allOf`.
+    pub all_of: Vec<Schema>,
+    /// `$ref`, resolved when the document was read ([`super::schema::Document::target`]).
+    pub reference: Option<RefId>,
+}
+
+impl Spec {
+    /// A schema object at `path` with no keywords yet.
+    pub fn at(path: &str) -> Spec {
+        Spec {
+            keywords: Conj::any(path),
+            ..Spec::default()
+        }
+    }
+
+    /// JSON pointer of this schema object.
+    pub fn path(&self) -> &str {
+        &self.keywords.path
+    }
+}
+
+/// The index of a `$ref` target in its document ([`super::schema::Document`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RefId(pub usize);
+
+/// A conjunction of plain keywords (no combinators): one schema object's own keywords, or the
+/// intersection of several ([`Conj::merge`] in [`super::merge`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conj {
+    /// JSON pointer of the schema this came from (the first one, when merged).
+    pub path: String,
+    /// Allowed types.
+    pub types: Types,
+    /// `enum` / `const`, if any.
+    pub values: Option<Vec<Value>>,
+    /// Values excluded by `not`.
+    pub not_values: Vec<Value>,
+    /// String keywords.
+    pub string: StringSpec,
+    /// Number keywords.
+    pub number: NumberSpec,
+    /// Array keywords.
+    pub array: ArraySpec,
+    /// Object keywords.
+    pub object: ObjectSpec,
+}
+
+impl Default for Conj {
+    fn default() -> Conj {
+        Conj::any("")
+    }
+}
+
+impl Conj {
+    /// Whether no keyword constrains anything.
+    pub fn is_any(&self) -> bool {
+        let any = Conj::any(&self.path);
+        *self == any
+    }
+
+    /// The conjunction that accepts everything.
+    pub fn any(path: &str) -> Conj {
+        Conj {
+            path: path.to_string(),
+            types: Types::ALL,
+            values: None,
+            not_values: Vec::new(),
+            string: StringSpec::default(),
+            number: NumberSpec::default(),
+            array: ArraySpec::default(),
+            object: ObjectSpec::default(),
+        }
+    }
+}
+
+/// The stricter of two lower bounds.
+pub fn tighter_lower(a: Option<Bound>, b: Bound) -> Option<Bound> {
+    Some(match a {
+        Some(a) if a.value > b.value || (a.value == b.value && a.exclusive) => a,
+        _ => b,
+    })
+}
+
+/// The stricter of two upper bounds.
+pub fn tighter_upper(a: Option<Bound>, b: Bound) -> Option<Bound> {
+    Some(match a {
+        Some(a) if a.value < b.value || (a.value == b.value && a.exclusive) => a,
+        _ => b,
+    })
+}
