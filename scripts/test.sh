@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 scripts/fetch-models.sh
 scripts/fetch-bfcl.sh
-cargo fmt --check
-cargo clippy --release --all-targets --locked -- -D warnings
+cargo fmt --all --check
+cargo clippy --release --workspace --all-targets --locked -- -D warnings
 # Every test must run here: one whose data is missing fails instead of skipping.
-STRUCTGEN_TESTS_REQUIRE_DATA=1 cargo test --release --locked
+STRUCTGEN_TESTS_REQUIRE_DATA=1 cargo test --release --workspace --locked
 echo "scripts/test.sh: all checks passed in $(( $(date +%s) - start )) s"

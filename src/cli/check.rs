@@ -91,20 +91,21 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs the check.
 pub fn run(cmd: CheckCmd) -> Result<ExitCode, CliError> {
+    let config = cmd.source.resolve()?;
     let limits = Limits::default();
     let inputs = read_inputs(&cmd.inputs, cmd.json)?;
     let loaded = vocab::load(&cmd.tokenizer)?;
     for w in &loaded.warnings {
         eprintln!("warning: {}: {w}", cmd.tokenizer.display());
     }
-    let loaded_grammar = cmd.source.load(&limits, Some(&loaded.vocab))?;
+    let loaded_grammar = config.load(&limits, Some(&loaded.vocab))?;
     let grammar = loaded_grammar.grammar;
     let mut v = loaded.vocab;
     if !cmd.stop_tokens.is_empty() {
         v = v.with_stop_tokens(&cmd.stop_tokens)?;
     }
     let compiled = compile(&grammar, Arc::new(v), &limits).map_err(|error| CliError::Grammar {
-        path: cmd.source.path().to_path_buf(),
+        path: config.path().to_path_buf(),
         error,
     })?;
     let stdout = std::io::stdout();

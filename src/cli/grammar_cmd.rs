@@ -30,15 +30,16 @@ pub struct GrammarCmd {
 
 /// Prints the (normalized) grammar.
 pub fn run(cmd: GrammarCmd) -> Result<ExitCode, CliError> {
+    let config = cmd.source.resolve()?;
     let limits = Limits::default();
     let vocab = match &cmd.tokenizer {
         Some(path) => Some(vocab::load(path)?.vocab),
         None => None,
     };
-    let loaded = cmd.source.load(&limits, vocab.as_ref())?;
+    let loaded = config.load(&limits, vocab.as_ref())?;
     let grammar = loaded.grammar;
     let automaton = build_automaton(&grammar, &limits).map_err(|error| CliError::Grammar {
-        path: cmd.source.path().to_path_buf(),
+        path: config.path().to_path_buf(),
         error,
     })?;
     let shown = if cmd.raw {

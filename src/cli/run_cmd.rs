@@ -17,11 +17,11 @@ use serde_json::{json, Value};
 use super::agent::{assistant_message, tool_message, ToolExec, ToolResult};
 use super::atomic::AtomicFile;
 use super::model_args::{spinner, DecodeArgs, DraftArgs, LoadedModel, ModelArgs};
-use super::source::SchemaArgs;
-use super::{read_json, CliError, GrammarArgs};
-use crate::engine::{compile, GrammarMatcher};
+use super::source::{GrammarConfig, SourceArgs, ToolArgs};
+use super::{read_json, CliError};
+use crate::engine::{compile, CompiledGrammar, GrammarMatcher};
 use crate::frontend::tool_calls::{parse_calls, ParsedAnswer};
-use crate::frontend::tools::{parse_tools, Tool};
+use crate::frontend::tools::{parse_tools, StyleSpec, Tool, ToolChoice};
 use crate::runtime::generate::{generate_with_draft, Generation};
 use crate::runtime::request::prompt_tokens;
 use crate::runtime::trace::{table_row, StepRecord, TABLE_HEADER};
@@ -48,42 +48,10 @@ pub struct RunCmd {
     /// A JSON array of OpenAI chat messages instead of --prompt.
     #[arg(long, value_name = "FILE")]
     messages: Option<PathBuf>,
-    /// OpenAI `tools` JSON array: the model may call them, and calls follow their schemas.
-    #[arg(long, value_name = "FILE")]
-    tools: Option<PathBuf>,
-    /// auto, required, none, or a tool name.
-    #[arg(
-        long,
-        value_name = "CHOICE",
-        default_value = "auto",
-        requires = "tools",
-        allow_hyphen_values = true
-    )]
-    tool_choice: String,
-    /// At most one call.
-    #[arg(long, requires = "tools")]
-    no_parallel_calls: bool,
-    /// A reasoning block first (`on`), or none / forced empty (`off`).
-    #[arg(long, value_name = "on|off", value_parser = ["on", "off"], requires = "tools")]
-    reasoning: Option<String>,
-    /// Call formats: `all` (the style's own and those its models also write: Markdown code
-    /// blocks, bare JSON, ...) or `canonical` (the style's own syntax only).
-    #[arg(long, value_name = "all|canonical", value_parser = ["all", "canonical"], default_value = "all", requires = "tools")]
-    call_formats: String,
-    /// Constrain the answer to an EBNF grammar instead.
-    #[arg(long, value_name = "FILE")]
-    ebnf: Option<PathBuf>,
-    /// Constrain the answer to a JSON Schema instead.
-    #[arg(long, value_name = "FILE")]
-    json_schema: Option<PathBuf>,
-    /// Constrain the answer to a regex instead.
-    #[arg(long, value_name = "PATTERN", allow_hyphen_values = true)]
-    regex: Option<String>,
-    /// Constrain the answer to a structural tag instead.
-    #[arg(long, value_name = "FILE")]
-    structural_tag: Option<PathBuf>,
     #[command(flatten)]
-    schema: SchemaArgs,
+    tools: ToolArgs,
+    #[command(flatten)]
+    source: SourceArgs,
     /// Generate without any grammar (tools are still shown to the model), for comparison.
     #[arg(long)]
     unconstrained: bool,
@@ -124,83 +92,109 @@ pub struct RunCmd {
     tool_timeout: f64,
 }
 
+/// What `structgen run` does, resolved from its flags and the model's call style.
+struct RunConfig {
+    /// The conversation so far.
+    messages: Vec<Value>,
+    /// The tool list as given (for the chat template) and as parsed (for reading calls).
+    tools_json: Vec<Value>,
+    tools: Vec<Tool>,
+    /// The grammar of the first answer; `None`: unconstrained.
+    grammar: Option<GrammarConfig>,
+    /// Running calls between turns.
+    exec: Option<ToolExec>,
+    /// Most answers generated.
+    max_turns: usize,
+}
+
+impl RunConfig {
+    fn resolve(cmd: &RunCmd, style: &'static StyleSpec) -> Result<RunConfig, CliError> {
+        if !(cmd.tool_timeout.is_finite() && cmd.tool_timeout > 0.0 && cmd.tool_timeout < 1e6) {
+            return Err(CliError::Usage(format!(
+                "--tool-timeout {}: expected a number of seconds above 0",
+                cmd.tool_timeout
+            )));
+        }
+        let (tools_json, tools) = match &cmd.tools.tools {
+            Some(p) => {
+                let value = read_json(p)?;
+                let tools = parse_tools(&value).map_err(|error| CliError::Tools {
+                    path: p.clone(),
+                    error,
+                })?;
+                (value.as_array().cloned().unwrap_or_default(), tools)
+            }
+            None => (Vec::new(), Vec::new()),
+        };
+        let messages: Vec<Value> = match (&cmd.messages, &cmd.prompt) {
+            (Some(p), _) => match read_json(p)? {
+                Value::Array(a) => a,
+                _ => {
+                    return Err(CliError::Usage(format!(
+                        "{}: expected a JSON array of chat messages",
+                        p.display()
+                    )))
+                }
+            },
+            (None, Some(prompt)) => {
+                let mut m = Vec::new();
+                if let Some(s) = &cmd.system {
+                    m.push(json!({"role": "system", "content": s}));
+                }
+                m.push(json!({"role": "user", "content": prompt}));
+                m
+            }
+            (None, None) => return Err(CliError::Usage("give --prompt or --messages".into())),
+        };
+        let with_style = cmd.tools.tools.clone().map(|p| (p, style));
+        let grammar = cmd.source.resolve("root", with_style, &cmd.tools)?;
+        let exec = cmd.tool_exec.as_ref().map(|command| ToolExec {
+            command: command.clone(),
+            timeout: Duration::from_secs_f64(cmd.tool_timeout),
+        });
+        let max_turns = if exec.is_some() {
+            cmd.max_turns.max(1)
+        } else {
+            1
+        };
+        Ok(RunConfig {
+            messages,
+            tools_json,
+            tools,
+            grammar: grammar.filter(|_| !cmd.unconstrained),
+            exec,
+            max_turns,
+        })
+    }
+}
+
 /// Runs `structgen run`.
 pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
-    if !(cmd.tool_timeout.is_finite() && cmd.tool_timeout > 0.0 && cmd.tool_timeout < 1e6) {
-        return Err(CliError::Usage(format!(
-            "--tool-timeout {}: expected a number of seconds above 0",
-            cmd.tool_timeout
-        )));
-    }
     let LoadedModel {
         mut model,
         template,
-        style_name,
         style: spec_style,
         stop,
         ..
     } = cmd.model.load()?;
     let mut draft = cmd.draft.load(&cmd.model)?;
-    let (tools_json, tools): (Vec<Value>, Vec<Tool>) = match &cmd.tools {
-        Some(p) => {
-            let value = read_json(p)?;
-            let tools = parse_tools(&value).map_err(|error| CliError::Tools {
-                path: p.clone(),
-                error,
-            })?;
-            (value.as_array().cloned().unwrap_or_default(), tools)
-        }
-        None => (Vec::new(), Vec::new()),
-    };
-    let messages: Vec<Value> = match (&cmd.messages, &cmd.prompt) {
-        (Some(p), _) => match read_json(p)? {
-            Value::Array(a) => a,
-            _ => {
-                return Err(CliError::Usage(format!(
-                    "{}: expected a JSON array of chat messages",
-                    p.display()
-                )))
-            }
-        },
-        (None, Some(prompt)) => {
-            let mut m = Vec::new();
-            if let Some(s) = &cmd.system {
-                m.push(json!({"role": "system", "content": s}));
-            }
-            m.push(json!({"role": "user", "content": prompt}));
-            m
-        }
-        (None, None) => return Err(CliError::Usage("give --prompt or --messages".into())),
-    };
+    let RunConfig {
+        mut messages,
+        tools_json,
+        tools,
+        grammar,
+        exec,
+        max_turns,
+    } = RunConfig::resolve(&cmd, spec_style)?;
     let limits = Limits::default();
-    let grammar_args = |tool_choice: &str| GrammarArgs {
-        ebnf: cmd.ebnf.clone(),
-        json_schema: cmd.json_schema.clone(),
-        regex: cmd.regex.clone(),
-        structural_tag: cmd.structural_tag.clone(),
-        tools: cmd.tools.clone(),
-        style: cmd.tools.as_ref().map(|_| style_name.clone()),
-        tool_choice: tool_choice.to_string(),
-        no_parallel_calls: cmd.no_parallel_calls,
-        reasoning: cmd.reasoning.clone(),
-        call_formats: cmd.call_formats.clone(),
-        root: "root".into(),
-        schema: cmd.schema.clone(),
-    };
-    let constrained = !cmd.unconstrained
-        && (cmd.tools.is_some()
-            || cmd.ebnf.is_some()
-            || cmd.json_schema.is_some()
-            || cmd.regex.is_some()
-            || cmd.structural_tag.is_some());
     let vocab = Arc::new(model.vocab.vocab.clone());
     let stop_ids: Vec<TokenId> = stop.iter().map(|&t| TokenId(t)).collect();
     // The first turn follows --tool-choice; later ones (after tool results) are `auto`.
-    let mut grammars: Vec<(String, Arc<crate::engine::CompiledGrammar>)> = Vec::new();
-    let mut matcher_for = |choice: &str| -> Result<Option<GrammarMatcher>, CliError> {
-        if !constrained {
+    let mut grammars: Vec<(ToolChoice, Arc<CompiledGrammar>)> = Vec::new();
+    let mut matcher_for = |choice: &ToolChoice| -> Result<Option<GrammarMatcher>, CliError> {
+        let Some(config) = &grammar else {
             return Ok(None);
-        }
+        };
         if let Some((_, g)) = grammars.iter().find(|(c, _)| c == choice) {
             return Ok(Some(GrammarMatcher::with_stop_tokens(
                 Arc::clone(g),
@@ -208,39 +202,29 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
             )));
         }
         let t = std::time::Instant::now();
-        let args = grammar_args(choice);
-        let grammar = args.load(&limits, Some(&vocab))?.grammar;
+        let config = config.with_tool_choice(choice.clone());
+        let loaded = config.load(&limits, Some(&vocab))?.grammar;
         let compiled =
-            compile(&grammar, Arc::clone(&vocab), &limits).map_err(|error| CliError::Grammar {
-                path: args.path().to_path_buf(),
+            compile(&loaded, Arc::clone(&vocab), &limits).map_err(|error| CliError::Grammar {
+                path: config.path().to_path_buf(),
                 error,
             })?;
         eprintln!(
             "grammar: compiled in {:.1} ms",
             t.elapsed().as_secs_f64() * 1e3
         );
-        grammars.push((choice.to_string(), Arc::clone(&compiled)));
+        grammars.push((choice.clone(), Arc::clone(&compiled)));
         Ok(Some(GrammarMatcher::with_stop_tokens(
             compiled,
             stop_ids.clone(),
         )))
     };
-    let formats = grammar_args(&cmd.tool_choice).format_set();
-    let exec = cmd.tool_exec.as_ref().map(|command| ToolExec {
-        command: command.clone(),
-        timeout: Duration::from_secs_f64(cmd.tool_timeout),
-    });
+    let formats = cmd.tools.call_formats;
     let mut trace_out = match &cmd.trace {
         Some(p) => Some(AtomicFile::create(p)?),
         None => None,
     };
-    let mut messages = messages;
     let mut turns = Vec::new();
-    let max_turns = if exec.is_some() {
-        cmd.max_turns.max(1)
-    } else {
-        1
-    };
     let mut pending = false;
     for turn in 1..=max_turns {
         let (_, prompt) = prompt_tokens(
@@ -251,11 +235,11 @@ pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
             spec_style,
         )?;
         let choice = if turn == 1 {
-            cmd.tool_choice.as_str()
+            cmd.tools.tool_choice.clone()
         } else {
-            "auto"
+            ToolChoice::Auto
         };
-        let matcher = matcher_for(choice)?;
+        let matcher = matcher_for(&choice)?;
         if exec.is_some() && !cmd.json {
             eprintln!("=== turn {turn} ===");
         }

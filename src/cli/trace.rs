@@ -59,12 +59,13 @@ struct TraceConfig {
 }
 
 fn resolve(cmd: TraceCmd) -> Result<TraceConfig, CliError> {
+    let config = cmd.source.resolve()?;
     let limits = Limits::default();
     let loaded = vocab::load(&cmd.tokenizer)?;
     for w in &loaded.warnings {
         eprintln!("warning: {}: {w}", cmd.tokenizer.display());
     }
-    let grammar = cmd.source.load(&limits, Some(&loaded.vocab))?.grammar;
+    let grammar = config.load(&limits, Some(&loaded.vocab))?.grammar;
     let mut vocab = loaded.vocab;
     if !cmd.stop_tokens.is_empty() {
         vocab = vocab.with_stop_tokens(&cmd.stop_tokens)?;
@@ -78,7 +79,7 @@ fn resolve(cmd: TraceCmd) -> Result<TraceConfig, CliError> {
     let vocab = Arc::new(vocab);
     let compiled =
         compile(&grammar, Arc::clone(&vocab), &limits).map_err(|error| CliError::Grammar {
-            path: cmd.source.path().to_path_buf(),
+            path: config.path().to_path_buf(),
             error,
         })?;
     Ok(TraceConfig {

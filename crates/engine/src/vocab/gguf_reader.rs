@@ -88,6 +88,15 @@ pub fn read_metadata<R: Read + Seek>(reader: &mut R) -> Result<HashMap<String, V
             .map_err(|e| format!("metadata `{key}`: {e}"))?;
         md.insert(key, value);
     }
+    // The tensor data (not read here) is laid out by this alignment; a file whose alignment
+    // cannot lay anything out is corrupt even if its tokenizer could be read.
+    if let Some(a) = md.get("general.alignment") {
+        if !a.as_i64().is_some_and(|a| a > 0 && a <= u32::MAX as i64) {
+            return Err(format!(
+                "metadata `general.alignment` is {a:?}, not a positive 32-bit alignment"
+            ));
+        }
+    }
     Ok(md)
 }
 
@@ -237,6 +246,17 @@ mod tests {
         for n in 0..data.len() {
             assert!(read_metadata(&mut Cursor::new(&data[..n])).is_err(), "{n}");
         }
+    }
+
+    #[test]
+    fn a_zero_alignment_is_refused() {
+        let mut d = sample();
+        // The value of `general.alignment`: after the header, the key and the value type.
+        let at = 24 + 8 + "general.alignment".len() + 4;
+        assert_eq!(&d[at..at + 4], &32u32.to_le_bytes());
+        d[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+        let e = read_metadata(&mut Cursor::new(d)).unwrap_err();
+        assert!(e.contains("general.alignment"), "{e}");
     }
 
     #[test]
