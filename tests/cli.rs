@@ -451,7 +451,7 @@ fn tool_lists_and_structural_tags_as_sources() {
             "--style",
             "gpt9",
         ]),
-        "unknown --style \"gpt9\"",
+        "unknown style \"gpt9\"",
     );
     assert_clean_error(
         &structgen(&[

@@ -11,8 +11,9 @@ use super::chat::{ChatError, ChatTemplate};
 use super::model::Model;
 use crate::engine::{CompileOptions, GrammarCompiler, GrammarMatcher};
 use crate::frontend::json_schema::JsonSchemaOptions;
-use crate::frontend::structural_tag::structural_tag_grammar;
-use crate::frontend::tools::{tools_structural_tag, StyleSpec, Tool, ToolOptions};
+use crate::frontend::structural_tag::{structural_tag_grammar, TagError};
+use crate::frontend::tools::{tools_structural_tag, StyleSpec, Tool, ToolOptions, ToolsError};
+use crate::grammar::GrammarError;
 use crate::util::{Limits, TokenId};
 
 /// Why a request could not be prepared.
@@ -27,9 +28,15 @@ pub enum RequestError {
     /// The tokenizer failed on the prompt.
     #[error("tokenizing the prompt: {0}")]
     Tokenize(String),
-    /// The tools or options cannot become a grammar.
+    /// The tool list cannot become a structural tag (e.g. an unsatisfiable parameter schema).
     #[error("tool grammar: {0}")]
-    Grammar(String),
+    Tools(#[from] ToolsError),
+    /// The structural tag cannot become a grammar.
+    #[error("tool grammar: {0}")]
+    Tag(#[from] TagError),
+    /// The grammar does not compile within the limits.
+    #[error("tool grammar: {0}")]
+    Compile(#[from] GrammarError),
 }
 
 /// The prompt as token ids, rendered with `template` (or the model's own).
@@ -90,19 +97,15 @@ pub fn tools_matcher(
 ) -> Result<(GrammarMatcher, f64), RequestError> {
     let t = Instant::now();
     let limits = compiler.limits();
-    let tag = tools_structural_tag(tools, style, options)
-        .map_err(|e| RequestError::Grammar(e.to_string()))?;
+    let tag = tools_structural_tag(tools, style, options)?;
     let grammar = structural_tag_grammar(
         &tag,
         Some(compiler.vocab()),
         &JsonSchemaOptions::default(),
         limits,
-    )
-    .map_err(|e| RequestError::Grammar(e.to_string()))?
+    )?
     .grammar;
-    let compiled = compiler
-        .compile(&grammar)
-        .map_err(|e| RequestError::Grammar(e.to_string()))?;
+    let compiled = compiler.compile(&grammar)?;
     let matcher =
         GrammarMatcher::with_stop_tokens(compiled, stop.iter().map(|&t| TokenId(t)).collect());
     Ok((matcher, t.elapsed().as_secs_f64() * 1e3))

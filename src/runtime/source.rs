@@ -336,13 +336,18 @@ pub fn fetch(spec: &ModelSpec, progress: bool) -> Result<ModelFiles, ModelError>
                 path: index.clone(),
                 source,
             })?;
-            let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                ModelError::Invalid(format!("{}: not valid JSON: {e}", index.display()))
-            })?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| ModelError::Json {
+                    path: index.clone(),
+                    line: e.line(),
+                    col: e.column(),
+                    message: e.to_string(),
+                })?;
             let mut shards: Vec<String> = v["weight_map"]
                 .as_object()
-                .ok_or_else(|| {
-                    ModelError::Invalid(format!("{}: `weight_map` is missing", index.display()))
+                .ok_or_else(|| ModelError::File {
+                    path: index.clone(),
+                    message: "`weight_map` is missing or not an object".into(),
                 })?
                 .values()
                 .filter_map(|s| s.as_str().map(str::to_string))

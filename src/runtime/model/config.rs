@@ -125,41 +125,72 @@ fn md_f64(v: &Value) -> Option<f64> {
     })
 }
 
+/// A hyper-parameter that is missing, malformed or not supported: its key (GGUF metadata key or
+/// `config.json` field) and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{key}` {problem}")]
+pub struct ConfigError {
+    /// The key, e.g. `qwen2.block_count` or `rope_scaling.factor`.
+    pub key: String,
+    /// What is wrong, e.g. `is missing`.
+    pub problem: String,
+}
+
+fn bad(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.into(),
+        problem: problem.into(),
+    }
+}
+
+/// Grouped-query attention needs the query heads to be a whole multiple of the key/value heads.
+fn check_heads(heads: usize, kv_heads: usize, key: String) -> Result<(), ConfigError> {
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        return Err(bad(
+            key,
+            format!("= {kv_heads}: the {heads} query heads are not a multiple of it"),
+        ));
+    }
+    Ok(())
+}
+
 /// GGUF metadata → config. `head_dim_hint` is the width of the query projection divided by heads
 /// when the file does not say; errors name the missing or malformed key.
-pub fn from_gguf(md: &HashMap<String, Value>) -> Result<ArchConfig, String> {
-    let name = match md.get("general.architecture") {
+pub fn from_gguf(md: &HashMap<String, Value>) -> Result<ArchConfig, ConfigError> {
+    const ARCH: &str = "general.architecture";
+    let name = match md.get(ARCH) {
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err("metadata `general.architecture` is not a string".into()),
-        None => return Err("metadata key `general.architecture` is missing".into()),
+        Some(_) => return Err(bad(ARCH, "is not a string")),
+        None => return Err(bad(ARCH, "is missing")),
     };
     let arch = Arch::parse(&name).ok_or_else(|| {
-        format!(
-            "architecture {name:?} is not supported (supported: llama, qwen2, qwen3, gemma3, phi3)"
+        bad(
+            ARCH,
+            format!("{name:?} is not supported (supported: llama, qwen2, qwen3, gemma3, phi3)"),
         )
     })?;
-    let num = |key: &str| -> Result<Option<f64>, String> {
+    let num = |key: &str| -> Result<Option<f64>, ConfigError> {
         let full = format!("{name}.{key}");
         match md.get(&full) {
             None => Ok(None),
             Some(v) => md_f64(v)
                 .map(Some)
-                .ok_or_else(|| format!("metadata `{full}` is not a number")),
+                .ok_or_else(|| bad(full, "is not a number")),
         }
     };
-    let need = |key: &str| -> Result<usize, String> {
-        let v = num(key)?.ok_or_else(|| format!("metadata key `{name}.{key}` is missing"))?;
+    let need = |key: &str| -> Result<usize, ConfigError> {
+        let full = format!("{name}.{key}");
+        let v = num(key)?.ok_or_else(|| bad(&full, "is missing"))?;
         if v >= 1.0 && v.fract() == 0.0 && v < 1e9 {
             Ok(v as usize)
         } else {
-            Err(format!(
-                "metadata `{name}.{key}` = {v} is not a positive count"
-            ))
+            Err(bad(full, format!("= {v} is not a positive count")))
         }
     };
     let hidden = need("embedding_length")?;
     let heads = need("attention.head_count")?;
     let kv_heads = num("attention.head_count_kv")?.map_or(heads, |v| v as usize);
+    check_heads(heads, kv_heads, format!("{name}.attention.head_count_kv"))?;
     let head_dim = num("attention.key_length")?.map_or(hidden / heads, |v| v as usize);
     let layers = need("block_count")?;
     let eps = num("attention.layer_norm_rms_epsilon")?.unwrap_or(1e-6);
@@ -167,8 +198,9 @@ pub fn from_gguf(md: &HashMap<String, Value>) -> Result<ArchConfig, String> {
     let rope_base = num("rope.freq_base")?.unwrap_or(default_base);
     let rope_dim = num("rope.dimension_count")?.map_or(head_dim, |v| v as usize);
     if rope_dim != head_dim {
-        return Err(format!(
-            "metadata `{name}.rope.dimension_count` = {rope_dim} differs from the head width {head_dim}: partial rotary embeddings are not supported"
+        return Err(bad(
+            format!("{name}.rope.dimension_count"),
+            format!("= {rope_dim} differs from the head width {head_dim}: partial rotary embeddings are not supported"),
         ));
     }
     let linear = match md.get(&format!("{name}.rope.scaling.type")) {
@@ -233,30 +265,32 @@ fn base_config(
 }
 
 /// A Hugging Face `config.json` → config (llama, qwen2, qwen3 checkpoints).
-pub fn from_hf(config: &Json) -> Result<ArchConfig, String> {
+pub fn from_hf(config: &Json) -> Result<ArchConfig, ConfigError> {
     let model_type = config["model_type"]
         .as_str()
-        .ok_or("config.json: `model_type` is missing or not a string")?;
+        .ok_or_else(|| bad("model_type", "is missing or not a string"))?;
     let arch = match Arch::parse(model_type) {
         Some(a @ (Arch::Llama | Arch::Qwen2 | Arch::Qwen3)) => a,
         _ => {
-            return Err(format!(
-                "config.json: model_type {model_type:?} is not supported for safetensors (supported: llama, mistral, qwen2, qwen3)"
+            return Err(bad(
+                "model_type",
+                format!("{model_type:?} is not supported for safetensors (supported: llama, mistral, qwen2, qwen3)"),
             ))
         }
     };
-    let count = |key: &str| -> Result<usize, String> {
+    let count = |key: &str| -> Result<usize, ConfigError> {
         config[key]
             .as_u64()
             .filter(|&v| v >= 1)
             .map(|v| v as usize)
-            .ok_or_else(|| format!("config.json: `{key}` is missing or not a positive integer"))
+            .ok_or_else(|| bad(key, "is missing or not a positive integer"))
     };
     let hidden = count("hidden_size")?;
     let heads = count("num_attention_heads")?;
     let kv_heads = config["num_key_value_heads"]
         .as_u64()
         .map_or(heads, |v| v as usize);
+    check_heads(heads, kv_heads, "num_key_value_heads".into())?;
     let head_dim = config["head_dim"]
         .as_u64()
         .map_or(hidden / heads, |v| v as usize);
@@ -286,7 +320,7 @@ pub fn from_hf(config: &Json) -> Result<ArchConfig, String> {
             let f = |k: &str| {
                 scaling[k]
                     .as_f64()
-                    .ok_or_else(|| format!("config.json: `rope_scaling.{k}` is missing"))
+                    .ok_or_else(|| bad(format!("rope_scaling.{k}"), "is missing"))
             };
             cfg.rope_llama3 = Some((
                 f("factor")?,
@@ -297,9 +331,10 @@ pub fn from_hf(config: &Json) -> Result<ArchConfig, String> {
         }
         Some("linear") => cfg.rope_linear_factor = scaling["factor"].as_f64().unwrap_or(1.0),
         Some(other) => {
-            return Err(format!(
-            "config.json: rope_scaling type {other:?} is not supported (supported: llama3, linear)"
-        ))
+            return Err(bad(
+                "rope_scaling.rope_type",
+                format!("{other:?} is not supported (supported: llama3, linear)"),
+            ))
         }
     }
     Ok(cfg)
@@ -346,9 +381,15 @@ mod tests {
         );
         let e =
             from_hf(&serde_json::json!({"model_type": "llama", "hidden_size": 64})).unwrap_err();
-        assert!(e.contains("num_attention_heads"), "{e}");
+        assert_eq!(e.key, "num_attention_heads", "{e}");
         let e = from_hf(&serde_json::json!({"model_type": "gpt2"})).unwrap_err();
-        assert!(e.contains("gpt2"), "{e}");
+        assert!(e.key == "model_type" && e.problem.contains("gpt2"), "{e}");
+        let e = from_hf(
+            &serde_json::json!({"model_type": "llama", "hidden_size": 64,
+            "num_attention_heads": 6, "num_key_value_heads": 4, "num_hidden_layers": 2}),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "num_key_value_heads", "{e}");
     }
 
     #[test]

@@ -129,9 +129,61 @@ pub enum ModelError {
         /// The OS error.
         source: std::io::Error,
     },
-    /// A file is malformed, truncated or does not describe a supported model.
-    #[error("{0}")]
-    Invalid(String),
+    /// A JSON file (`config.json`, a shard index, `tokenizer_config.json`) that does not parse.
+    #[error("{path}:{line}:{col}: not valid JSON: {message}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        col: usize,
+        /// What the parser found.
+        message: String,
+    },
+    /// A file that is not what it should be: an unreadable GGUF header, a truncated safetensors
+    /// shard, a shard index without its `weight_map`.
+    #[error("{path}: {message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A hyper-parameter that is missing, malformed or not supported.
+    #[error("{path}: {error}")]
+    Config {
+        /// The GGUF file or `config.json`.
+        path: PathBuf,
+        /// The key and what is wrong with it.
+        error: config::ConfigError,
+    },
+    /// A tensor that is missing, has the wrong shape or cannot be read.
+    #[error("{files}: tensor `{tensor}` {message}")]
+    Tensor {
+        /// The weight file(s).
+        files: String,
+        /// The tensor's name in them.
+        tensor: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The tensor library failed while preparing the weights (memory, device support).
+    #[error("{files}: {message}")]
+    Backend {
+        /// The weight file(s).
+        files: String,
+        /// The library's message and what was being done.
+        message: String,
+    },
+    /// The tokenizer has ids the model's embedding has no row for.
+    #[error("the tokenizer has {tokenizer} tokens but the model's embedding only {embedding}")]
+    VocabMismatch {
+        /// Tokenizer size.
+        tokenizer: usize,
+        /// Embedding rows.
+        embedding: usize,
+    },
     /// The tokenizer could not be loaded.
     #[error(transparent)]
     Vocab(#[from] vocab::VocabError),
@@ -163,13 +215,11 @@ fn read_json(path: &Path) -> Result<Value, ModelError> {
         path: path.to_path_buf(),
         source,
     })?;
-    serde_json::from_str(&text).map_err(|e| {
-        ModelError::Invalid(format!(
-            "{}:{}:{}: not valid JSON: {e}",
-            path.display(),
-            e.line(),
-            e.column()
-        ))
+    serde_json::from_str(&text).map_err(|e| ModelError::Json {
+        path: path.to_path_buf(),
+        line: e.line(),
+        col: e.column(),
+        message: e.to_string(),
     })
 }
 
@@ -234,8 +284,11 @@ impl Model {
     }
 }
 
-fn invalid(e: String) -> ModelError {
-    ModelError::Invalid(e)
+fn file_error(path: &Path, message: impl std::fmt::Display) -> ModelError {
+    ModelError::File {
+        path: path.to_path_buf(),
+        message: message.to_string(),
+    }
 }
 
 /// Reads the header, metadata and tensor table of GGUF data with candle's reader. A reader panic
@@ -265,9 +318,11 @@ pub fn gguf_decoder(
         path: path.to_path_buf(),
         source,
     })?;
-    let content = read_gguf(&mut file).map_err(|e| invalid(format!("{}: {e}", path.display())))?;
-    let cfg = config::from_gguf(&content.metadata)
-        .map_err(|e| invalid(format!("{}: {e}", path.display())))?;
+    let content = read_gguf(&mut file).map_err(|e| file_error(path, e))?;
+    let cfg = config::from_gguf(&content.metadata).map_err(|error| ModelError::Config {
+        path: path.to_path_buf(),
+        error,
+    })?;
     let dense = dtype.explicit();
     let description = format!(
         "{} ({}, GGUF, {} layers, hidden {}, {} heads / {} KV, {})",
@@ -289,11 +344,15 @@ pub fn gguf_decoder(
             path,
             dense,
         };
-        weights::build(cfg, &mut src, device).map_err(invalid)?
+        weights::build(cfg, &mut src, device)?
     };
     let (decoder, runner) = match kernels {
-        Some(threads) => Decoder::cpu_or_candle(decoder, threads)
-            .map_err(|e| invalid(format!("{}: {e}", path.display())))?,
+        Some(threads) => {
+            Decoder::cpu_or_candle(decoder, threads).map_err(|e| ModelError::Backend {
+                files: path.display().to_string(),
+                message: format!("preparing the CPU kernels: {e}"),
+            })?
+        }
         None => (Decoder::candle(decoder), "candle kernels".to_string()),
     };
     Ok((decoder, content, format!("{description}, {runner}")))
@@ -313,9 +372,13 @@ fn load_gguf(
     let kernels = crate::runtime::kernels::enabled().then(crate::runtime::kernels::threads);
     let (mut decoder, content, mut description) = gguf_decoder(path, device, dtype, kernels)?;
     if device.is_cpu() {
-        let bytes = decoder
-            .add_dense_copies(DENSE_COPY_BUDGET)
-            .map_err(|e| invalid(format!("{}: dequantizing: {e}", path.display())))?;
+        let bytes =
+            decoder
+                .add_dense_copies(DENSE_COPY_BUDGET)
+                .map_err(|e| ModelError::Backend {
+                    files: path.display().to_string(),
+                    message: format!("dequantizing: {e}"),
+                })?;
         if bytes > 0 {
             description.push_str(&format!(
                 ", dense f32 copies for prompts ({} MB)",
@@ -377,8 +440,10 @@ pub fn safetensors_decoder(
     dtype: WeightDtype,
 ) -> Result<(Decoder, String), ModelError> {
     let cfg_json = read_json(config)?;
-    let cfg =
-        config::from_hf(&cfg_json).map_err(|e| invalid(format!("{}: {e}", config.display())))?;
+    let cfg = config::from_hf(&cfg_json).map_err(|error| ModelError::Config {
+        path: config.to_path_buf(),
+        error,
+    })?;
     for w in weight_files {
         check_safetensors_header(w)?;
     }
@@ -393,7 +458,10 @@ pub fn safetensors_decoder(
     // modified while mapped, which holds for model files we only read.
     let dt = checkpoint_dtype(&cfg_json, dtype, device);
     let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(weight_files, dt, device) }
-        .map_err(|e| invalid(format!("{}: {e}", shards())))?;
+        .map_err(|e| ModelError::Backend {
+            files: shards(),
+            message: format!("mapping the shards: {e}"),
+        })?;
     let description = format!(
         "{} ({}, safetensors, {} layers, hidden {}, {} heads / {} KV, {})",
         config.parent().unwrap_or(config).display(),
@@ -408,7 +476,7 @@ pub fn safetensors_decoder(
         vb,
         paths: weight_files,
     };
-    let decoder = Decoder::candle(weights::build(cfg, &mut src, device).map_err(invalid)?);
+    let decoder = Decoder::candle(weights::build(cfg, &mut src, device)?);
     Ok((decoder, description))
 }
 
@@ -448,10 +516,10 @@ fn check_safetensors_header(path: &Path) -> Result<(), ModelError> {
     let size = f.metadata().map_err(io)?.len();
     let mut len = [0u8; 8];
     if f.read_exact(&mut len).is_err() || u64::from_le_bytes(len).saturating_add(8) > size {
-        return Err(invalid(format!(
-            "{}: not a safetensors file (header longer than the file: truncated?)",
-            path.display()
-        )));
+        return Err(file_error(
+            path,
+            "not a safetensors file (header longer than the file: truncated?)",
+        ));
     }
     Ok(())
 }
@@ -466,10 +534,10 @@ fn finish(
 ) -> Result<Model, ModelError> {
     let logits_len = decoder.vocab_size();
     if vocab.vocab.size() > logits_len {
-        return Err(invalid(format!(
-            "the tokenizer has {} tokens but the model's embedding only {logits_len}",
-            vocab.vocab.size()
-        )));
+        return Err(ModelError::VocabMismatch {
+            tokenizer: vocab.vocab.size(),
+            embedding: logits_len,
+        });
     }
     vocab.vocab = vocab.vocab.padded_to(logits_len);
     Ok(Model {

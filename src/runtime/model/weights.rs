@@ -17,6 +17,7 @@ use candle_core::{DType, Device, Tensor};
 
 use super::config::{inv_freqs, Arch, ArchConfig};
 use super::decoder::{CandleDecoder, Embedding, GateUp, Layer, Linear, Norm, Qkv};
+use super::ModelError;
 
 /// A tensor role, independent of the file format's naming.
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +26,29 @@ enum Part {
     Output,
     OutputNorm,
     RopeFreqs,
-    Layer(usize, &'static str),
+    Layer(usize, L),
+}
+
+/// The tensors of one layer (every name a format gives one is in its table; there is no fallback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum L {
+    Q,
+    K,
+    V,
+    QBias,
+    KBias,
+    VBias,
+    Qkv,
+    O,
+    QNorm,
+    KNorm,
+    AttnNorm,
+    PostAttnNorm,
+    FfnNorm,
+    PostFfnNorm,
+    Gate,
+    Up,
+    Down,
 }
 
 /// Where weights come from.
@@ -56,26 +79,25 @@ fn gguf_name(part: Part) -> String {
         Part::Output => "output.weight".into(),
         Part::OutputNorm => "output_norm.weight".into(),
         Part::RopeFreqs => "rope_freqs.weight".into(),
-        Part::Layer(i, name) => {
-            let n = match name {
-                "q" => "attn_q.weight",
-                "k" => "attn_k.weight",
-                "v" => "attn_v.weight",
-                "q.bias" => "attn_q.bias",
-                "k.bias" => "attn_k.bias",
-                "v.bias" => "attn_v.bias",
-                "qkv" => "attn_qkv.weight",
-                "o" => "attn_output.weight",
-                "q_norm" => "attn_q_norm.weight",
-                "k_norm" => "attn_k_norm.weight",
-                "attn_norm" => "attn_norm.weight",
-                "post_attn_norm" => "post_attention_norm.weight",
-                "ffn_norm" => "ffn_norm.weight",
-                "post_ffn_norm" => "post_ffw_norm.weight",
-                "gate" => "ffn_gate.weight",
-                "up" => "ffn_up.weight",
-                "down" => "ffn_down.weight",
-                other => other,
+        Part::Layer(i, t) => {
+            let n = match t {
+                L::Q => "attn_q.weight",
+                L::K => "attn_k.weight",
+                L::V => "attn_v.weight",
+                L::QBias => "attn_q.bias",
+                L::KBias => "attn_k.bias",
+                L::VBias => "attn_v.bias",
+                L::Qkv => "attn_qkv.weight",
+                L::O => "attn_output.weight",
+                L::QNorm => "attn_q_norm.weight",
+                L::KNorm => "attn_k_norm.weight",
+                L::AttnNorm => "attn_norm.weight",
+                L::PostAttnNorm => "post_attention_norm.weight",
+                L::FfnNorm => "ffn_norm.weight",
+                L::PostFfnNorm => "post_ffw_norm.weight",
+                L::Gate => "ffn_gate.weight",
+                L::Up => "ffn_up.weight",
+                L::Down => "ffn_down.weight",
             };
             format!("blk.{i}.{n}")
         }
@@ -88,23 +110,28 @@ fn hf_name(part: Part) -> String {
         Part::Output => "lm_head.weight".into(),
         Part::OutputNorm => "model.norm.weight".into(),
         Part::RopeFreqs => "rope_freqs".into(),
-        Part::Layer(i, name) => {
-            let n = match name {
-                "q" => "self_attn.q_proj.weight",
-                "k" => "self_attn.k_proj.weight",
-                "v" => "self_attn.v_proj.weight",
-                "q.bias" => "self_attn.q_proj.bias",
-                "k.bias" => "self_attn.k_proj.bias",
-                "v.bias" => "self_attn.v_proj.bias",
-                "o" => "self_attn.o_proj.weight",
-                "q_norm" => "self_attn.q_norm.weight",
-                "k_norm" => "self_attn.k_norm.weight",
-                "attn_norm" => "input_layernorm.weight",
-                "ffn_norm" => "post_attention_layernorm.weight",
-                "gate" => "mlp.gate_proj.weight",
-                "up" => "mlp.up_proj.weight",
-                "down" => "mlp.down_proj.weight",
-                other => other,
+        Part::Layer(i, t) => {
+            // Llama / Qwen naming, the architectures loaded from safetensors. Their checkpoints
+            // have no fused q/k/v and no post-norms; those get Phi-3's and Gemma's names, which
+            // such a checkpoint lacks, so asking for them finds nothing.
+            let n = match t {
+                L::Q => "self_attn.q_proj.weight",
+                L::K => "self_attn.k_proj.weight",
+                L::V => "self_attn.v_proj.weight",
+                L::QBias => "self_attn.q_proj.bias",
+                L::KBias => "self_attn.k_proj.bias",
+                L::VBias => "self_attn.v_proj.bias",
+                L::Qkv => "self_attn.qkv_proj.weight",
+                L::O => "self_attn.o_proj.weight",
+                L::QNorm => "self_attn.q_norm.weight",
+                L::KNorm => "self_attn.k_norm.weight",
+                L::AttnNorm => "input_layernorm.weight",
+                L::PostAttnNorm => "post_attention_norm.weight",
+                L::FfnNorm => "post_attention_layernorm.weight",
+                L::PostFfnNorm => "post_feedforward_layernorm.weight",
+                L::Gate => "mlp.gate_proj.weight",
+                L::Up => "mlp.up_proj.weight",
+                L::Down => "mlp.down_proj.weight",
             };
             format!("model.layers.{i}.{n}")
         }
@@ -159,17 +186,31 @@ impl Source<'_> {
         }
     }
 
-    fn missing(&self, part: Part) -> String {
-        format!("{}: tensor `{}` is missing", self.where_(), self.name(part))
+    /// An error about tensor `name` of this source.
+    fn tensor_error(&self, name: &str, message: impl Into<String>) -> ModelError {
+        ModelError::Tensor {
+            files: self.where_(),
+            tensor: name.to_string(),
+            message: message.into(),
+        }
     }
 
-    fn qtensor(&mut self, part: Part, device: &Device) -> Result<QTensor, String> {
+    fn missing(&self, part: Part) -> ModelError {
+        self.tensor_error(&self.name(part), "is missing")
+    }
+
+    fn qtensor(&mut self, part: Part, device: &Device) -> Result<QTensor, ModelError> {
         let name = self.name(part);
         let where_ = self.where_();
+        let unreadable = |e: candle_core::Error| ModelError::Tensor {
+            files: where_.clone(),
+            tensor: name.clone(),
+            message: format!("{e} (truncated file?)"),
+        };
         match self {
-            Source::Gguf { content, file, .. } => content
-                .tensor(file, &name, device)
-                .map_err(|e| format!("{where_}: tensor `{name}`: {e} (truncated file?)")),
+            Source::Gguf { content, file, .. } => {
+                content.tensor(file, &name, device).map_err(unreadable)
+            }
             Source::Safetensors { .. } => Err(self.missing(part)),
         }
     }
@@ -180,17 +221,22 @@ impl Source<'_> {
         part: Part,
         shape: (usize, usize),
         device: &Device,
-    ) -> Result<QMatMul, String> {
+    ) -> Result<QMatMul, ModelError> {
         if !self.has(part) {
             return Err(self.missing(part));
         }
         let name = self.name(part);
         let where_ = self.where_();
+        let error = |message: String| ModelError::Tensor {
+            files: where_.clone(),
+            tensor: name.clone(),
+            message,
+        };
         let bad = |dims: &[usize]| {
-            format!(
-                "{where_}: tensor `{name}` has shape {dims:?}, expected [{}, {}]",
+            error(format!(
+                "has shape {dims:?}, expected [{}, {}]",
                 shape.0, shape.1
-            )
+            ))
         };
         match self {
             Source::Gguf { .. } => {
@@ -199,16 +245,14 @@ impl Source<'_> {
                 if q.shape().dims() != [shape.0, shape.1] {
                     return Err(bad(q.shape().dims()));
                 }
-                let err = |e: candle_core::Error| format!("{where_}: `{name}`: {e}");
+                let err = |e: candle_core::Error| error(e.to_string());
                 match dense {
                     Some(dt) => Ok(QMatMul::Tensor(dequantized(&q, dt, device).map_err(err)?)),
                     None => QMatMul::from_arc(Arc::new(q)).map_err(err),
                 }
             }
             Source::Safetensors { vb, .. } => {
-                let t = vb
-                    .get_unchecked(&name)
-                    .map_err(|e| format!("{where_}: tensor `{name}`: {e}"))?;
+                let t = vb.get_unchecked(&name).map_err(|e| error(e.to_string()))?;
                 if t.dims() != [shape.0, shape.1] {
                     return Err(bad(t.dims()));
                 }
@@ -218,38 +262,38 @@ impl Source<'_> {
     }
 
     /// A dense tensor of `len` elements (norms, biases, rope factors) in the source's dtype.
-    fn vector(&mut self, part: Part, len: usize, device: &Device) -> Result<Tensor, String> {
+    fn vector(&mut self, part: Part, len: usize, device: &Device) -> Result<Tensor, ModelError> {
         if !self.has(part) {
             return Err(self.missing(part));
         }
         let name = self.name(part);
-        let where_ = self.where_();
+        let error = |src: &Source, e: candle_core::Error| src.tensor_error(&name, e.to_string());
         let t = match self {
-            Source::Gguf { .. } => self
-                .qtensor(part, device)?
-                .dequantize(device)
-                .map_err(|e| format!("{where_}: `{name}`: {e}"))?,
-            Source::Safetensors { vb, .. } => vb
-                .get_unchecked(&name)
-                .map_err(|e| format!("{where_}: tensor `{name}`: {e}"))?,
+            Source::Gguf { .. } => {
+                let q = self.qtensor(part, device)?;
+                q.dequantize(device).map_err(|e| error(self, e))?
+            }
+            Source::Safetensors { vb, .. } => match vb.get_unchecked(&name) {
+                Ok(t) => t,
+                Err(e) => return Err(error(self, e)),
+            },
         };
         if t.dims() != [len] {
-            return Err(format!(
-                "{where_}: tensor `{name}` has shape {:?}, expected [{len}]",
-                t.dims()
-            ));
+            return Err(
+                self.tensor_error(&name, format!("has shape {:?}, expected [{len}]", t.dims()))
+            );
         }
-        t.to_dtype(self.dtype()).map_err(|e| e.to_string())
+        t.to_dtype(self.dtype()).map_err(|e| error(self, e))
     }
 
     fn linear(
         &mut self,
         i: usize,
-        w: &'static str,
-        bias: Option<&'static str>,
+        w: L,
+        bias: Option<L>,
         shape: (usize, usize),
         device: &Device,
-    ) -> Result<Linear, String> {
+    ) -> Result<Linear, ModelError> {
         let weight = self.matmul(Part::Layer(i, w), shape, device)?;
         let bias = match bias {
             Some(b) if self.has(Part::Layer(i, b)) => {
@@ -266,50 +310,43 @@ impl Source<'_> {
 }
 
 /// Assembles the decoder for `cfg` from `src`; `vocab` is the embedding's row count.
-pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<CandleDecoder, String> {
+pub fn build(
+    cfg: ArchConfig,
+    src: &mut Source,
+    device: &Device,
+) -> Result<CandleDecoder, ModelError> {
     let (h, d) = (cfg.hidden, cfg.head_dim);
     let (qd, kvd) = (cfg.heads * d, cfg.kv_heads * d);
-    if cfg.kv_heads == 0 || !cfg.heads.is_multiple_of(cfg.kv_heads) {
-        return Err(format!(
-            "{}: {} query heads are not a multiple of {} key/value heads",
-            src.where_(),
-            cfg.heads,
-            cfg.kv_heads
-        ));
-    }
     let dtype = src.dtype();
     let (vocab, embed) = match src {
         Source::Gguf { .. } => {
             let dense = src.dense();
+            let name = gguf_name(Part::Embed);
             let q = src.qtensor(Part::Embed, device)?;
             let dims = q.shape().dims().to_vec();
             if dims.len() != 2 || dims[1] != h {
-                return Err(format!(
-                    "{}: `token_embd.weight` has shape {dims:?}, expected [vocab, {h}]",
-                    src.where_()
-                ));
+                return Err(
+                    src.tensor_error(&name, format!("has shape {dims:?}, expected [vocab, {h}]"))
+                );
             }
+            let err = |e: candle_core::Error| src.tensor_error(&name, e.to_string());
             let embed = match dense {
-                Some(dt) => {
-                    Embedding::Dense(dequantized(&q, dt, device).map_err(|e| e.to_string())?)
-                }
-                None => {
-                    Embedding::Quantized(QMatMul::from_arc(Arc::new(q)).map_err(|e| e.to_string())?)
-                }
+                Some(dt) => Embedding::Dense(dequantized(&q, dt, device).map_err(err)?),
+                None => Embedding::Quantized(QMatMul::from_arc(Arc::new(q)).map_err(err)?),
             };
             (dims[0], embed)
         }
         Source::Safetensors { vb, .. } => {
             let name = hf_name(Part::Embed);
-            let t = vb
-                .get_unchecked(&name)
-                .map_err(|e| format!("{}: tensor `{name}`: {e}", src.where_()))?;
+            let t = match vb.get_unchecked(&name) {
+                Ok(t) => t,
+                Err(e) => return Err(src.tensor_error(&name, e.to_string())),
+            };
             let dims = t.dims().to_vec();
             if dims.len() != 2 || dims[1] != h {
-                return Err(format!(
-                    "{}: `{name}` has shape {dims:?}, expected [vocab, {h}]",
-                    src.where_()
-                ));
+                return Err(
+                    src.tensor_error(&name, format!("has shape {dims:?}, expected [vocab, {h}]"))
+                );
             }
             (dims[0], Embedding::Dense(t))
         }
@@ -320,54 +357,57 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Candl
         match &embed {
             Embedding::Quantized(QMatMul::QTensor(q)) => QMatMul::QTensor(q.clone()),
             Embedding::Quantized(QMatMul::Tensor(t) | QMatMul::TensorF16(t))
-            | Embedding::Dense(t) => QMatMul::Tensor(t.to_dtype(dtype).map_err(|e| e.to_string())?),
+            | Embedding::Dense(t) => QMatMul::Tensor(
+                t.to_dtype(dtype)
+                    .map_err(|e| src.tensor_error(&src.name(Part::Embed), e.to_string()))?,
+            ),
         }
     };
     let mut layers = Vec::with_capacity(cfg.layers);
     for i in 0..cfg.layers {
         let l = |n| Part::Layer(i, n);
-        let qkv = if src.has(l("qkv")) {
-            Qkv::Fused(src.linear(i, "qkv", None, (qd + 2 * kvd, h), device)?)
+        let qkv = if src.has(l(L::Qkv)) {
+            Qkv::Fused(src.linear(i, L::Qkv, None, (qd + 2 * kvd, h), device)?)
         } else {
             Qkv::Separate(
-                src.linear(i, "q", Some("q.bias"), (qd, h), device)?,
-                src.linear(i, "k", Some("k.bias"), (kvd, h), device)?,
-                src.linear(i, "v", Some("v.bias"), (kvd, h), device)?,
+                src.linear(i, L::Q, Some(L::QBias), (qd, h), device)?,
+                src.linear(i, L::K, Some(L::KBias), (kvd, h), device)?,
+                src.linear(i, L::V, Some(L::VBias), (kvd, h), device)?,
             )
         };
         let qk_norm = if matches!(cfg.arch, Arch::Qwen3 | Arch::Gemma3) {
             Some((
-                Norm(src.vector(l("q_norm"), d, device)?),
-                Norm(src.vector(l("k_norm"), d, device)?),
+                Norm(src.vector(l(L::QNorm), d, device)?),
+                Norm(src.vector(l(L::KNorm), d, device)?),
             ))
         } else {
             None
         };
         let gemma = cfg.arch == Arch::Gemma3;
         let ffn = ffn_width(src, i, h)?;
-        let gate_up = if src.has(l("gate")) {
+        let gate_up = if src.has(l(L::Gate)) {
             GateUp::Separate(
-                src.linear(i, "gate", None, (ffn, h), device)?,
-                src.linear(i, "up", None, (ffn, h), device)?,
+                src.linear(i, L::Gate, None, (ffn, h), device)?,
+                src.linear(i, L::Up, None, (ffn, h), device)?,
             )
         } else {
-            GateUp::Fused(src.linear(i, "up", None, (2 * ffn, h), device)?)
+            GateUp::Fused(src.linear(i, L::Up, None, (2 * ffn, h), device)?)
         };
         layers.push(Layer {
-            attn_norm: Norm(src.vector(l("attn_norm"), h, device)?),
+            attn_norm: Norm(src.vector(l(L::AttnNorm), h, device)?),
             qkv,
-            o: src.linear(i, "o", None, (h, qd), device)?,
+            o: src.linear(i, L::O, None, (h, qd), device)?,
             qk_norm,
             post_attn_norm: if gemma {
-                Some(Norm(src.vector(l("post_attn_norm"), h, device)?))
+                Some(Norm(src.vector(l(L::PostAttnNorm), h, device)?))
             } else {
                 None
             },
-            ffn_norm: Norm(src.vector(l("ffn_norm"), h, device)?),
+            ffn_norm: Norm(src.vector(l(L::FfnNorm), h, device)?),
             gate_up,
-            down: src.linear(i, "down", None, (h, ffn), device)?,
+            down: src.linear(i, L::Down, None, (h, ffn), device)?,
             post_ffn_norm: if gemma {
-                Some(Norm(src.vector(l("post_ffn_norm"), h, device)?))
+                Some(Norm(src.vector(l(L::PostFfnNorm), h, device)?))
             } else {
                 None
             },
@@ -379,14 +419,17 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Candl
             Some(
                 t.to_dtype(DType::F32)
                     .and_then(|t| t.to_vec1())
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| src.tensor_error(&src.name(Part::RopeFreqs), e.to_string()))?,
             )
         } else {
             None
         };
     let freqs = |base| {
         let f = inv_freqs(&cfg, base, factors.as_deref());
-        Tensor::new(f, device).map_err(|e| e.to_string())
+        Tensor::new(f, device).map_err(|e| ModelError::Backend {
+            files: src.where_(),
+            message: format!("rotary frequencies: {e}"),
+        })
     };
     let inv_freq = (freqs(cfg.rope_base)?, freqs(cfg.rope_local_base)?);
     let norm = Norm(src.vector(Part::OutputNorm, h, device)?);
@@ -405,8 +448,8 @@ pub fn build(cfg: ArchConfig, src: &mut Source, device: &Device) -> Result<Candl
 }
 
 /// The MLP width of layer `i`, read from its down projection's shape.
-fn ffn_width(src: &Source, i: usize, h: usize) -> Result<usize, String> {
-    let part = Part::Layer(i, "down");
+fn ffn_width(src: &Source, i: usize, h: usize) -> Result<usize, ModelError> {
+    let part = Part::Layer(i, L::Down);
     let name = src.name(part);
     let dims: Vec<usize> = match src {
         Source::Gguf { content, .. } => content
@@ -422,9 +465,6 @@ fn ffn_width(src: &Source, i: usize, h: usize) -> Result<usize, String> {
     };
     match dims[..] {
         [out, ffn] if out == h => Ok(ffn),
-        _ => Err(format!(
-            "{}: tensor `{name}` has shape {dims:?}, expected [{h}, ffn]",
-            src.where_()
-        )),
+        _ => Err(src.tensor_error(&name, format!("has shape {dims:?}, expected [{h}, ffn]"))),
     }
 }
