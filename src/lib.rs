@@ -1,19 +1,29 @@
-//! structgen — structured generation for LLM tool calling (the XGrammar-2 design) and an inference CLI.
+//! structgen — structured generation for LLM tool calling (the XGrammar-2 design) and an
+//! inference CLI: the model runtime, chat templates, evaluation and the `structgen` command on top
+//! of the engine crate, [`structgen_engine`] (re-exported here as [`engine`], [`grammar`],
+//! [`frontend`], [`vocab`] and [`util`]).
+//!
+//! ```text
+//!  crates/engine (structgen-engine, no candle / minijinja / hf-hub / clap)
+//!    util → grammar → frontend, vocab → engine          the grammar, its automaton, masks, matcher
+//!  src/ (structgen)
+//!    runtime   model files → Model (candle, our CPU kernels), chat templates, constrained
+//!              generation with jump-forward, rollback and speculation
+//!    bench     `structgen bench`: workloads, engines side by side, reports
+//!    bfcl      `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports
+//!    cli       `structgen`: raw flags → one resolved config per command → the work
+//! ```
 //!
 //! Layers, each using only the ones above it:
 //!
-//! | module | layer | owns |
-//! |---|---|---|
-//! | [`util`] | L0 | `u32` ids, [`TokenBitmask`], [`Limits`] |
-//! | [`grammar`] | L1 | the grammar IR, EBNF parsing and printing, passes, per-rule byte FSMs |
-//! | [`frontend`] | L2 | regex and JSON Schema → grammar |
-//! | [`vocab`] | L2 | [`Vocab`] and its loaders (tokenizer.json, GGUF, tiktoken) |
-//! | [`engine`] | L3 | compiling a grammar for a vocabulary (adaptive mask cache, cross-grammar pool, JIT); the Earley [`GrammarMatcher`] |
-//! | [`runtime`] | L4 | models on Candle, chat templates, constrained generation |
-//! | [`bench`] | L5 | `structgen bench`: workloads, engines side by side, reports |
-//! | [`bfcl`] | L5 | `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports |
-//! | [`cli`] | L6 | the `structgen` command line |
-//! | [`fuzzing`] | L6 | the bodies of the fuzz targets and their regression tests |
+//! | module | owns |
+//! |---|---|
+//! | [`engine`], [`grammar`], [`frontend`], [`vocab`], [`util`] | the engine crate |
+//! | [`runtime`] | models on Candle and our kernels, chat templates, constrained generation |
+//! | [`bench`] | `structgen bench`: workloads, engines side by side, reports |
+//! | [`bfcl`] | `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports |
+//! | [`json_lines`] | reading JSON Lines inputs with line numbers |
+//! | [`cli`] | the `structgen` command line |
 //!
 //! ```
 //! use std::sync::Arc;

@@ -37,7 +37,7 @@ use super::sampler::{sample_on_device, Sampler, Sampling};
 use super::trace::{Origin, StepRecord, StopReason, Summary};
 use crate::engine::check::{Disagreement, MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::GrammarMatcher;
-use crate::util::bitmask::TokenBitmask;
+use crate::util::TokenBitmask;
 use crate::util::{LimitError, TokenId};
 pub use speculate::{Draft, DraftError};
 

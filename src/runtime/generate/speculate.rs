@@ -28,7 +28,7 @@ use crate::runtime::logits::apply_in_place;
 use crate::runtime::model::Model;
 use crate::runtime::sampler::{Sampler, Sampling};
 use crate::runtime::trace::{DraftStats, StepRecord, StopReason};
-use crate::util::bitmask::TokenBitmask;
+use crate::util::TokenBitmask;
 use crate::util::TokenId;
 
 /// Why a model cannot draft for another.

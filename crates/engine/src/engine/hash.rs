@@ -24,12 +24,11 @@ use crate::util::{RuleId, StateId};
 /// Most state visits spent serializing one cycle (members × states reached).
 pub const CYCLE_BUDGET: usize = 4_000_000;
 
-/// Per-rule and per-state structural hashes.
+/// Per-state structural hashes.
 #[derive(Debug, Clone)]
 pub struct StructuralHashes {
-    /// Hash of each rule (its language and structure, callees included).
-    pub rules: Vec<u128>,
-    /// Hash of each state: its rule's hash and its canonical index in that rule.
+    /// Hash of each state: its rule's hash (its language and structure, callees included) and its
+    /// canonical index in that rule (a rule's start is index 0).
     pub states: Vec<u128>,
 }
 
@@ -135,7 +134,7 @@ pub fn structural_hashes(
             }
         }
     }
-    StructuralHashes { rules, states }
+    StructuralHashes { states }
 }
 
 /// What [`serialize`] reads besides the rule.
@@ -327,7 +326,7 @@ mod tests {
             .iter()
             .position(|r| r.name == name)
             .expect("rule exists");
-        h.rules[id]
+        h.states[a.fsm().start(RuleId(id as u32)).index()]
     }
 
     #[test]

@@ -18,14 +18,14 @@
 pub mod automaton;
 pub mod batch;
 pub mod check;
-pub mod compiler;
-pub mod earley;
-pub mod hash;
-pub mod lookahead;
-pub mod mask;
-pub mod mask_cache;
-pub mod matcher;
-pub mod set_walk;
+mod compiler;
+pub(crate) mod earley;
+pub(crate) mod hash;
+pub(crate) mod lookahead;
+pub(crate) mod mask;
+pub(crate) mod mask_cache;
+mod matcher;
+pub(crate) mod set_walk;
 
 pub use automaton::{build_automaton, Automaton};
 pub use compiler::{compile, CompileOptions, CompiledGrammar, GrammarCompiler, Precompute};

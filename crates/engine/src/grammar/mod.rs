@@ -11,12 +11,12 @@
 //! → a byte FSM with rule-reference edges (constructed by `nfa`); [`print`] `Grammar` → EBNF that
 //! parses back to the same `Grammar`.
 
-pub mod algebra;
-pub mod builder;
+pub(crate) mod algebra;
+mod builder;
 pub mod dispatch;
 pub mod ebnf;
-pub mod error;
-pub mod exprs;
+mod error;
+pub(crate) mod exprs;
 pub mod fsm;
 mod nfa;
 pub mod passes;

@@ -9,11 +9,11 @@
 //! - [`marker`]: how a whole token (by id) appears to the byte-level parser.
 //! - [`guard`]: third-party parsers' panics on corrupt input turned into errors.
 
-pub mod bitmask;
+mod bitmask;
 pub mod guard;
-pub mod ids;
-pub mod limits;
-pub mod marker;
+mod ids;
+mod limits;
+pub(crate) mod marker;
 
 pub use bitmask::TokenBitmask;
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};

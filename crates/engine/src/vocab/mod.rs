@@ -14,11 +14,11 @@
 //! `tokenizers::Tokenizer` that encodes text the way the model's tokenizer does.
 
 #[cfg(feature = "tokenizers")]
-pub mod bpe;
-pub mod decode;
+pub(crate) mod bpe;
+pub(crate) mod decode;
 #[cfg(feature = "gguf")]
 pub mod gguf;
-pub mod gguf_reader;
+pub(crate) mod gguf_reader;
 #[cfg(feature = "tokenizers")]
 pub mod hf;
 #[cfg(feature = "tokenizers")]

@@ -18,18 +18,18 @@
 //! not enforced exactly is reported as a [`SchemaWarning`] naming its JSON path; with
 //! `strict_schema` a warning is an error instead.
 
-pub mod arrays;
-pub mod keywords;
-pub mod lower;
-pub mod merge;
-pub mod numbers;
-pub mod objects;
-pub mod options;
-pub mod pattern;
+mod arrays;
+mod keywords;
+mod lower;
+mod merge;
+mod numbers;
+mod objects;
+mod options;
+mod pattern;
 pub mod post_check;
-pub mod refs;
-pub mod schema;
-pub mod strings;
+mod refs;
+mod schema;
+mod strings;
 
 use serde_json::Value;
 

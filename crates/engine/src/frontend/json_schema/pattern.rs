@@ -52,11 +52,6 @@ impl Pattern {
         }))
     }
 
-    /// The pattern as written.
-    pub fn source(&self) -> &str {
-        &self.0.source
-    }
-
     /// JSON pointer of the keyword.
     pub fn path(&self) -> &str {
         &self.0.path
