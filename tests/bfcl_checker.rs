@@ -12,8 +12,8 @@ use structgen::bfcl::checker::{answer_defects, check, Call};
 use structgen::bfcl::data::{Case, Category, CheckKind, Expected, Function, Param};
 use structgen::bfcl::run::ground_truth;
 use structgen::bfcl::{load, Mode};
-use structgen::frontend::call_formats::FormatSet;
 use structgen::frontend::tools::style;
+use structgen::frontend::tools::FormatSet;
 
 fn all_cases(test: &str) -> Option<Vec<Case>> {
     let dir = common::bfcl_data(test)?;

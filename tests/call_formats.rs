@@ -10,13 +10,12 @@ mod common;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use structgen::frontend::call_formats::FormatSet;
 use structgen::frontend::json_schema::JsonSchemaOptions;
 use structgen::frontend::structural_tag::structural_tag_grammar;
 use structgen::frontend::tool_calls::{parse_calls, render_calls};
-use structgen::frontend::tools::{
-    parse_tools, tools_structural_tag, StyleSpec, Tool, ToolChoice, ToolOptions, STYLES,
-};
+use structgen::frontend::tool_tag::tools_structural_tag;
+use structgen::frontend::tools::FormatSet;
+use structgen::frontend::tools::{parse_tools, StyleSpec, Tool, ToolChoice, ToolOptions, STYLES};
 use structgen::{compile, GrammarMatcher, Limits};
 
 fn weather_tools() -> Vec<Tool> {

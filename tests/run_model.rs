@@ -7,8 +7,8 @@ mod common;
 
 use candle_core::Device;
 use serde_json::{json, Value};
-use structgen::frontend::call_formats::FormatSet;
 use structgen::frontend::tool_calls::parse_calls;
+use structgen::frontend::tools::FormatSet;
 use structgen::frontend::tools::{parse_tools, style, Tool, ToolChoice, ToolOptions};
 use structgen::runtime::generate::{generate, GenerateOptions, Generation, Session};
 use structgen::runtime::request::{grammar_compiler, prompt_tokens, stop_tokens, tools_matcher};

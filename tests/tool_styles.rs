@@ -10,9 +10,8 @@ use std::sync::Arc;
 use serde_json::Value;
 use structgen::frontend::json_schema::JsonSchemaOptions;
 use structgen::frontend::structural_tag::structural_tag_grammar;
-use structgen::frontend::tools::{
-    parse_tools, style, tools_structural_tag, ToolChoice, ToolOptions, STYLES,
-};
+use structgen::frontend::tool_tag::tools_structural_tag;
+use structgen::frontend::tools::{parse_tools, style, ToolChoice, ToolOptions, STYLES};
 use structgen::{compile, GrammarMatcher, Limits};
 
 fn tools() -> Vec<structgen::frontend::tools::Tool> {

@@ -15,8 +15,8 @@ use serde_json::{Map, Value};
 use super::checker::{check, Call};
 use super::convert::FunctionNames;
 use super::data::Case;
-use crate::frontend::call_formats::{CallFormat, FormatSet};
 use crate::frontend::tool_calls::parse_calls;
+use crate::frontend::tools::{CallFormat, FormatSet};
 use crate::frontend::tools::{StyleSpec, Tool};
 
 /// One call read from an answer.

@@ -217,7 +217,7 @@ pub fn tool_message(call: &ParsedCall, turn: usize, i: usize, result: &ToolResul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frontend::call_formats::CallFormat;
+    use crate::frontend::tools::CallFormat;
 
     fn call() -> ParsedCall {
         ParsedCall {

@@ -25,7 +25,7 @@ use crate::bfcl::report::{rows, table, Results, Selection};
 use crate::bfcl::run::{ground_truth, offered_tools, run_case, Settings};
 use crate::bfcl::score::score;
 use crate::bfcl::{load, Case, CaseResult, Category, Mode};
-use crate::frontend::call_formats::FormatSet;
+use crate::frontend::tools::FormatSet;
 use crate::frontend::tools::{StyleSpec, ToolChoice};
 use crate::runtime::request::grammar_compiler;
 use crate::runtime::Model;

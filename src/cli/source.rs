@@ -10,14 +10,13 @@ use std::path::{Path, PathBuf};
 use clap::{ArgGroup, Args, ValueEnum};
 
 use super::{read_json, read_text, CliError};
-use crate::frontend::call_formats::FormatSet;
 use crate::frontend::json_schema::post_check::PostCheck;
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use crate::frontend::regex::regex_grammar;
 use crate::frontend::structural_tag::structural_tag_grammar;
-use crate::frontend::tools::{
-    parse_tools, style, tools_structural_tag, StyleSpec, ToolChoice, ToolOptions, STYLES,
-};
+use crate::frontend::tool_tag::tools_structural_tag;
+use crate::frontend::tools::FormatSet;
+use crate::frontend::tools::{parse_tools, style, StyleSpec, ToolChoice, ToolOptions, STYLES};
 use crate::grammar::{ebnf, Grammar};
 use crate::util::Limits;
 use crate::vocab::Vocab;

@@ -12,7 +12,8 @@ use super::model::Model;
 use crate::engine::{CompileOptions, GrammarCompiler, GrammarMatcher};
 use crate::frontend::json_schema::JsonSchemaOptions;
 use crate::frontend::structural_tag::{structural_tag_grammar, TagError};
-use crate::frontend::tools::{tools_structural_tag, StyleSpec, Tool, ToolOptions, ToolsError};
+use crate::frontend::tool_tag::tools_structural_tag;
+use crate::frontend::tools::{StyleSpec, Tool, ToolOptions, ToolsError};
 use crate::grammar::GrammarError;
 use crate::util::{Limits, TokenId};
 

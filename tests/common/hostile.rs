@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 use structgen::engine::{CompileOptions, GrammarCompiler};
 use structgen::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions};
 use structgen::frontend::structural_tag::structural_tag_grammar;
-use structgen::frontend::tools::{parse_tools, style, tools_structural_tag, ToolOptions};
+use structgen::frontend::tool_tag::tools_structural_tag;
+use structgen::frontend::tools::{parse_tools, style, ToolOptions};
 use structgen::vocab::{self, gguf};
 use structgen::{ebnf, Grammar, GrammarMatcher, Limits, TokenBitmask, Vocab};
 

@@ -1,4 +1,5 @@
-//! The engine's modules import each other without circles: within each folder checked here, the
+//! The engine's modules import each other without circles: within each folder checked here (the
+//! engine, the grammar layer, the front ends and the JSON Schema front end), the
 //! graph "module A names module B" (a `super::b` or `crate::<folder>::b` path outside comments and
 //! `#[cfg(test)]` modules) has no cycle, and the lower layers (`util`, `grammar`, `vocab`, the front
 //! ends) never name a higher one. A new import that closes a circle fails here, naming it.
@@ -127,6 +128,11 @@ fn the_json_schema_front_end_has_no_import_circle() {
 #[test]
 fn the_grammar_layer_has_no_import_circle() {
     assert_acyclic(&src().join("grammar"), "grammar");
+}
+
+#[test]
+fn the_front_ends_have_no_import_circle() {
+    assert_acyclic(&src().join("frontend"), "frontend");
 }
 
 #[test]

@@ -22,71 +22,7 @@ use std::ops::Range;
 
 use serde_json::{json, Value};
 
-use super::tool_calls::skip_ws;
-use super::tools::{StyleSpec, Tool};
-
-/// One way of writing a call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum CallFormat {
-    /// The style's own syntax (its `begin` / `end`).
-    Canonical,
-    /// A Markdown code block (```` ```json ````) holding a call object or an array of them.
-    Markdown,
-    /// A bare call object or array of them.
-    BareJson,
-    /// Llama's `<|python_tag|>` followed by a call object or an array of them.
-    PythonTag,
-}
-
-impl CallFormat {
-    /// The name used in `--json` output, traces and BFCL tables.
-    pub fn name(self) -> &'static str {
-        match self {
-            CallFormat::Canonical => "canonical",
-            CallFormat::Markdown => "markdown",
-            CallFormat::BareJson => "json",
-            CallFormat::PythonTag => "python_tag",
-        }
-    }
-}
-
-/// Which formats a style recognises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FormatSet {
-    /// The canonical format and every format the style lists.
-    #[default]
-    All,
-    /// The canonical format only.
-    Canonical,
-}
-
-impl FormatSet {
-    /// `all` or `canonical` (anything else: `None`).
-    pub fn parse(name: &str) -> Option<FormatSet> {
-        match name {
-            "all" => Some(FormatSet::All),
-            "canonical" => Some(FormatSet::Canonical),
-            _ => None,
-        }
-    }
-
-    /// The name [`FormatSet::parse`] reads.
-    pub fn name(self) -> &'static str {
-        match self {
-            FormatSet::All => "all",
-            FormatSet::Canonical => "canonical",
-        }
-    }
-
-    /// The formats of `style` in this set, canonical first.
-    pub fn formats(self, style: &StyleSpec) -> Vec<CallFormat> {
-        let mut v = vec![CallFormat::Canonical];
-        if self == FormatSet::All {
-            v.extend_from_slice(style.extras);
-        }
-        v
-    }
-}
+use super::tools::{CallFormat, StyleSpec, Tool};
 
 /// Most whitespace characters the grammar admits in one place of a call's JSON structure.
 pub const MAX_GAP: u32 = 16;
@@ -384,4 +320,9 @@ fn call_of(v: &Value) -> Option<(String, Value)> {
         other => other.clone(),
     };
     args.is_object().then_some((name, args))
+}
+
+/// The byte after the whitespace at `at`.
+pub(crate) fn skip_ws(text: &str, at: usize) -> usize {
+    at + text[at..].len() - text[at..].trim_start().len()
 }

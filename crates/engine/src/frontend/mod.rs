@@ -3,7 +3,8 @@
 //! - [`regex`]: regex patterns (via `regex-syntax`), with ECMA-262 meaning for `\d \w \s .`.
 //! - [`json_schema`]: JSON Schema → typed `Schema` → grammar.
 //! - [`structural_tag`]: xgrammar's structural-tag JSON → typed `Format` → grammar (TagDispatch).
-//! - [`tools`]: an OpenAI tool list + a model's call style → structural tag.
+//! - [`tools`]: an OpenAI tool list read and checked; the call styles and request options.
+//! - [`tool_tag`]: a tool list + a style + options → structural tag.
 //! - [`tool_calls`]: assistant text + that style → the calls it holds.
 //! - [`call_formats`]: the other formats models write calls in (Markdown, bare JSON, ...).
 
@@ -12,4 +13,5 @@ pub mod json_schema;
 pub mod regex;
 pub mod structural_tag;
 pub mod tool_calls;
+pub mod tool_tag;
 pub mod tools;

@@ -21,8 +21,8 @@ use std::ops::Range;
 
 use serde_json::{json, Value};
 
-use super::call_formats::{find_extra_calls, CallFormat, FormatSet};
-use super::tools::{is_tool_name_char, StyleSpec, Tool, MAX_TOOL_NAME};
+use super::call_formats::{find_extra_calls, skip_ws};
+use super::tools::{is_tool_name_char, CallFormat, FormatSet, StyleSpec, Tool, MAX_TOOL_NAME};
 
 /// One call read from the text.
 #[derive(Debug, Clone, PartialEq)]
@@ -349,11 +349,6 @@ fn block_span(text: &str, style: &StyleSpec, floor: usize, call: Range<usize>) -
         span.end += separator.len();
     }
     span
-}
-
-/// The byte after the whitespace at `at`.
-pub(crate) fn skip_ws(text: &str, at: usize) -> usize {
-    at + text[at..].len() - text[at..].trim_start().len()
 }
 
 /// One JSON value starting at `at` (after optional whitespace) and the byte after it.

@@ -1,4 +1,6 @@
-//! An OpenAI `tools` array + a model family's call style → a structural tag.
+//! An OpenAI `tools` array read and checked ([`parse_tools`]), and the call styles of model
+//! families ([`STYLES`]) with the options of a request; [`super::tool_tag`] turns them into a
+//! structural tag.
 //!
 //! Each style is one row of [`STYLES`]: the trigger that starts a call, each call's begin and end
 //! around its arguments (`{name}` stands for the tool name), how arguments are written (JSON or Qwen
@@ -15,10 +17,72 @@
 
 use serde_json::{json, Value};
 
-use super::call_formats::{extra_call_excludes, extra_call_tags, CallFormat, FormatSet};
 use super::json_schema::{json_schema_grammar, JsonSchemaOptions, SchemaError};
 use crate::grammar::passes;
 use crate::util::Limits;
+
+/// One way of writing a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CallFormat {
+    /// The style's own syntax (its `begin` / `end`).
+    Canonical,
+    /// A Markdown code block (```` ```json ````) holding a call object or an array of them.
+    Markdown,
+    /// A bare call object or array of them.
+    BareJson,
+    /// Llama's `<|python_tag|>` followed by a call object or an array of them.
+    PythonTag,
+}
+
+impl CallFormat {
+    /// The name used in `--json` output, traces and BFCL tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallFormat::Canonical => "canonical",
+            CallFormat::Markdown => "markdown",
+            CallFormat::BareJson => "json",
+            CallFormat::PythonTag => "python_tag",
+        }
+    }
+}
+
+/// Which formats a style recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FormatSet {
+    /// The canonical format and every format the style lists.
+    #[default]
+    All,
+    /// The canonical format only.
+    Canonical,
+}
+
+impl FormatSet {
+    /// `all` or `canonical` (anything else: `None`).
+    pub fn parse(name: &str) -> Option<FormatSet> {
+        match name {
+            "all" => Some(FormatSet::All),
+            "canonical" => Some(FormatSet::Canonical),
+            _ => None,
+        }
+    }
+
+    /// The name [`FormatSet::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            FormatSet::All => "all",
+            FormatSet::Canonical => "canonical",
+        }
+    }
+
+    /// The formats of `style` in this set, canonical first.
+    pub fn formats(self, style: &StyleSpec) -> Vec<CallFormat> {
+        let mut v = vec![CallFormat::Canonical];
+        if self == FormatSet::All {
+            v.extend_from_slice(style.extras);
+        }
+        v
+    }
+}
 
 /// How one model family writes tool calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +109,7 @@ pub struct StyleSpec {
     pub extras: &'static [CallFormat],
 }
 
-const THINK: (&str, &str) = ("<think>", "</think>");
+pub(super) const THINK: (&str, &str) = ("<think>", "</think>");
 /// What small models of most families write when they do not use the template's syntax.
 const JSON_EXTRAS: &[CallFormat] = &[CallFormat::Markdown, CallFormat::BareJson];
 /// Llama 3 also writes `<|python_tag|>` before a JSON call.
@@ -169,7 +233,7 @@ impl ToolChoice {
     }
 }
 
-/// Options of [`tools_structural_tag`].
+/// Options of [`super::tool_tag::tools_structural_tag`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolOptions {
     /// Which calls.
@@ -214,7 +278,7 @@ pub struct ToolsError {
     pub message: String,
 }
 
-fn tools_error(path: String, message: impl Into<String>) -> ToolsError {
+pub(super) fn tools_error(path: String, message: impl Into<String>) -> ToolsError {
     ToolsError {
         path,
         message: message.into(),
@@ -306,7 +370,11 @@ fn root_productive(schema: &Value) -> Result<bool, SchemaError> {
 /// Refuses a tool whose parameters no JSON value satisfies (it could never be called), naming the
 /// required parameter responsible when one is. A schema that does not convert is refused with the
 /// converter's error under `at`.
-fn check_satisfiable(name: &str, parameters: &Value, at: &str) -> Result<(), ToolsError> {
+pub(super) fn check_satisfiable(
+    name: &str,
+    parameters: &Value,
+    at: &str,
+) -> Result<(), ToolsError> {
     let productive = root_productive(parameters)
         .map_err(|e| tools_error(at.to_string(), format!("tool {name:?}: parameters: {e}")))?;
     if productive {
@@ -343,99 +411,4 @@ fn check_satisfiable(name: &str, parameters: &Value, at: &str) -> Result<(), Too
             ),
         ),
     })
-}
-
-/// The structural tag for `tools` in `style` under `options`.
-pub fn tools_structural_tag(
-    tools: &[Tool],
-    style: &StyleSpec,
-    options: &ToolOptions,
-) -> Result<Value, ToolsError> {
-    let chosen: Vec<&Tool> = match &options.tool_choice {
-        ToolChoice::Named(n) => {
-            let t = tools.iter().find(|t| &t.name == n).ok_or_else(|| {
-                tools_error(
-                    "/".into(),
-                    format!("tool_choice names {n:?}, which is not in the tool list"),
-                )
-            })?;
-            vec![t]
-        }
-        _ => tools.iter().collect(),
-    };
-    let calls = if options.tool_choice == ToolChoice::None || chosen.is_empty() {
-        if options.tool_choice != ToolChoice::None && options.tool_choice != ToolChoice::Auto {
-            return Err(tools_error(
-                "/".into(),
-                "tool_choice requires a call but the tool list is empty",
-            ));
-        }
-        let mut excludes = vec![style.trigger.to_string()];
-        if options.formats == FormatSet::All {
-            excludes.extend(extra_call_excludes(style));
-        }
-        json!({"type": "any_text", "excludes": excludes})
-    } else {
-        for t in &chosen {
-            check_satisfiable(&t.name, &t.parameters, &t.parameters_at)?;
-        }
-        let at_least_one = options.tool_choice != ToolChoice::Auto;
-        let one = !options.parallel_tool_calls;
-        let call_tags: Vec<Value> = chosen
-            .iter()
-            .map(|t| {
-                let content = if style.xml_args {
-                    json!({"type": "json_schema", "json_schema": t.parameters, "style": "qwen_xml"})
-                } else {
-                    json!({"type": "json_schema", "json_schema": t.parameters})
-                };
-                json!({"type": "tag", "begin": style.begin.replace("{name}", &t.name), "content": content, "end": style.end})
-            })
-            .collect();
-        let mut tags = match style.block {
-            None => call_tags,
-            Some((begin, separator, end)) => vec![json!({
-                "type": "tag",
-                "begin": begin,
-                "content": {"type": "tags_with_separator", "tags": call_tags, "separator": separator,
-                            "at_least_one": true, "stop_after_first": one},
-                "end": end,
-            })],
-        };
-        let mut triggers = vec![style.trigger.to_string()];
-        if options.formats == FormatSet::All {
-            let (extra_triggers, extra_tags) = extra_call_tags(style, &chosen, one);
-            // A canonical trigger that starts with an extra one (llama_json's `{"name": "`) is
-            // reached through it: a tag begin may start with only one trigger.
-            if extra_triggers
-                .iter()
-                .any(|t| style.trigger.starts_with(t.as_str()))
-            {
-                triggers.clear();
-            }
-            triggers.extend(extra_triggers);
-            tags.extend(extra_tags);
-        }
-        json!({"type": "triggered_tags", "triggers": triggers, "tags": tags,
-               "at_least_one": at_least_one, "stop_after_first": one})
-    };
-    let reasoning = options.reasoning.unwrap_or(style.reasoning_default);
-    let format = match (reasoning, style.reasoning_off) {
-        (true, _) => {
-            let (begin, end) = style.reasoning;
-            let mut elements = vec![
-                json!({"type": "tag", "begin": begin, "content": {"type": "any_text"}, "end": end}),
-            ];
-            if begin == THINK.0 {
-                elements.push(json!({"type": "regex", "pattern": "\\n{0,2}"}));
-            }
-            elements.push(calls);
-            json!({"type": "sequence", "elements": elements})
-        }
-        (false, Some(forced)) if options.reasoning == Some(false) => {
-            json!({"type": "sequence", "elements": [{"type": "const_string", "value": forced}, calls]})
-        }
-        (false, _) => calls,
-    };
-    Ok(json!({"type": "structural_tag", "format": format}))
 }
