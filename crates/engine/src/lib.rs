@@ -36,7 +36,7 @@
 //! | [`util`] | ids, [`TokenBitmask`] (xgrammar's int32 layout), [`Limits`] (every resource bound) |
 //! | [`grammar`] | the grammar IR, EBNF parsing and printing, passes, repetition compression, byte DFAs |
 //! | [`frontend`] | JSON Schema, regex, structural tags, tool lists → grammar; reading calls back |
-//! | [`vocab`] | [`Vocab`] and its loaders |
+//! | [`vocab`] | [`Vocab`], the [`TokenSource`] trait any tokenizer implements, and the loaders |
 //! | [`engine`] | the automaton, compiling for a vocabulary, masks and their caches, the matcher |
 //!
 //! Layers only look down the table; `tests/layering.rs` checks that, and that `engine/` and
@@ -82,4 +82,4 @@ pub use engine::{
 };
 pub use grammar::{ebnf, Grammar, GrammarBuilder};
 pub use util::{Limits, RuleId, StateId, TokenBitmask, TokenId};
-pub use vocab::{TokenKind, Vocab};
+pub use vocab::{TokenKind, TokenSource, Vocab};

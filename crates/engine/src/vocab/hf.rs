@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokenizers::Tokenizer;
 
 use super::decode::ByteScheme;
-use super::{LoadedVocab, TokenKind, Vocab, VocabError, KNOWN_STOP_TOKENS};
+use super::{LoadedVocab, TokenKind, TokenSource, Vocab, VocabError, KNOWN_STOP_TOKENS};
 use crate::util::guard::catch_quiet;
 use crate::util::TokenId;
 
@@ -48,38 +48,55 @@ pub fn parse(bytes: &[u8]) -> Result<Tokenizer, String> {
 /// Builds the vocabulary of an already loaded tokenizer; `dir` is searched for the config files that
 /// name the EOS token.
 pub fn from_tokenizer(tokenizer: &Tokenizer, dir: Option<&Path>) -> Vocab {
-    let decoder = serde_json::to_value(tokenizer.get_decoder()).unwrap_or(Value::Null);
-    let scheme = scheme_of(&decoder);
-    let added = tokenizer.get_added_tokens_decoder();
-    let mut entries: Vec<(u32, Vec<u8>, TokenKind)> = tokenizer
-        .get_vocab(false)
-        .into_iter()
-        .filter(|(_, id)| !added.contains_key(id))
-        .map(|(piece, id)| (id, scheme.decode(&piece), TokenKind::Normal))
-        .collect();
-    for (&id, token) in added.iter() {
-        let kind = if token.special {
-            TokenKind::Special
-        } else {
-            TokenKind::Normal
-        };
-        entries.push((id, token.content.as_bytes().to_vec(), kind));
-    }
-    let size = tokenizer.get_vocab_size(true);
     let mut stop = dir
         .map(|d| configured_stop_ids(tokenizer, d))
         .unwrap_or_default();
     if stop.is_empty() {
-        stop = KNOWN_STOP_TOKENS
-            .iter()
-            .filter_map(|name| tokenizer.token_to_id(name))
-            .filter(|id| added.get(id).is_some_and(|t| t.special))
-            .map(TokenId)
-            .collect();
+        stop = TokenSource::stop_tokens(tokenizer);
     }
     stop.sort_unstable();
     stop.dedup();
-    Vocab::new(size, entries, stop)
+    Vocab::new(tokenizer.get_vocab_size(true), tokenizer.tokens(), stop)
+}
+
+impl TokenSource for Tokenizer {
+    fn size(&self) -> usize {
+        self.get_vocab_size(true)
+    }
+
+    /// Pieces decoded by the byte scheme of the tokenizer's decoder; added tokens keep their
+    /// literal content, and those flagged `special` are [`TokenKind::Special`].
+    fn tokens(&self) -> Vec<(u32, Vec<u8>, TokenKind)> {
+        let decoder = serde_json::to_value(self.get_decoder()).unwrap_or(Value::Null);
+        let scheme = scheme_of(&decoder);
+        let added = self.get_added_tokens_decoder();
+        let mut entries: Vec<(u32, Vec<u8>, TokenKind)> = self
+            .get_vocab(false)
+            .into_iter()
+            .filter(|(_, id)| !added.contains_key(id))
+            .map(|(piece, id)| (id, scheme.decode(&piece), TokenKind::Normal))
+            .collect();
+        for (&id, token) in added.iter() {
+            let kind = if token.special {
+                TokenKind::Special
+            } else {
+                TokenKind::Normal
+            };
+            entries.push((id, token.content.as_bytes().to_vec(), kind));
+        }
+        entries
+    }
+
+    /// The special tokens named in [`KNOWN_STOP_TOKENS`].
+    fn stop_tokens(&self) -> Vec<TokenId> {
+        let added = self.get_added_tokens_decoder();
+        KNOWN_STOP_TOKENS
+            .iter()
+            .filter_map(|name| self.token_to_id(name))
+            .filter(|id| added.get(id).is_some_and(|t| t.special))
+            .map(TokenId)
+            .collect()
+    }
 }
 
 /// The byte scheme named by a serialized decoder.

@@ -115,7 +115,26 @@ pub struct Vocab {
     text_words: Vec<u32>,
 }
 
+/// A tokenizer as the engine sees it: how many ids there are, what each token is (its bytes as they
+/// appear in text, and its kind) and which ids stop a sequence. Everything the engine needs from a
+/// tokenizer comes through this; [`Vocab::from_source`] builds the engine's indexed form from it.
+/// The loaders ([`load`]) implement it for `tokenizers::Tokenizer` (feature `tokenizers`); an
+/// embedder with its own tokenizer implements it (or calls [`Vocab::new`] with the same facts).
+pub trait TokenSource {
+    /// Number of ids, including ids that have no token (padding).
+    fn size(&self) -> usize;
+    /// Every defined token: `(id, bytes, kind)`.
+    fn tokens(&self) -> Vec<(u32, Vec<u8>, TokenKind)>;
+    /// The ids that end a sequence by default.
+    fn stop_tokens(&self) -> Vec<TokenId>;
+}
+
 impl Vocab {
+    /// The vocabulary of any tokenizer.
+    pub fn from_source(source: &(impl TokenSource + ?Sized)) -> Vocab {
+        Vocab::new(source.size(), source.tokens(), source.stop_tokens())
+    }
+
     /// Builds a vocabulary of `size` ids from `(id, bytes, kind)` entries; ids not listed are padding.
     /// Entries with ids `>= size` are dropped. `stop` lists the default stop token ids.
     pub fn new(
@@ -448,6 +467,37 @@ mod tests {
         assert_eq!(v.sorted_lcp(), &[0, 1, 2, 0]);
         assert!(v.clone().with_stop_tokens(&[6]).is_err());
         assert_eq!(v.padded_to(40).size(), 40);
+    }
+
+    /// A tokenizer of an embedder: three words and an end token.
+    struct Words;
+
+    impl TokenSource for Words {
+        fn size(&self) -> usize {
+            5
+        }
+        fn tokens(&self) -> Vec<(u32, Vec<u8>, TokenKind)> {
+            let mut t: Vec<_> = ["yes", "no", "y"]
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (i as u32, w.as_bytes().to_vec(), TokenKind::Normal))
+                .collect();
+            t.push((3, b"<end>".to_vec(), TokenKind::Special));
+            t
+        }
+        fn stop_tokens(&self) -> Vec<TokenId> {
+            vec![TokenId(3)]
+        }
+    }
+
+    #[test]
+    fn any_token_source_builds_a_vocabulary() {
+        let v = Vocab::from_source(&Words);
+        assert_eq!(v.size(), 5);
+        assert_eq!(v.token_bytes(TokenId(1)), b"no");
+        assert_eq!(v.kind(TokenId(4)), TokenKind::Padding);
+        assert_eq!(v.stop_tokens(), &[TokenId(3)]);
+        assert_eq!(v.sorted(), &[TokenId(1), TokenId(2), TokenId(0)]);
     }
 
     #[test]
