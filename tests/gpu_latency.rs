@@ -121,7 +121,7 @@ fn latency_bad_input_is_a_clear_error() {
                 "--modes",
                 "fast",
             ],
-            "unknown mode \"fast\"".into(),
+            "invalid value 'fast' for '--modes".into(),
         ),
         (
             vec![

@@ -53,8 +53,8 @@ pub struct BenchCmd {
     #[arg(long, value_name = "ID")]
     stop_token: Option<u32>,
     /// structgen: masks computed at compile time, `K` most expensive states or `all`.
-    #[arg(long, value_name = "K|all", default_value = "16")]
-    jit_precompute: String,
+    #[arg(long, value_name = "K|all", default_value = "16", value_parser = precompute_arg)]
+    jit_precompute: Precompute,
     /// structgen: no mask sharing between the grammars of a file.
     #[arg(long)]
     no_cross_grammar_cache: bool,
@@ -66,8 +66,8 @@ pub struct BenchCmd {
     #[arg(long, value_name = "MIB", default_value_t = 1024)]
     pool_mb: usize,
     /// structgen: repetitions with a bound above N become counted rules, or `off`.
-    #[arg(long, value_name = "N|off", default_value = "128")]
-    repetition_threshold: String,
+    #[arg(long, value_name = "N|off", default_value = "128", value_parser = threshold_arg)]
+    repetition_threshold: Threshold,
     /// Only the first N requests of each file.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -77,26 +77,27 @@ pub struct BenchCmd {
     ablation: bool,
 }
 
-fn repetition_threshold(text: &str) -> Result<Option<u32>, CliError> {
+/// `--repetition-threshold`: a bound above which repetitions are counted, or none (`off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Threshold(Option<u32>);
+
+fn threshold_arg(text: &str) -> Result<Threshold, String> {
     if text == "off" {
-        return Ok(None);
+        return Ok(Threshold(None));
     }
-    text.parse().map(Some).map_err(|_| {
-        CliError::Usage(format!(
-            "--repetition-threshold: expected a number or `off`, got `{text}`"
-        ))
-    })
+    text.parse()
+        .map(|n| Threshold(Some(n)))
+        .map_err(|_| "expected a number or `off`".into())
 }
 
-fn precompute(text: &str) -> Result<Precompute, CliError> {
+/// `--jit-precompute`: `K` or `all`.
+fn precompute_arg(text: &str) -> Result<Precompute, String> {
     if text == "all" {
         return Ok(Precompute::All);
     }
-    text.parse().map(Precompute::Top).map_err(|_| {
-        CliError::Usage(format!(
-            "--jit-precompute: expected a number or `all`, got `{text}`"
-        ))
-    })
+    text.parse()
+        .map(Precompute::Top)
+        .map_err(|_| "expected a number or `all`".into())
 }
 
 struct Setup {
@@ -197,9 +198,9 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
             })?,
     };
     let options = CompileOptions {
-        precompute: precompute(&cmd.jit_precompute)?,
+        precompute: cmd.jit_precompute,
         cross_grammar_cache: !cmd.no_cross_grammar_cache,
-        repetition_threshold: repetition_threshold(&cmd.repetition_threshold)?,
+        repetition_threshold: cmd.repetition_threshold.0,
         ..CompileOptions::default()
     };
     let setup = Setup {

@@ -12,13 +12,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 use super::atomic::AtomicFile;
 use super::model_args::{named_style, DecodeArgs, DraftArgs, LoadedDraft, LoadedModel, ModelArgs};
+use super::source::call_formats_arg;
 use super::{read_json, CliError};
 use crate::bfcl::checker::answer_defects;
 use crate::bfcl::report::{rows, table, Results, Selection};
@@ -46,11 +47,11 @@ pub struct BfclCmd {
     #[arg(long, requires = "limit")]
     shuffle: bool,
     /// constrained, free, both, or ground-truth (the data's own first answers; no model).
-    #[arg(long, default_value = "both", value_parser = ["constrained", "free", "both", "ground-truth"])]
-    mode: String,
+    #[arg(long, value_enum, default_value = "both")]
+    mode: RunMode,
     /// Constrained answers: auto (text or calls, as BFCL asks) or required (at least one call).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "required"])]
-    tool_choice: String,
+    #[arg(long, value_enum, default_value = "auto")]
+    tool_choice: Choice,
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
@@ -62,8 +63,8 @@ pub struct BfclCmd {
     jobs: usize,
     /// Call formats recognised: `all` (the style's own and those its models also write) or
     /// `canonical` (default: all; with --rescore, the saved file's).
-    #[arg(long, value_name = "all|canonical", value_parser = ["all", "canonical"])]
-    call_formats: Option<String>,
+    #[arg(long, value_name = "all|canonical", value_parser = call_formats_arg)]
+    call_formats: Option<FormatSet>,
     /// Write the run (settings, summary, every case's answer, calls and verdict) as JSON; it is
     /// rewritten (atomically) as each case finishes, so an interrupted run keeps its work.
     #[arg(long, value_name = "FILE")]
@@ -77,12 +78,60 @@ pub struct BfclCmd {
     rescore: Option<PathBuf>,
 }
 
+/// `--mode`: which answers a run produces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RunMode {
+    /// Under the tool-calling grammar.
+    Constrained,
+    /// Without a grammar.
+    Free,
+    /// Both, case by case.
+    Both,
+    /// The data's own first answers (no model).
+    GroundTruth,
+}
+
+impl RunMode {
+    /// The name on the command line and in results files.
+    fn name(self) -> &'static str {
+        match self {
+            RunMode::Constrained => "constrained",
+            RunMode::Free => "free",
+            RunMode::Both => "both",
+            RunMode::GroundTruth => "ground-truth",
+        }
+    }
+}
+
+/// `--tool-choice` of constrained answers: what BFCL asks (`auto`) or at least one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Choice {
+    /// Text or calls.
+    Auto,
+    /// At least one call.
+    Required,
+}
+
+impl Choice {
+    fn tool_choice(self) -> ToolChoice {
+        match self {
+            Choice::Auto => ToolChoice::Auto,
+            Choice::Required => ToolChoice::Required,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Choice::Auto => "auto",
+            Choice::Required => "required",
+        }
+    }
+}
+
 impl BfclCmd {
     fn format_set(&self, saved: Option<&str>) -> FormatSet {
         self.call_formats
-            .as_deref()
-            .or(saved)
-            .and_then(FormatSet::parse)
+            .or(saved.and_then(FormatSet::parse))
             .unwrap_or_default()
     }
 
@@ -91,7 +140,7 @@ impl BfclCmd {
             categories: self.categories.clone(),
             limit: self.limit,
             shuffle: self.shuffle,
-            mode: self.mode.clone(),
+            mode: self.mode.name().to_string(),
         }
     }
 
@@ -177,7 +226,7 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         style: cmd.model.style_name().unwrap_or("hermes").to_string(),
         data: cmd.data.display().to_string(),
         max_tokens: cmd.decode.max_tokens,
-        tool_choice: cmd.tool_choice.clone(),
+        tool_choice: cmd.tool_choice.name().to_string(),
         temperature: cmd.decode.temperature,
         seed: cmd.decode.seed,
         call_formats: formats.name().to_string(),
@@ -186,7 +235,7 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         summary: Vec::new(),
         results: Vec::new(),
     };
-    if cmd.mode == "ground-truth" {
+    if cmd.mode == RunMode::GroundTruth {
         let style = named_style(&run.style)?;
         run.results = cases
             .iter()
@@ -316,10 +365,10 @@ fn answer_all(
     run: &Results,
     start: Instant,
 ) -> Result<Vec<CaseResult>, CliError> {
-    let modes = match cmd.mode.as_str() {
-        "constrained" => vec![Mode::Constrained],
-        "free" => vec![Mode::Free],
-        _ => vec![Mode::Constrained, Mode::Free],
+    let modes = match cmd.mode {
+        RunMode::Constrained => vec![Mode::Constrained],
+        RunMode::Free => vec![Mode::Free],
+        RunMode::Both | RunMode::GroundTruth => vec![Mode::Constrained, Mode::Free],
     };
     let compiler = grammar_compiler(&loaded.model);
     let settings = Settings {
@@ -328,7 +377,7 @@ fn answer_all(
         stop: loaded.stop.clone(),
         generate: cmd.decode.options(),
         modes: modes.clone(),
-        tool_choice: ToolChoice::parse(&cmd.tool_choice),
+        tool_choice: cmd.tool_choice.tool_choice(),
         compiler: &compiler,
         formats: cmd.format_set(None),
         draft_tokens: draft.as_ref().map_or(0, |d| d.k),

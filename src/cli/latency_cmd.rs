@@ -19,11 +19,12 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
 use super::atomic::AtomicFile;
 use super::model_args::{DecodeArgs, LoadedModel, ModelArgs};
+use super::source::tool_choice_arg;
 use super::{read_json, read_text, CliError};
 use crate::bfcl::score::schema_error;
 use crate::frontend::tool_calls::parse_calls;
@@ -46,12 +47,13 @@ pub struct LatencyCmd {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "free,constrained,jump-forward"
+        default_value = "free,constrained,jump-forward",
+        value_enum
     )]
-    modes: Vec<String>,
+    modes: Vec<Mode>,
     /// auto, required, none, or a tool name.
-    #[arg(long, value_name = "CHOICE", default_value = "required")]
-    tool_choice: String,
+    #[arg(long, value_name = "CHOICE", default_value = "required", value_parser = tool_choice_arg)]
+    tool_choice: ToolChoice,
     /// Only the first N requests.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -68,25 +70,18 @@ pub struct LatencyCmd {
     summary: Option<PathBuf>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// `--modes`: how each request is generated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
+    /// Without a grammar.
     Free,
+    /// Under the grammar, one token per forward pass.
     Constrained,
+    /// Under the grammar, forced text fed without sampling.
     JumpForward,
 }
 
 impl Mode {
-    fn parse(s: &str) -> Result<Mode, CliError> {
-        match s {
-            "free" => Ok(Mode::Free),
-            "constrained" => Ok(Mode::Constrained),
-            "jump-forward" => Ok(Mode::JumpForward),
-            _ => Err(CliError::Usage(format!(
-                "--modes: unknown mode {s:?} (free, constrained, jump-forward)"
-            ))),
-        }
-    }
-
     fn name(self) -> &'static str {
         match self {
             Mode::Free => "free",
@@ -218,11 +213,7 @@ fn calls_valid(text: &str, m: &LoadedModel, tools: &[Tool]) -> (bool, Value) {
 
 /// Runs `structgen latency`.
 pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
-    let modes = cmd
-        .modes
-        .iter()
-        .map(|m| Mode::parse(m))
-        .collect::<Result<Vec<_>, _>>()?;
+    let modes = cmd.modes.clone();
     if !cmd.decode.options().jump_forward {
         return Err(CliError::Usage(
             "--no-jump-forward: choose the modes with --modes instead".into(),
@@ -232,7 +223,7 @@ pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
     let mut loaded = cmd.model.load()?;
     let compiler = grammar_compiler(&loaded.model);
     let options = ToolOptions {
-        tool_choice: ToolChoice::parse(&cmd.tool_choice),
+        tool_choice: cmd.tool_choice.clone(),
         ..ToolOptions::default()
     };
     let mut out = match &cmd.out {

@@ -34,8 +34,8 @@ pub struct ModelArgs {
     #[arg(long, value_name = "FILE")]
     manifest: Option<PathBuf>,
     /// cpu, cuda or cuda:N (cuda needs a build with `--features cuda`).
-    #[arg(long, default_value = "cpu", value_name = "DEVICE")]
-    device: String,
+    #[arg(long, default_value = "cpu", value_name = "DEVICE", value_parser = device_arg)]
+    device: DeviceSpec,
     /// Weight dtype: auto keeps a GGUF file's quantized weights and gives a safetensors
     /// checkpoint its own dtype on a GPU (f32 on the CPU); bf16, f16 or f32 convert every weight
     /// (and the activations) to that dtype.
@@ -165,17 +165,35 @@ pub struct LoadedModel {
     pub stop: Vec<u32>,
 }
 
-fn device(spec: &str) -> Result<Device, CliError> {
-    let bad = || CliError::Usage(format!("--device {spec:?}: expected cpu, cuda or cuda:N"));
-    let dev = match spec {
-        "cpu" => return Ok(Device::Cpu),
-        "cuda" => Device::new_cuda(0),
+/// Where a model runs (`--device`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// The CPU.
+    Cpu,
+    /// CUDA device N.
+    Cuda(usize),
+}
+
+/// `--device`: `cpu`, `cuda` or `cuda:N`.
+fn device_arg(spec: &str) -> Result<DeviceSpec, String> {
+    match spec {
+        "cpu" => Ok(DeviceSpec::Cpu),
+        "cuda" => Ok(DeviceSpec::Cuda(0)),
         s => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
-            Some(Ok(n)) => Device::new_cuda(n),
-            _ => return Err(bad()),
+            Some(Ok(n)) => Ok(DeviceSpec::Cuda(n)),
+            _ => Err("expected cpu, cuda or cuda:N".into()),
         },
-    };
-    dev.map_err(|e| CliError::Usage(format!("--device {spec}: {e}")))
+    }
+}
+
+/// Opens the device (a CUDA device fails here when the build or the machine has none).
+fn device(spec: DeviceSpec) -> Result<Device, CliError> {
+    match spec {
+        DeviceSpec::Cpu => Ok(Device::Cpu),
+        DeviceSpec::Cuda(n) => {
+            Device::new_cuda(n).map_err(|e| CliError::Usage(format!("--device cuda:{n}: {e}")))
+        }
+    }
 }
 
 /// A spinner on stderr with `msg` and the elapsed time.
@@ -240,7 +258,7 @@ impl ModelArgs {
         spec: &ModelSpec,
         what: &str,
     ) -> Result<(Model, Resolved, Device), CliError> {
-        let dev = device(&self.device)?;
+        let dev = device(self.device)?;
         let manifest = Manifest::load(self.manifest.as_deref())?;
         let resolved = resolve(spec, &manifest, true)?;
         let pb = spinner(&format!("loading {what}"));
