@@ -11,7 +11,7 @@
 //! 5. the productive rules (those deriving a finite string) by fixpoint, and each DFA trimmed to
 //!    the states that can still reach acceptance;
 //! 6. one frozen [`CompactFsm`] numbering every rule's states globally;
-//! 7. the analyses: nullable rules, first / follow bytes ([`Lookahead`]), which rules dispatch
+//! 7. the analyses: nullable rules, first / follow bytes (`Lookahead`), which rules dispatch
 //!    (TagDispatch) and which are dispatched to, whether any terminal is a whole token.
 //!
 //! Invariant the parser relies on: every state of every rule reachable by the parser can reach an

@@ -130,7 +130,7 @@ impl CompiledGrammar {
     }
 
     /// The count whose mask an item of counted rule `c` with `count` completed iterations shares.
-    /// One token completes at most [`Self::max_token_len`] iterations, so every count far below
+    /// One token completes at most `Self::max_token_len` iterations, so every count far below
     /// the minimum behaves like 0 and every count between the minimum and the maximum less a
     /// token's length like the minimum; only counts near a bound need masks of their own.
     pub fn count_class(&self, c: &Counted, count: u32) -> u32 {
@@ -171,7 +171,7 @@ impl CompiledGrammar {
     /// accepted set) or ends it inside the token (the callee's uncertain list, finished against the
     /// full parse); the callees the item skips because they are nullable leave items of their own
     /// that are consulted directly. Taken only when every stand-in leaves at most
-    /// [`MAX_STAND_IN_UNCERTAIN`] uncertain groups, so the run-time work stays small. This is what
+    /// `MAX_STAND_IN_UNCERTAIN` uncertain groups, so the run-time work stays small. This is what
     /// makes the masks after an object key shared: the key's state is per object, the value rule it
     /// calls is not. `None`: consult `s` itself.
     pub fn stand_ins(&self, s: StateId) -> Option<&[StateId]> {

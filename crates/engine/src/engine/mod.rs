@@ -1,17 +1,17 @@
 //! L3 — the engine: compile a grammar against a vocabulary once, then drive one matcher per sequence.
 //!
-//! - [`compiler`]: `Grammar` + `Vocab` → `Arc<CompiledGrammar>` (`Send + Sync`): passes, per-rule
+//! - `compiler`: `Grammar` + `Vocab` → `Arc<CompiledGrammar>` (`Send + Sync`): passes, per-rule
 //!   DFAs, productive-rule trimming, the frozen global automaton, lazily filled state masks;
 //!   [`GrammarCompiler`] shares masks and whole grammars across requests.
-//! - [`earley`]: the byte-level Earley parser over the rule automata, keeping every byte position's
+//! - `earley`: the byte-level Earley parser over the rule automata, keeping every byte position's
 //!   item set so that any suffix can be dropped (rollback) in O(1).
-//! - [`lookahead`]: first and follow bytes of the automaton.
-//! - [`mask`]: the token-mask walk over the vocabulary's sorted order with prefix-trie skipping.
-//! - [`mask_cache`]: the adaptive accepted / rejected / uncertain split per state and the
+//! - `lookahead`: first and follow bytes of the automaton.
+//! - `mask`: the token-mask walk over the vocabulary's sorted order with prefix-trie skipping.
+//! - `mask_cache`: the adaptive accepted / rejected / uncertain split per state and the
 //!   cross-grammar pool that shares it.
-//! - [`set_walk`]: the mask cache's out-of-context token walk, memoized over canonical Earley sets.
-//! - [`repetition`]: large `{min,max}` repetitions as counted rules (a run-time iteration count).
-//! - [`matcher`]: [`GrammarMatcher`], the per-sequence state and its public API.
+//! - `set_walk`: the mask cache's out-of-context token walk, memoized over canonical Earley sets.
+//! - `repetition`: large `{min,max}` repetitions as counted rules (a run-time iteration count).
+//! - `matcher`: [`GrammarMatcher`], the per-sequence state and its public API.
 //! - [`batch`]: masks of many sequences filled in parallel with rayon.
 //! - [`check`]: stepping a token sequence with a mask before every token (`structgen check`).
 

@@ -6,9 +6,9 @@
 //! - [`tools`]: an OpenAI tool list read and checked; the call styles and request options.
 //! - [`tool_tag`]: a tool list + a style + options → structural tag.
 //! - [`tool_calls`]: assistant text + that style → the calls it holds.
-//! - [`call_formats`]: the other formats models write calls in (Markdown, bare JSON, ...).
+//! - `call_formats`: the other formats models write calls in (Markdown, bare JSON, ...).
 
-pub mod call_formats;
+pub(crate) mod call_formats;
 pub mod json_schema;
 pub mod regex;
 pub mod structural_tag;

@@ -1,4 +1,4 @@
-//! Assistant text + a call style → the tool calls it contains (the inverse of [`super::tools`]),
+//! Assistant text + a call style → the tool calls it contains (the inverse of [`super::tool_tag`]),
 //! and calls → text in a style ([`render_calls`]).
 //!
 //! In: the generated text (special tokens kept as text), a [`StyleSpec`], the tool list and the
@@ -6,7 +6,7 @@
 //! text outside calls, and each call's name, arguments, byte span and format, plus one message per
 //! call that could not be read. A canonical call is the style's `begin` with a tool name, then JSON
 //! arguments (or Qwen XML parameters, typed by the tool's schema), then the style's `end`; the
-//! style's other formats are read by [`super::call_formats`], and where two readings overlap the
+//! style's other formats are read by `super::call_formats`, and where two readings overlap the
 //! one that starts first wins. So that text written without a grammar parses too, each whitespace
 //! run in `begin` and `end` matches any run of whitespace (none included), and whitespace before
 //! `end` is skipped. A well-formed call of a name outside the tool list is kept apart in `unknown`

@@ -1,6 +1,6 @@
 //! A tool list + a call style + options → the structural tag that constrains an answer
 //! ([`tools_structural_tag`]). The style table and the tool list are read in [`super::tools`]; the
-//! call formats other than the style's own come from [`super::call_formats`].
+//! call formats other than the style's own come from `super::call_formats`.
 
 use serde_json::{json, Value};
 

@@ -6,7 +6,7 @@
 //! around its arguments (`{name}` stands for the tool name), how arguments are written (JSON or Qwen
 //! XML parameters), and for styles that wrap all calls in one block (DeepSeek, Mistral) the block's
 //! begin, separator and end. The reasoning block is a row field too, and so are the other call
-//! formats the family's models write (`extras`, [`super::call_formats`]): their triggers join the
+//! formats the family's models write (`extras`, `super::call_formats`): their triggers join the
 //! style's trigger in one TagDispatch. No style has its own code path.
 //!
 //! Options: `tool_choice` (`auto`: text and any calls; `required`: the answer starts with a call;
@@ -105,7 +105,7 @@ pub struct StyleSpec {
     pub reasoning_default: bool,
     /// What `reasoning: off` forces (`None`: no block at all).
     pub reasoning_off: Option<&'static str>,
-    /// Formats the family's models also write calls in (see [`super::call_formats`]).
+    /// Formats the family's models also write calls in (see `super::call_formats`).
     pub extras: &'static [CallFormat],
 }
 

@@ -7,7 +7,7 @@
 //!
 //! Two forms, as the house style wants:
 //! - [`Dfa`], the mutable builder form of one rule: Thompson construction into an ε-NFA and subset
-//!   construction ([`Dfa::from_expr`], in [`super::nfa`]), minimization (one bottom-up pass when
+//!   construction ([`Dfa::from_expr`], in `super::nfa`), minimization (one bottom-up pass when
 //!   acyclic, Moore rounds otherwise), states numbered canonically in BFS order from the start
 //!   (state 0), and trimming of states that cannot reach acceptance.
 //! - [`CompactFsm`], the frozen form of a whole grammar: every rule's states in one global numbering

@@ -8,7 +8,7 @@
 //!
 //! Stages: [`ebnf`] text → `Grammar`; [`passes`] normalize / inline / prune / nullable;
 //! [`repetition`] large `{min,max}` repetitions → counted rules; [`fsm`] each rule
-//! → a byte FSM with rule-reference edges (constructed by `nfa`); [`print`] `Grammar` → EBNF that
+//! → a byte FSM with rule-reference edges (constructed by `nfa`); [`print`](mod@print) `Grammar` → EBNF that
 //! parses back to the same `Grammar`.
 
 pub(crate) mod algebra;
@@ -123,7 +123,7 @@ pub enum Expr {
         /// Most repetitions, or unbounded.
         max: Option<u32>,
     },
-    /// One whole token by id (see [`crate::util::marker`]).
+    /// One whole token by id (see `crate::util::marker`).
     Tokens(TokenSet),
     /// Tag-triggered switching between free text and per-tag rules.
     Dispatch(Box<TagDispatch>),

@@ -2,7 +2,7 @@
 //! becomes a *counted rule* instead of `max` unrolled copies of `body`'s automaton.
 //!
 //! A counted rule `REP` has one state with a call edge to a rule holding `body` and back to itself;
-//! the Earley items of `REP` carry the number of completed iterations ([`crate::engine::earley::Item`]'s
+//! the Earley items of `REP` carry the number of completed iterations (`crate::engine::earley::Item`'s
 //! `count`). The parser predicts `body` only while `count < max`, advances `count` when `body`
 //! completes, and lets `REP` end only when `count >= min` ([`Counted`]). So the language, and every
 //! mask, is exactly that of the unrolled repetition, while the automaton stays small whatever the
@@ -11,7 +11,7 @@
 //! The mask cache never consults a counted state's cached mask for an item that has completed
 //! iterations (its mask depends on the count); the matcher consults the body's start instead, which
 //! the parser predicted in the same set, and finishes the tokens that end the body inside against
-//! the full, counting parse ([`crate::engine::matcher`]). A counted item predicted at the current position
+//! the full, counting parse (`crate::engine::matcher`). A counted item predicted at the current position
 //! has count 0, which is what the cached mask assumes.
 
 use std::collections::HashSet;

@@ -1,12 +1,12 @@
 //! L0 — primitives every other layer uses.
 //!
-//! - [`ids`]: `u32` newtype ids (`RuleId`, `StateId`, `TokenId`) with checked constructors; they index
+//! - `ids`: `u32` newtype ids (`RuleId`, `StateId`, `TokenId`) with checked constructors; they index
 //!   dense `Vec`s, never `HashMap`s.
-//! - [`bitmask`]: [`TokenBitmask`], the packed allowed-token mask (bit = 1 means allowed), laid out as
+//! - `bitmask`: [`TokenBitmask`], the packed allowed-token mask (bit = 1 means allowed), laid out as
 //!   xgrammar and vLLM expect: `ceil(vocab_size / 32)` little-endian `u32` words, token `t` at bit `t % 32`
 //!   of word `t / 32`.
-//! - [`limits`]: [`Limits`], every resource bound of the engine in one place.
-//! - [`marker`]: how a whole token (by id) appears to the byte-level parser.
+//! - `limits`: [`Limits`], every resource bound of the engine in one place.
+//! - `marker`: how a whole token (by id) appears to the byte-level parser.
 //! - [`guard`]: third-party parsers' panics on corrupt input turned into errors.
 
 mod bitmask;

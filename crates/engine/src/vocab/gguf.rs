@@ -1,4 +1,4 @@
-//! GGUF `tokenizer.ggml.*` metadata → [`Vocab`], read by [`super::gguf_reader`] (only the header
+//! GGUF `tokenizer.ggml.*` metadata → [`Vocab`], read by `super::gguf_reader` (only the header
 //! and metadata are read, not the tensor table or the weights).
 //!
 //! `tokenizer.ggml.model` `gpt2` is byte-level BPE (pieces in GPT-2 byte characters, merges given);

@@ -245,7 +245,7 @@ impl Vocab {
             && !self.token_bytes(t).contains(&MARKER_BYTE)
     }
 
-    /// Every non-padding id below [`MARKED_ID_LIMIT`], ascending: the tokens a whole-token terminal
+    /// Every non-padding id below `MARKED_ID_LIMIT`, ascending: the tokens a whole-token terminal
     /// can name.
     pub fn marked(&self) -> &[TokenId] {
         &self.marked

@@ -1,13 +1,13 @@
 //! JSON Schema → grammar.
 //!
 //! Stages, each in its own file:
-//! - [`schema`]: the untyped `serde_json::Value` is parsed into a typed [`schema::Schema`] (keyword
+//! - `schema`: the untyped `serde_json::Value` is parsed into a typed `schema::Schema` (keyword
 //!   types checked, BFCL aliases `dict` / `float` / `tuple` / `any` mapped, unsupported keywords
 //!   recorded as warnings with their JSON path);
-//! - [`merge`]: `allOf`, `anyOf` / `oneOf` and `$ref` with sibling keywords are brought into a
-//!   disjunction of flat conjunctions ([`merge::Conj`]); a bare `$ref` stays a reference and becomes
+//! - `merge`: `allOf`, `anyOf` / `oneOf` and `$ref` with sibling keywords are brought into a
+//!   disjunction of flat conjunctions (`merge::Conj`); a bare `$ref` stays a reference and becomes
 //!   its own rule, which is what makes recursive schemas work;
-//! - [`lower`], [`objects`], [`arrays`], [`numbers`], [`strings`]: each conjunction becomes grammar
+//! - `lower`, `objects`, `arrays`, `numbers`, `strings`: each conjunction becomes grammar
 //!   expressions through the shared [`GrammarBuilder`].
 //!
 //! Semantics: properties appear in schema order, required ones must appear, optional ones may be

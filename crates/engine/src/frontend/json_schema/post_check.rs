@@ -12,7 +12,7 @@
 //! `anyOf` / `oneOf` fails only when every branch fails; `if` / `then` / `else`, `not`,
 //! `dependencies` and `contains` are not followed. Unresolvable references and patterns that do not
 //! compile count as satisfied. References are resolved as the grammar resolves them
-//! ([`super::refs`]).
+//! (`super::refs`).
 
 use std::cell::Cell;
 

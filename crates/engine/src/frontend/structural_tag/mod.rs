@@ -3,7 +3,7 @@
 //! front end.
 //!
 //! Stages: [`format::parse_structural_tag`] (JSON → typed [`format::Format`] tree, errors with JSON
-//! paths) → [`lower`] (formats → grammar rules; `triggered_tags`, `dispatch` and `any_text` with
+//! paths) → `lower` (formats → grammar rules; `triggered_tags`, `dispatch` and `any_text` with
 //! excludes become one [`crate::grammar::TagDispatch`] each).
 //!
 //! Special tokens: with a vocabulary, every occurrence of a special token's text inside a literal
@@ -18,7 +18,7 @@
 //! xgrammar, the search restarts after a dispatched rule).
 
 pub mod format;
-pub mod lower;
+pub(crate) mod lower;
 
 use serde_json::Value;
 
