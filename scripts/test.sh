@@ -8,6 +8,8 @@ scripts/fetch-models.sh
 scripts/fetch-bfcl.sh
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
+# The engine alone, as an embedder without the tokenizer loaders builds it.
+cargo clippy --release -p structgen-engine --no-default-features --locked -- -D warnings
 # The engine crate's public documentation has no broken or private links.
 RUSTDOCFLAGS="-D warnings" cargo doc -p structgen-engine --no-deps --release --locked
 # Every test must run here: one whose data is missing fails instead of skipping.

@@ -15,9 +15,11 @@
 
 #[cfg(feature = "tokenizers")]
 pub(crate) mod bpe;
+#[cfg(feature = "tokenizers")]
 pub(crate) mod decode;
 #[cfg(feature = "gguf")]
 pub mod gguf;
+#[cfg(feature = "gguf")]
 pub(crate) mod gguf_reader;
 #[cfg(feature = "tokenizers")]
 pub mod hf;
