@@ -107,7 +107,7 @@ impl CompiledGrammar {
 
     /// The cached mask of state `s` (for an item of a counted rule: with no completed iteration),
     /// computed (or taken from the shared pool) on first use.
-    pub fn state_mask(&self, s: StateId) -> &StateMask {
+    pub(crate) fn state_mask(&self, s: StateId) -> &StateMask {
         self.masks[s.index()].get_or_init(|| self.compute_mask(s, 0))
     }
 
@@ -133,7 +133,7 @@ impl CompiledGrammar {
     /// One token completes at most `Self::max_token_len` iterations, so every count far below
     /// the minimum behaves like 0 and every count between the minimum and the maximum less a
     /// token's length like the minimum; only counts near a bound need masks of their own.
-    pub fn count_class(&self, c: &Counted, count: u32) -> u32 {
+    pub(crate) fn count_class(&self, c: &Counted, count: u32) -> u32 {
         let reach = u64::from(count) + u64::from(self.max_token_len);
         if reach < u64::from(c.min) {
             0
@@ -146,7 +146,12 @@ impl CompiledGrammar {
 
     /// Calls `f` with the mask of an item at `s` whose [`Self::count_class`] is `class` (0 for
     /// uncounted items, which borrow the per-state mask without copying it).
-    pub fn with_item_mask<R>(&self, s: StateId, class: u32, f: impl FnOnce(&StateMask) -> R) -> R {
+    pub(crate) fn with_item_mask<R>(
+        &self,
+        s: StateId,
+        class: u32,
+        f: impl FnOnce(&StateMask) -> R,
+    ) -> R {
         if class == 0 {
             return f(self.state_mask(s));
         }
@@ -174,7 +179,7 @@ impl CompiledGrammar {
     /// `MAX_STAND_IN_UNCERTAIN` uncertain groups, so the run-time work stays small. This is what
     /// makes the masks after an object key shared: the key's state is per object, the value rule it
     /// calls is not. `None`: consult `s` itself.
-    pub fn stand_ins(&self, s: StateId) -> Option<&[StateId]> {
+    pub(crate) fn stand_ins(&self, s: StateId) -> Option<&[StateId]> {
         self.stand_ins[s.index()]
             .get_or_init(|| {
                 if !self.automaton.fsm().byte_edges(s).is_empty() {

@@ -300,7 +300,7 @@ pub struct StateMask {
     pub uncertain: Arc<Uncertain>,
 }
 
-/// Counters of a [`MaskPool`].
+/// Counters of the mask pool a [`crate::GrammarCompiler`] shares between its grammars.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolStats {
     /// Same structure and same follow bytes: reused as is.

@@ -29,4 +29,5 @@ pub(crate) mod set_walk;
 
 pub use automaton::{build_automaton, Automaton};
 pub use compiler::{compile, CompileOptions, CompiledGrammar, GrammarCompiler, Precompute};
+pub use mask_cache::PoolStats;
 pub use matcher::{GrammarMatcher, MatcherError};
