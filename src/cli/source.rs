@@ -165,33 +165,41 @@ impl SourceArgs {
         tool_args: &ToolArgs,
     ) -> Result<Option<GrammarConfig>, CliError> {
         let source = if let Some(path) = &self.ebnf {
-            GrammarSource::Ebnf {
+            Some(GrammarSource::Ebnf {
                 path: path.clone(),
                 root: root.to_string(),
-            }
+            })
         } else if let Some(path) = &self.json_schema {
-            GrammarSource::JsonSchema(path.clone())
+            Some(GrammarSource::JsonSchema(path.clone()))
         } else if let Some(pattern) = &self.regex {
-            GrammarSource::Regex(pattern.clone())
+            Some(GrammarSource::Regex(pattern.clone()))
         } else if let Some(path) = &self.structural_tag {
-            GrammarSource::StructuralTag(path.clone())
-        } else if let Some((path, style)) = tools {
-            GrammarSource::Tools {
+            Some(GrammarSource::StructuralTag(path.clone()))
+        } else {
+            tools.map(|(path, style)| GrammarSource::Tools {
                 path,
                 style,
                 options: tool_args.options(),
-            }
-        } else {
-            return Ok(None);
+            })
         };
-        let embeds_schemas =
-            !matches!(source, GrammarSource::Ebnf { .. } | GrammarSource::Regex(_));
+        // A flag that would change nothing is refused rather than ignored.
+        let embeds_schemas = matches!(
+            source,
+            Some(
+                GrammarSource::JsonSchema(_)
+                    | GrammarSource::StructuralTag(_)
+                    | GrammarSource::Tools { .. }
+            )
+        );
         if !embeds_schemas && self.schema.any_given() {
             return Err(CliError::Usage(
                 "JSON Schema options (--no-any-whitespace, --indent, ...) need --json-schema, --structural-tag or --tools"
                     .into(),
             ));
         }
+        let Some(source) = source else {
+            return Ok(None);
+        };
         Ok(Some(GrammarConfig {
             source,
             schema: self.schema.options(),
