@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::engine::check::{MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::{CompileOptions, CompiledGrammar, GrammarCompiler, GrammarMatcher};
-use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions};
+use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use crate::frontend::structural_tag::structural_tag_grammar;
 use crate::grammar::Grammar;
 use crate::util::{Limits, TokenBitmask, TokenId};
@@ -109,7 +109,14 @@ impl StructgenEngine {
             .map(|t| t.grammar)
             .map_err(|e| e.to_string()),
             GrammarInput::JsonSchema(schema) => {
-                json_schema_grammar(schema, &self.schema_options, limits)
+                // JSONSchemaBench's instances are judged with JSON Schema's meaning: members in
+                // any order, unlisted ones allowed unless `additionalProperties` says otherwise.
+                let options = JsonSchemaOptions {
+                    strict: false,
+                    property_order: PropertyOrder::Flexible,
+                    ..self.schema_options.clone()
+                };
+                json_schema_grammar(schema, &options, limits)
                     .map(|s| s.grammar)
                     .map_err(|e| e.to_string())
             }

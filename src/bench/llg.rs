@@ -19,7 +19,7 @@ use llguidance::toktrie::{
 use llguidance::{Matcher, ParserFactory, TokenParser};
 
 use super::engine::{Compiled, Engine, GrammarInput, Sequence};
-use super::lark::{closed_schema, structural_tag_to_lark};
+use super::lark::structural_tag_to_lark;
 
 struct HfEnv {
     trie: TokTrie,
@@ -106,9 +106,7 @@ impl Engine for LlgEngine {
             GrammarInput::StructuralTag(tag) => {
                 TopLevelGrammar::from_lark(structural_tag_to_lark(tag)?)
             }
-            GrammarInput::JsonSchema(schema) => {
-                TopLevelGrammar::from_json_schema(closed_schema(schema))
-            }
+            GrammarInput::JsonSchema(schema) => TopLevelGrammar::from_json_schema(schema.clone()),
         };
         let parser = self
             .factory

@@ -7,8 +7,12 @@
 //! through it (the output / every valid instance, tokenized without special tokens, then the stop
 //! token). [`run_job`] times compile (input → ready matcher, with the engine's caches: one engine per
 //! file, so the first request is cold) and every mask fill, and checks that every token is allowed
-//! and accepted and that the stop token ends the sequence. [`Summary`] reduces the results the way
-//! the report prints them.
+//! and accepted and that the stop token ends the sequence; every sequence is judged, and the
+//! refused ones are recorded. JSON Schemas are judged with JSON Schema's meaning (members in any
+//! order, unlisted members allowed unless `additionalProperties` says otherwise), as JSONSchemaBench
+//! judges them. [`Summary`] reduces the results the way the report prints them; with two engines,
+//! [`common`] cuts both down to the jobs and sequences both accepted, so that they are timed on the
+//! same work.
 
 pub mod engine;
 pub mod lark;
@@ -191,12 +195,18 @@ pub struct JobResult {
     pub id: String,
     /// Compiled, and every token of every sequence was allowed and accepted.
     pub ok: bool,
-    /// Why not, when not.
+    /// Why not, when not (the compile error, or the first refused sequence's).
     pub error: Option<String>,
+    /// Whether the grammar compiled.
+    pub compiled: bool,
     /// Input → ready matcher, milliseconds.
     pub compile_ms: f64,
-    /// Every mask fill, microseconds.
+    /// Every mask fill, microseconds, sequence after sequence.
     pub mask_us: Vec<f64>,
+    /// Mask fills of each sequence run (a refused sequence stops at the refused token).
+    pub sequence_masks: Vec<usize>,
+    /// The sequences refused: index and why.
+    pub refused: Vec<(usize, String)>,
     /// All `accept` calls, microseconds in total.
     pub accept_us: f64,
 }
@@ -208,14 +218,18 @@ impl JobResult {
     }
 }
 
-/// Runs one job: compile, then for each sequence a fresh matcher, a mask before every token.
+/// Runs one job: compile, then for each sequence a fresh matcher, a mask before every token. A
+/// refused sequence is recorded and the next one runs, so that every sequence is judged.
 pub fn run_job(engine: &dyn Engine, job: &Job) -> JobResult {
     let mut result = JobResult {
         id: job.id.clone(),
         ok: false,
         error: None,
+        compiled: false,
         compile_ms: 0.0,
         mask_us: Vec::new(),
+        sequence_masks: Vec::new(),
+        refused: Vec::new(),
         accept_us: 0.0,
     };
     let start = Instant::now();
@@ -229,34 +243,86 @@ pub fn run_job(engine: &dyn Engine, job: &Job) -> JobResult {
     };
     let first = compiled.start();
     result.compile_ms = start.elapsed().as_secs_f64() * 1000.0;
+    result.compiled = true;
     let mut first = Some(first);
     for (n, text) in job.texts.iter().enumerate() {
         let mut seq = first.take().unwrap_or_else(|| compiled.start());
-        for (i, &token) in text.iter().enumerate() {
-            let t = Instant::now();
-            seq.fill_mask();
-            result.mask_us.push(t.elapsed().as_secs_f64() * 1e6);
-            if !seq.allows(token) {
-                result.error = Some(format!(
-                    "sequence {n}, token {i} (id {token}): not in the mask"
-                ));
-                return result;
-            }
-            if let Err(e) = seq.verify(token) {
-                result.error = Some(format!("sequence {n}, token {i}: {e}"));
-                return result;
-            }
-            let t = Instant::now();
-            let accepted = seq.accept(token);
-            result.accept_us += t.elapsed().as_secs_f64() * 1e6;
-            if let Err(e) = accepted {
-                result.error = Some(format!("sequence {n}, token {i} (id {token}): {e}"));
-                return result;
-            }
+        let before = result.mask_us.len();
+        if let Err(e) = run_sequence(seq.as_mut(), text, &mut result) {
+            result.refused.push((n, e));
         }
+        result.sequence_masks.push(result.mask_us.len() - before);
     }
-    result.ok = true;
+    result.error = result
+        .refused
+        .first()
+        .map(|(n, e)| format!("sequence {n}, {e}"));
+    result.ok = result.refused.is_empty();
     result
+}
+
+/// Forces `text` through `seq`, timing each mask and accept into `result`; the refusal, if any.
+fn run_sequence(
+    seq: &mut dyn engine::Sequence,
+    text: &[u32],
+    result: &mut JobResult,
+) -> Result<(), String> {
+    for (i, &token) in text.iter().enumerate() {
+        let t = Instant::now();
+        seq.fill_mask();
+        result.mask_us.push(t.elapsed().as_secs_f64() * 1e6);
+        if !seq.allows(token) {
+            return Err(format!("token {i} (id {token}): not in the mask"));
+        }
+        seq.verify(token).map_err(|e| format!("token {i}: {e}"))?;
+        let t = Instant::now();
+        let accepted = seq.accept(token);
+        result.accept_us += t.elapsed().as_secs_f64() * 1e6;
+        accepted.map_err(|e| format!("token {i} (id {token}): {e}"))?;
+    }
+    Ok(())
+}
+
+/// The results of two engines on the same jobs, each cut down to what both did: the jobs both
+/// compiled, and in them the sequences both accepted (with only those sequences' masks).
+pub fn common(a: &[JobResult], b: &[JobResult]) -> (Vec<JobResult>, Vec<JobResult>) {
+    let mut out = (Vec::new(), Vec::new());
+    for (x, y) in a.iter().zip(b) {
+        if !(x.compiled && y.compiled) {
+            continue;
+        }
+        let refused = |r: &JobResult, n: usize| r.refused.iter().any(|(k, _)| *k == n);
+        let keep: Vec<bool> = (0..x.sequence_masks.len().min(y.sequence_masks.len()))
+            .map(|n| !refused(x, n) && !refused(y, n))
+            .collect();
+        out.0.push(keep_sequences(x, &keep));
+        out.1.push(keep_sequences(y, &keep));
+    }
+    out
+}
+
+fn keep_sequences(r: &JobResult, keep: &[bool]) -> JobResult {
+    let mut mask_us = Vec::new();
+    let mut sequence_masks = Vec::new();
+    let mut at = 0;
+    for (n, &len) in r.sequence_masks.iter().enumerate() {
+        if keep.get(n) == Some(&true) {
+            mask_us.extend_from_slice(&r.mask_us[at..at + len]);
+            sequence_masks.push(len);
+        }
+        at += len;
+    }
+    JobResult {
+        id: r.id.clone(),
+        ok: true,
+        error: None,
+        compiled: true,
+        compile_ms: r.compile_ms,
+        mask_us,
+        sequence_masks,
+        refused: Vec::new(),
+        accept_us: r.accept_us,
+    }
 }
 
 /// Runs every job in order on the calling thread, or across `threads` rayon workers.
@@ -283,6 +349,10 @@ pub struct Summary {
     pub requests: usize,
     /// Requests that passed.
     pub ok: usize,
+    /// Sequences run (a workload request's output, or a schema's instances).
+    pub sequences: usize,
+    /// Sequences accepted to the end.
+    pub sequences_ok: usize,
     /// Masks computed.
     pub tokens: usize,
     /// Compile of the first request (cold caches), ms.
@@ -315,6 +385,11 @@ impl Summary {
         Summary {
             requests: results.len(),
             ok: results.iter().filter(|r| r.ok).count(),
+            sequences: results.iter().map(|r| r.sequence_masks.len()).sum(),
+            sequences_ok: results
+                .iter()
+                .map(|r| r.sequence_masks.len() - r.refused.len())
+                .sum(),
             tokens: masks.len(),
             compile_first_ms: compile.first().copied().unwrap_or(0.0),
             compile_p50_ms: percentile(&compile, 0.5),
@@ -325,5 +400,43 @@ impl Summary {
             mask_max_us: masks.iter().copied().fold(0.0, f64::max),
             grammar_ms_per_request: results.iter().map(JobResult::grammar_ms).sum::<f64>() / n,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(compiled: bool, masks: &[&[f64]], refused: &[usize]) -> JobResult {
+        JobResult {
+            id: "s".into(),
+            ok: compiled && refused.is_empty(),
+            error: None,
+            compiled,
+            compile_ms: 1.0,
+            mask_us: masks.iter().flat_map(|m| m.iter().copied()).collect(),
+            sequence_masks: masks.iter().map(|m| m.len()).collect(),
+            refused: refused.iter().map(|&n| (n, "refused".into())).collect(),
+            accept_us: 0.0,
+        }
+    }
+
+    #[test]
+    fn common_keeps_what_both_engines_accepted() {
+        // Job 0: A refuses sequence 1, B refuses sequence 2; job 1: B did not compile.
+        let a = [
+            result(true, &[&[1.0, 1.0], &[2.0], &[3.0, 3.0, 3.0]], &[1]),
+            result(true, &[&[5.0]], &[]),
+        ];
+        let b = [
+            result(true, &[&[10.0, 10.0], &[20.0, 20.0], &[30.0]], &[2]),
+            result(false, &[], &[]),
+        ];
+        let (ca, cb) = common(&a, &b);
+        assert_eq!((ca.len(), cb.len()), (1, 1));
+        assert_eq!(ca[0].mask_us, vec![1.0, 1.0]);
+        assert_eq!(cb[0].mask_us, vec![10.0, 10.0]);
+        let s = Summary::of(&a);
+        assert_eq!((s.sequences, s.sequences_ok, s.ok), (4, 3, 1));
     }
 }

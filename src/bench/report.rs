@@ -14,7 +14,12 @@ pub struct EngineRow {
     pub cache: Option<String>,
     /// The first few failures, `id: reason`.
     pub failures: Vec<String>,
+    /// Every refused sequence, `id#index` (a JSON Schema instance, a workload's output).
+    pub refused: Vec<String>,
 }
+
+/// Suffix of the rows restricted to what every engine of the block accepted.
+pub const COMMON: &str = " ∩";
 
 /// The column header of [`row`].
 pub const HEADER: &str = "engine        ok/req   masks  compile ms: first     p50     p99 | mask µs: mean     p50      p99      max | grammar ms/req";
@@ -39,10 +44,16 @@ pub fn row(r: &EngineRow) -> String {
     )
 }
 
-/// `llguidance / structgen` ratios of the figures the targets name, when both rows exist.
+/// `structgen / llguidance` ratios of the figures the targets name, when both rows exist: on the
+/// jobs and sequences both accepted when those rows exist, else on everything.
 pub fn ratios(rows: &[EngineRow]) -> Option<String> {
-    let ours = rows.iter().find(|r| r.engine == "structgen")?;
-    let theirs = rows.iter().find(|r| r.engine == "llguidance")?;
+    let find = |name: &str| {
+        rows.iter()
+            .find(|r| r.engine == format!("{name}{COMMON}"))
+            .or_else(|| rows.iter().find(|r| r.engine == name))
+    };
+    let ours = find("structgen")?;
+    let theirs = find("llguidance")?;
     let (a, b) = (&ours.summary, &theirs.summary);
     let ratio = |ours: f64, theirs: f64| {
         if ours <= 0.0 || theirs <= 0.0 {
@@ -55,8 +66,13 @@ pub fn ratios(rows: &[EngineRow]) -> Option<String> {
             format!("{r:.3}× (slower)")
         }
     };
+    let on = if ours.engine.ends_with(COMMON) {
+        " (on what both accepted)"
+    } else {
+        ""
+    };
     Some(format!(
-        "structgen / llguidance: compile p50 {}, mask mean {}, mask p99 {}",
+        "structgen / llguidance{on}: compile p50 {}, mask mean {}, mask p99 {}",
         ratio(a.compile_p50_ms, b.compile_p50_ms),
         ratio(a.mask_mean_us, b.mask_mean_us),
         ratio(a.mask_p99_us, b.mask_p99_us),
@@ -80,6 +96,22 @@ pub fn render(title: &str, rows: &[EngineRow]) -> String {
         }
         for f in &r.failures {
             out.push_str(&format!("{} failed: {f}\n", r.engine));
+        }
+        if !r.refused.is_empty() {
+            const SHOWN: usize = 8;
+            let more = r.refused.len().saturating_sub(SHOWN);
+            out.push_str(&format!(
+                "{} refused {} of {} sequences: {}{}\n",
+                r.engine,
+                r.refused.len(),
+                r.summary.sequences,
+                r.refused[..r.refused.len().min(SHOWN)].join(", "),
+                if more > 0 {
+                    format!(" and {more} more (all in --json)")
+                } else {
+                    String::new()
+                }
+            ));
         }
     }
     out

@@ -10,8 +10,9 @@ use serde_json::json;
 use super::atomic::AtomicFile;
 use super::CliError;
 use crate::bench::engine::{Engine, StructgenEngine};
+use crate::bench::report::COMMON;
 use crate::bench::report::{render, EngineRow};
-use crate::bench::{read_jsonschema, read_requests, run_all, Job, Summary};
+use crate::bench::{common, read_jsonschema, read_requests, run_all, Job, Summary};
 use crate::engine::{CompileOptions, Precompute};
 use crate::util::Limits;
 use crate::vocab;
@@ -155,21 +156,42 @@ fn run_engines(
 ) -> Result<(Vec<EngineRow>, Vec<serde_json::Value>), CliError> {
     let mut rows = Vec::new();
     let mut details = Vec::new();
+    let mut all = Vec::new();
     for engine in engines {
         let results = run_all(engine.as_ref(), jobs, threads).map_err(CliError::Usage)?;
         let summary = Summary::of(&results);
         let failures: Vec<String> = results
             .iter()
+            .filter(|r| !r.compiled)
             .filter_map(|r| r.error.as_ref().map(|e| format!("{}: {e}", r.id)))
             .take(3)
+            .collect();
+        let refused = results
+            .iter()
+            .flat_map(|r| r.refused.iter().map(move |(n, _)| format!("{}#{n}", r.id)))
             .collect();
         rows.push(EngineRow {
             engine: engine.name().to_string(),
             summary,
             cache: engine.cache_summary(),
             failures,
+            refused,
         });
         details.push(json!({"workload": title, "engine": engine.name(), "requests": results}));
+        all.push(results);
+    }
+    // With two engines, also each one's figures on exactly what both accepted.
+    if let [a, b] = &all[..] {
+        let (ca, cb) = common(a, b);
+        for (engine, results) in engines.iter().zip([ca, cb]) {
+            rows.push(EngineRow {
+                engine: format!("{}{COMMON}", engine.name()),
+                summary: Summary::of(&results),
+                cache: None,
+                failures: Vec::new(),
+                refused: Vec::new(),
+            });
+        }
     }
     Ok((rows, details))
 }
@@ -243,7 +265,10 @@ pub fn run(cmd: BenchCmd) -> Result<ExitCode, CliError> {
     for (title, jobs) in &workloads {
         let engines = setup.engines(cmd.engine)?;
         let (rows, details) = run_engines(title, &engines, jobs, cmd.threads)?;
-        all_ok &= rows.iter().all(|r| r.summary.ok == r.summary.requests);
+        all_ok &= rows
+            .iter()
+            .filter(|r| !r.engine.ends_with(COMMON))
+            .all(|r| r.summary.ok == r.summary.requests);
         print!(
             "{}",
             render(
