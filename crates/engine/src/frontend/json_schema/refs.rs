@@ -1,12 +1,189 @@
 //! `$ref` resolution: the one resolver of the JSON Schema front end, used when a document is read
 //! (every target parsed once, [`super::schema::Document`]) and by the `uniqueItems` post-check.
 //!
-//! A reference is local: `#` (the whole document), `#/json/pointer` (RFC 6901, with the fragment's
-//! `%XX` escapes decoded first; a `%` not followed by two hex digits stands for itself) or `#name`
-//! (a subschema whose `$anchor` is `name`, or whose `$id` / `id` is `#name`). Anything else is not
-//! resolved.
+//! A reference points into a document: the schema being read ([`Doc::Root`]) or one of the bundled
+//! official meta-schemas ([`Doc::Meta`]: draft-04, -06, -07, 2019-09 and 2020-12 with its
+//! vocabularies), named by its URI (`http` or `https`, with or without a trailing `#`) or, inside a
+//! meta-schema, relative to that meta-schema's URI (`meta/core`). The fragment is `` (the whole
+//! document), `/json/pointer` (RFC 6901, with `%XX` escapes decoded first; a `%` not followed by
+//! two hex digits stands for itself) or `name` (a subschema whose `$anchor` is `name`, or whose `$id`
+//! / `id` is `#name`). Anything else (other URIs) is not resolved.
 
 use serde_json::Value;
+
+/// A document a reference can point into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Doc {
+    /// The schema being read.
+    Root,
+    /// The bundled meta-schema [`META`]`[i]`.
+    Meta(usize),
+}
+
+/// A bundled meta-schema: its URI (without `#`) and its document.
+pub struct MetaSchema {
+    /// The `$id` / `id`, without a trailing `#`.
+    pub uri: &'static str,
+    /// The document.
+    pub value: fn() -> &'static Value,
+    /// For 2019-09 and 2020-12: the draft's top meta-schema, which their `$recursiveRef` /
+    /// `$dynamicRef` resolve to when validation starts there.
+    pub dynamic_root: Option<&'static str>,
+}
+
+macro_rules! meta {
+    ($uri:expr, $value:ident, $root:expr) => {
+        MetaSchema {
+            uri: $uri,
+            value: || &**referencing::meta::$value,
+            dynamic_root: $root,
+        }
+    };
+}
+
+const D2019: Option<&str> = Some("https://json-schema.org/draft/2019-09/schema");
+const D2020: Option<&str> = Some("https://json-schema.org/draft/2020-12/schema");
+
+/// The official meta-schemas, as the `referencing` crate bundles them.
+pub static META: [MetaSchema; 19] = [
+    meta!("http://json-schema.org/draft-04/schema", DRAFT4, None),
+    meta!("http://json-schema.org/draft-06/schema", DRAFT6, None),
+    meta!("http://json-schema.org/draft-07/schema", DRAFT7, None),
+    meta!(
+        "https://json-schema.org/draft/2019-09/schema",
+        DRAFT201909,
+        D2019
+    ),
+    meta!(
+        "https://json-schema.org/draft/2019-09/meta/core",
+        DRAFT201909_CORE,
+        D2019
+    ),
+    meta!(
+        "https://json-schema.org/draft/2019-09/meta/applicator",
+        DRAFT201909_APPLICATOR,
+        D2019
+    ),
+    meta!(
+        "https://json-schema.org/draft/2019-09/meta/validation",
+        DRAFT201909_VALIDATION,
+        D2019
+    ),
+    meta!(
+        "https://json-schema.org/draft/2019-09/meta/meta-data",
+        DRAFT201909_META_DATA,
+        D2019
+    ),
+    meta!(
+        "https://json-schema.org/draft/2019-09/meta/format",
+        DRAFT201909_FORMAT,
+        D2019
+    ),
+    meta!(
+        "https://json-schema.org/draft/2019-09/meta/content",
+        DRAFT201909_CONTENT,
+        D2019
+    ),
+    meta!(
+        "https://json-schema.org/draft/2020-12/schema",
+        DRAFT202012,
+        D2020
+    ),
+    meta!(
+        "https://json-schema.org/draft/2020-12/meta/core",
+        DRAFT202012_CORE,
+        D2020
+    ),
+    meta!(
+        "https://json-schema.org/draft/2020-12/meta/applicator",
+        DRAFT202012_APPLICATOR,
+        D2020
+    ),
+    meta!(
+        "https://json-schema.org/draft/2020-12/meta/unevaluated",
+        DRAFT202012_UNEVALUATED,
+        D2020
+    ),
+    meta!(
+        "https://json-schema.org/draft/2020-12/meta/validation",
+        DRAFT202012_VALIDATION,
+        D2020
+    ),
+    meta!(
+        "https://json-schema.org/draft/2020-12/meta/meta-data",
+        DRAFT202012_META_DATA,
+        D2020
+    ),
+    meta!(
+        "https://json-schema.org/draft/2020-12/meta/format-annotation",
+        DRAFT202012_FORMAT_ANNOTATION,
+        D2020
+    ),
+    meta!(
+        "https://json-schema.org/draft/2020-12/meta/format-assertion",
+        DRAFT202012_FORMAT_ASSERTION,
+        D2020
+    ),
+    meta!(
+        "https://json-schema.org/draft/2020-12/meta/content",
+        DRAFT202012_CONTENT,
+        D2020
+    ),
+];
+
+/// The bundled meta-schema named by `uri` (no fragment; `http` and `https` alike).
+fn meta_named(uri: &str) -> Option<usize> {
+    let rest = |u: &'static str| {
+        u.strip_prefix("https://")
+            .or_else(|| u.strip_prefix("http://"))
+            .unwrap_or(u)
+    };
+    let want = uri
+        .strip_prefix("https://")
+        .or_else(|| uri.strip_prefix("http://"))?;
+    META.iter().position(|m| rest(m.uri) == want)
+}
+
+/// Where `reference`, written in document `from`, points: the document (a bundled meta-schema for
+/// an absolute URI naming one, or a relative one inside a meta-schema) and the fragment.
+pub fn locate(from: Doc, reference: &str) -> Option<(Doc, &str)> {
+    let (uri, fragment) = reference.split_once('#').unwrap_or((reference, ""));
+    if uri.is_empty() {
+        return Some((from, fragment));
+    }
+    if uri.contains("://") {
+        return meta_named(uri).map(|i| (Doc::Meta(i), fragment));
+    }
+    let Doc::Meta(i) = from else {
+        return None;
+    };
+    let base = &META[i].uri[..META[i].uri.rfind('/')? + 1];
+    meta_named(&format!("{base}{uri}")).map(|i| (Doc::Meta(i), fragment))
+}
+
+/// The root value of `doc` (`root` for the schema being read).
+pub fn doc_root(doc: Doc, root: &Value) -> &Value {
+    match doc {
+        Doc::Root => root,
+        Doc::Meta(i) => (META[i].value)(),
+    }
+}
+
+/// Where `reference`, written in document `from`, points: its document, value and JSON pointer
+/// there (prefixed with the meta-schema's URI for meta-schemas).
+pub fn resolve_in<'v>(
+    from: Doc,
+    root: &'v Value,
+    reference: &str,
+) -> Option<(Doc, &'v Value, String)> {
+    let (doc, fragment) = locate(from, reference)?;
+    let (value, path) = resolve(doc_root(doc, root), &format!("#{fragment}"))?;
+    let path = match doc {
+        Doc::Root => path,
+        Doc::Meta(i) => format!("{}#{path}", META[i].uri),
+    };
+    Some((doc, value, path))
+}
 
 /// The value `reference` points to in `root`, and its JSON pointer in the document (the pointer's
 /// tokens as written, for messages); `None` when it points nowhere or is not local.

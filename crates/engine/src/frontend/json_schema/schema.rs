@@ -45,8 +45,11 @@ impl Document {
         let warnings = std::mem::take(&mut parser.warnings);
         let mut targets = Vec::new();
         while targets.len() < parser.refs.len() {
-            let reference = parser.refs[targets.len()].clone();
-            let schema = refs::resolve(value, &reference).map(|(v, path)| parser.parse(v, &path));
+            let (from, reference) = parser.refs[targets.len()].clone();
+            let schema = refs::resolve_in(from, value, &reference).map(|(doc, v, path)| {
+                parser.doc = doc;
+                parser.parse(v, &path)
+            });
             targets.push(Target {
                 reference,
                 schema,
@@ -88,9 +91,12 @@ pub struct Parser {
     /// Schemas being parsed around the current one (bounded by `Limits::max_schema_depth`, so a
     /// deeply nested document is refused instead of overflowing the stack).
     depth: usize,
-    /// Every distinct `$ref` met so far, by [`RefId`].
-    refs: Vec<String>,
-    ref_ids: HashMap<String, RefId>,
+    /// The document being parsed (the schema, or a bundled meta-schema a `$ref` led to).
+    doc: refs::Doc,
+    /// Every distinct `$ref` met so far, by [`RefId`]: the document it is written in and the
+    /// reference as written.
+    refs: Vec<(refs::Doc, String)>,
+    ref_ids: HashMap<(refs::Doc, String), RefId>,
 }
 
 fn child(path: &str, key: &str) -> String {
@@ -137,6 +143,7 @@ impl Parser {
             warnings: Vec::new(),
             limits: limits.clone(),
             depth: 0,
+            doc: refs::Doc::Root,
             refs: Vec::new(),
             ref_ids: HashMap::new(),
         }
@@ -197,6 +204,12 @@ impl Parser {
                 "enum" => spec.keywords.values = Some(array(v, &at)?.clone()),
                 "const" => spec.keywords.values = Some(vec![v.clone()]),
                 "$ref" => spec.reference = Some(self.reference(string(v, &at)?, &at)?),
+                "$recursiveRef" | "$dynamicRef" => {
+                    string(v, &at)?;
+                    if let Some(r) = self.dynamic_reference(key, &at)? {
+                        spec.reference = Some(r);
+                    }
+                }
                 "anyOf" | "oneOf" => {
                     let list = self.list(v, &at)?;
                     if list.is_empty() {
@@ -342,22 +355,37 @@ impl Parser {
         }
     }
 
-    /// Registers a local `$ref` (one id per distinct reference); its target is parsed by
-    /// [`Document::read`] once the document is.
+    /// Registers a `$ref` written in the document being parsed (one id per distinct document and
+    /// fragment); its target is parsed by [`Document::read`] once the document is.
     fn reference(&mut self, r: &str, path: &str) -> Result<RefId, SchemaError> {
-        if r.starts_with('#') {
-            if let Some(&id) = self.ref_ids.get(r) {
-                return Ok(id);
-            }
-            let id = RefId(self.refs.len());
-            self.refs.push(r.to_string());
-            self.ref_ids.insert(r.to_string(), id);
+        let Some((doc, fragment)) = refs::locate(self.doc, r) else {
+            return Err(SchemaError::invalid(
+                path,
+                format!(
+                    "only local references (`#...`) and the official meta-schemas are supported, not {r:?}"
+                ),
+            ));
+        };
+        let key = (doc, fragment.to_string());
+        if let Some(&id) = self.ref_ids.get(&key) {
             return Ok(id);
         }
-        Err(SchemaError::invalid(
-            path,
-            format!("only local references (`#...`) are supported, not {r:?}"),
-        ))
+        let id = RefId(self.refs.len());
+        self.refs.push((self.doc, r.to_string()));
+        self.ref_ids.insert(key, id);
+        Ok(id)
+    }
+
+    /// Inside a 2019-09 / 2020-12 meta-schema, `$recursiveRef` / `$dynamicRef` resolve to the
+    /// draft's top meta-schema (validation starts there); elsewhere they are not enforced.
+    fn dynamic_reference(&mut self, key: &str, path: &str) -> Result<Option<RefId>, SchemaError> {
+        if let refs::Doc::Meta(i) = self.doc {
+            if let Some(root) = refs::META[i].dynamic_root {
+                return self.reference(root, path).map(Some);
+            }
+        }
+        self.warn(path.to_string(), format!("`{key}` is not enforced"));
+        Ok(None)
     }
 
     /// `not`: exact whenever [`negate`] can negate the schema (the forms real schemas use), a
