@@ -334,14 +334,6 @@ impl GrammarConfig {
         out
     }
 
-    /// The call formats recognised (a tool list's; `all` for other sources).
-    pub fn format_set(&self) -> FormatSet {
-        match &self.source {
-            GrammarSource::Tools { options, .. } => options.formats,
-            _ => FormatSet::All,
-        }
-    }
-
     /// The structural tag a tool list in a style stands for.
     fn tools_tag(
         path: &Path,

@@ -332,17 +332,7 @@ pub fn fetch(spec: &ModelSpec, progress: bool) -> Result<ModelFiles, ModelError>
     let tokenizer_config = get("tokenizer_config.json").ok();
     let weights = match get("model.safetensors.index.json") {
         Ok(index) => {
-            let text = std::fs::read_to_string(&index).map_err(|source| ModelError::Io {
-                path: index.clone(),
-                source,
-            })?;
-            let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| ModelError::Json {
-                    path: index.clone(),
-                    line: e.line(),
-                    col: e.column(),
-                    message: e.to_string(),
-                })?;
+            let v = super::model::read_json(&index)?;
             let mut shards: Vec<String> = v["weight_map"]
                 .as_object()
                 .ok_or_else(|| ModelError::File {

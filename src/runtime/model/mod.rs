@@ -210,7 +210,8 @@ pub struct Model {
     pub description: String,
 }
 
-fn read_json(path: &Path) -> Result<Value, ModelError> {
+/// A JSON file; errors name the file and the line and column.
+pub(crate) fn read_json(path: &Path) -> Result<Value, ModelError> {
     let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
         source,

@@ -360,7 +360,7 @@ impl GrammarCompiler {
         let keys = self.pool.as_ref().map(|_| {
             let opaque = |caller: RuleId, callee: RuleId| automaton.is_opaque_call(caller, callee);
             let bounds = |r: RuleId| automaton.counted(r).map(|c| (c.min, c.max));
-            structural_hashes(fsm, automaton.nullable_rules(), &opaque, &bounds).states
+            structural_hashes(fsm, automaton.nullable_rules(), &opaque, &bounds)
         });
         let masks = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
         let stand_ins = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();

@@ -24,14 +24,6 @@ use crate::util::{RuleId, StateId};
 /// Most state visits spent serializing one cycle (members × states reached).
 pub const CYCLE_BUDGET: usize = 4_000_000;
 
-/// Per-state structural hashes.
-#[derive(Debug, Clone)]
-pub struct StructuralHashes {
-    /// Hash of each state: its rule's hash (its language and structure, callees included) and its
-    /// canonical index in that rule (a rule's start is index 0).
-    pub states: Vec<u128>,
-}
-
 /// Two SipHash streams with different seeds, giving 128 bits.
 struct Hash128(DefaultHasher, DefaultHasher);
 
@@ -70,7 +62,8 @@ fn unique() -> u128 {
 /// Iteration bounds of a counted rule (`min`, `max`), part of its structure.
 pub type Bounds = Option<(u32, Option<u32>)>;
 
-/// Computes the structural hashes of every rule and state of `fsm`. Calls for which
+/// The structural hash of every state of `fsm`: its rule's hash (its language and structure,
+/// callees included) and its canonical index in that rule (a rule's start is index 0). Calls for which
 /// `opaque(caller, callee)` holds are hashed as "a call to some rule", with only the callee's
 /// `nullable` flag: results keyed by these hashes must not look through such calls. `bounds` gives
 /// the iteration bounds of counted rules (their automaton alone does not say them).
@@ -79,7 +72,7 @@ pub fn structural_hashes(
     nullable: &[bool],
     opaque: &dyn Fn(RuleId, RuleId) -> bool,
     bounds: &dyn Fn(RuleId) -> Bounds,
-) -> StructuralHashes {
+) -> Vec<u128> {
     let n = fsm.num_rules();
     let mut rules = vec![0u128; n];
     let mut states = vec![0u128; fsm.num_states()];
@@ -134,7 +127,7 @@ pub fn structural_hashes(
             }
         }
     }
-    StructuralHashes { states }
+    states
 }
 
 /// What [`serialize`] reads besides the rule.
@@ -310,7 +303,7 @@ mod tests {
     use crate::grammar::ebnf;
     use crate::util::Limits;
 
-    fn hashes(src: &str) -> (StructuralHashes, Automaton) {
+    fn hashes(src: &str) -> (Vec<u128>, Automaton) {
         let g = ebnf::parse(src, "root", &Limits::default()).expect("parses");
         let a = build_automaton(&g, &Limits::default()).expect("builds");
         let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
@@ -326,7 +319,7 @@ mod tests {
             .iter()
             .position(|r| r.name == name)
             .expect("rule exists");
-        h.states[a.fsm().start(RuleId(id as u32)).index()]
+        h[a.fsm().start(RuleId(id as u32)).index()]
     }
 
     #[test]

@@ -206,7 +206,7 @@ impl<'d> Merger<'d> {
             doc,
             limits,
             warnings: doc.warnings.clone(),
-            reported: Vec::new(),
+            reported: vec![false; doc.targets()],
         }
     }
 
@@ -232,9 +232,6 @@ impl<'d> Merger<'d> {
     /// The schema reference `r` points to (`at`: the path of the `$ref`, for the error when it
     /// points nowhere); the first use records the target's reading warnings.
     pub fn resolve(&mut self, r: RefId, at: &str) -> Result<Schema, SchemaError> {
-        if self.reported.len() <= r.0 {
-            self.reported.resize(r.0 + 1, false);
-        }
         if !self.reported[r.0] {
             self.reported[r.0] = true;
             let target = self.doc.target(r);

@@ -131,17 +131,17 @@ pub static META: [MetaSchema; 19] = [
     ),
 ];
 
+/// `uri` without its `http://` or `https://`.
+fn without_scheme(uri: &str) -> Option<&str> {
+    uri.strip_prefix("https://")
+        .or_else(|| uri.strip_prefix("http://"))
+}
+
 /// The bundled meta-schema named by `uri` (no fragment; `http` and `https` alike).
 fn meta_named(uri: &str) -> Option<usize> {
-    let rest = |u: &'static str| {
-        u.strip_prefix("https://")
-            .or_else(|| u.strip_prefix("http://"))
-            .unwrap_or(u)
-    };
-    let want = uri
-        .strip_prefix("https://")
-        .or_else(|| uri.strip_prefix("http://"))?;
-    META.iter().position(|m| rest(m.uri) == want)
+    let want = without_scheme(uri)?;
+    META.iter()
+        .position(|m| without_scheme(m.uri) == Some(want))
 }
 
 /// Where `reference`, written in document `from`, points: the document (a bundled meta-schema for
@@ -177,7 +177,7 @@ pub fn resolve_in<'v>(
     reference: &str,
 ) -> Option<(Doc, &'v Value, String)> {
     let (doc, fragment) = locate(from, reference)?;
-    let (value, path) = resolve(doc_root(doc, root), &format!("#{fragment}"))?;
+    let (value, path) = resolve_fragment(doc_root(doc, root), fragment)?;
     let path = match doc {
         Doc::Root => path,
         Doc::Meta(i) => format!("{}#{path}", META[i].uri),
@@ -188,7 +188,11 @@ pub fn resolve_in<'v>(
 /// The value `reference` points to in `root`, and its JSON pointer in the document (the pointer's
 /// tokens as written, for messages); `None` when it points nowhere or is not local.
 pub fn resolve<'v>(root: &'v Value, reference: &str) -> Option<(&'v Value, String)> {
-    let frag = reference.strip_prefix('#')?;
+    resolve_fragment(root, reference.strip_prefix('#')?)
+}
+
+/// The value the fragment `frag` (after the `#`) names in `root`, and its JSON pointer.
+fn resolve_fragment<'v>(root: &'v Value, frag: &str) -> Option<(&'v Value, String)> {
     if frag.is_empty() {
         return Some((root, String::new()));
     }

@@ -63,6 +63,11 @@ impl Document {
         })
     }
 
+    /// How many `$ref` targets the document has (every [`RefId`] is below it).
+    pub fn targets(&self) -> usize {
+        self.targets.len()
+    }
+
     /// The target of `id`.
     pub fn target(&self, id: RefId) -> &Target {
         &self.targets[id.0]
