@@ -18,7 +18,7 @@
 //! accepting state, so every non-empty Earley set is a viable prefix — a byte is allowed exactly when
 //! scanning it leaves a non-empty set.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
 
 use super::lookahead::Lookahead;
@@ -118,7 +118,7 @@ impl Automaton {
 /// grammars of one compiler (tools that repeat between requests build their DFAs once).
 #[derive(Debug, Default)]
 pub struct DfaCache {
-    map: Mutex<HashMap<Expr, Arc<Dfa>>>,
+    map: Mutex<FxHashMap<Expr, Arc<Dfa>>>,
 }
 
 /// Most rule DFAs a [`DfaCache`] keeps before it starts over.
@@ -353,11 +353,14 @@ fn productive_rules(dfas: &[Dfa], counted: &[Option<Counted>]) -> Vec<bool> {
     loop {
         let mut changed = false;
         for (i, dfa) in dfas.iter().enumerate() {
+            if productive[i] {
+                continue;
+            }
             let now = match &counted[i] {
                 Some(c) => c.min == 0 || productive[c.body.index()],
                 None => dfa.is_productive(&productive),
             };
-            if !productive[i] && now {
+            if now {
                 productive[i] = true;
                 changed = true;
             }

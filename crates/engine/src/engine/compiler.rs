@@ -9,7 +9,7 @@
 //! (the key is the state's structural hash). [`Precompute`] moves the most expensive ones into
 //! compile time, where a server overlaps them with the model's prefill.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
@@ -78,7 +78,7 @@ pub struct CompiledGrammar {
     pool: Option<Arc<MaskPool>>,
     masks: Vec<OnceLock<StateMask>>,
     /// Masks of counted states for items with completed iterations, by (state, count class).
-    counted_masks: Mutex<HashMap<(StateId, u32), StateMask>>,
+    counted_masks: Mutex<FxHashMap<(StateId, u32), StateMask>>,
     /// Longest token in bytes: the most iterations one token can complete.
     max_token_len: u32,
     /// `Limits::max_earley_items` of the compiler, enforced by matchers.
@@ -165,7 +165,7 @@ impl CompiledGrammar {
         f(&mask)
     }
 
-    fn lock_counted(&self) -> std::sync::MutexGuard<'_, HashMap<(StateId, u32), StateMask>> {
+    fn lock_counted(&self) -> std::sync::MutexGuard<'_, FxHashMap<(StateId, u32), StateMask>> {
         self.counted_masks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -301,7 +301,7 @@ pub struct GrammarCompiler {
 
 #[derive(Debug, Default)]
 struct GrammarCache {
-    map: HashMap<String, (Arc<CompiledGrammar>, u64)>,
+    map: FxHashMap<String, (Arc<CompiledGrammar>, u64)>,
     tick: u64,
     hits: u64,
 }
@@ -370,7 +370,7 @@ impl GrammarCompiler {
             keys,
             pool: self.pool.clone(),
             masks,
-            counted_masks: Mutex::new(HashMap::new()),
+            counted_masks: Mutex::new(FxHashMap::default()),
             max_token_len: self.vocab.max_token_len() as u32,
             max_earley_items: self.limits.max_earley_items,
             stand_ins,

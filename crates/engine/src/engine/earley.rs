@@ -14,7 +14,7 @@
 //! undoing a trial byte during the mask walk) is a truncation. Because the compiler trims every state
 //! that cannot reach acceptance, a set is non-empty exactly when its input is a viable prefix.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use super::automaton::Automaton;
 use super::lookahead::{add_range, ByteSet};
@@ -67,7 +67,7 @@ const LINEAR_DEDUP: usize = 32;
 pub struct EarleyParser {
     items: Vec<Item>,
     starts: Vec<u32>,
-    seen: HashSet<Item>,
+    seen: FxHashSet<Item>,
     /// Out-of-context mode: opaque calls ([`Automaton::is_opaque_call`]) are not predicted.
     isolated: bool,
 }
@@ -78,7 +78,7 @@ impl EarleyParser {
         let mut p = EarleyParser {
             items: Vec::new(),
             starts: Vec::new(),
-            seen: HashSet::new(),
+            seen: FxHashSet::default(),
             isolated: false,
         };
         p.reset(g);
@@ -105,7 +105,7 @@ impl EarleyParser {
         let mut p = EarleyParser {
             items: Vec::new(),
             starts: vec![0, 0],
-            seen: HashSet::new(),
+            seen: FxHashSet::default(),
             isolated: true,
         };
         p.add(Item {

@@ -21,7 +21,7 @@
 //! ([`crate::grammar::hash`]); the uncertain list after the follow-byte filter is kept per follow
 //! set beside it. Pool memory is bounded, least recently used entries go first.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -327,7 +327,7 @@ struct PoolEntry {
 
 #[derive(Debug, Default)]
 struct PoolInner {
-    map: HashMap<u128, PoolEntry>,
+    map: FxHashMap<u128, PoolEntry>,
     bytes: usize,
     tick: u64,
 }

@@ -13,7 +13,7 @@
 //! the sets of `path[..=synced]` (set `1 + d` is depth `d`; set 0 is the empty context stand-in).
 //! After [`MAX_NODES`] ids the walk stops interning and parses every byte (exact, only slower).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::automaton::Automaton;
 use super::earley::EarleyParser;
@@ -54,7 +54,7 @@ pub struct Point {
 pub struct SetWalk<'g> {
     g: &'g Automaton,
     parser: EarleyParser,
-    ids: HashMap<Vec<(u32, u32, u32)>, u32>,
+    ids: FxHashMap<Vec<(u32, u32, u32)>, u32>,
     flags: Vec<(bool, bool)>,
     next: Vec<u32>,
     path: Vec<Point>,
@@ -79,7 +79,7 @@ impl<'g> SetWalk<'g> {
         let mut walk = SetWalk {
             g,
             parser,
-            ids: HashMap::new(),
+            ids: FxHashMap::default(),
             flags: Vec::new(),
             next: Vec::new(),
             path: Vec::new(),

@@ -7,7 +7,9 @@
 //! Used by the JSON Schema front end for `pattern` ∩ length bounds, several patterns or formats at
 //! once, extra keys minus `patternProperties` keys, and number bounds ∩ `multipleOf`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use super::fsm::{DState, Dfa};
 use super::{CharClass, Expr, GrammarBuilder, GrammarError};
@@ -46,7 +48,7 @@ pub fn product_dfa(da: &Dfa, db: &Dfa, op: Op, limits: &Limits) -> Result<Dfa, G
             .map_or(SINK, |e| e.2)
     };
     let accepts = |d: &Dfa, s: u32| s != SINK && d.states[s as usize].accept;
-    let mut index: HashMap<(u32, u32), u32> = HashMap::new();
+    let mut index: FxHashMap<(u32, u32), u32> = FxHashMap::default();
     let mut pairs = vec![(0u32, 0u32)];
     index.insert((0, 0), 0);
     let mut states: Vec<DState> = Vec::new();

@@ -2,8 +2,8 @@
 //! define their bodies, then [`GrammarBuilder::build`] checks that every declared rule was defined
 //! and that the root exists.
 
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use super::{Expr, Grammar, GrammarError, Rule};
 use crate::util::{LimitError, Limits, RuleId};
@@ -13,14 +13,14 @@ use crate::util::{LimitError, Limits, RuleId};
 pub struct GrammarBuilder {
     rules: Vec<Option<Rule>>,
     names: Vec<String>,
-    by_name: HashMap<String, RuleId>,
+    by_name: FxHashMap<String, RuleId>,
     max_rules: usize,
     max_nodes: usize,
     /// Expression nodes of the rules defined so far.
     nodes: usize,
     /// Per base name, the suffix [`GrammarBuilder::fresh_name`] last returned: every lower one is
     /// taken (names are never removed), so the search resumes there instead of at 1.
-    suffixes: RefCell<HashMap<String, u64>>,
+    suffixes: RefCell<FxHashMap<String, u64>>,
 }
 
 impl GrammarBuilder {

@@ -16,7 +16,7 @@
 //! Invariants of a `Dfa`: byte edges of a state are sorted and disjoint; reference edges are sorted by
 //! rule and hold at most one edge per rule.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::util::{RuleId, StateId};
 
@@ -70,7 +70,7 @@ impl Dfa {
         let mut count = 0usize;
         loop {
             check()?;
-            let mut ids: HashMap<Signature, u32> = HashMap::new();
+            let mut ids: FxHashMap<Signature, u32> = FxHashMap::default();
             let mut next = vec![0u32; n];
             for (i, s) in self.states.iter().enumerate() {
                 let c = classed(s, &class);
@@ -98,7 +98,7 @@ impl Dfa {
         let n = self.states.len();
         let mut mark = vec![NEW; n];
         let mut class = vec![0u32; n];
-        let mut ids: HashMap<Signature, u32> = HashMap::new();
+        let mut ids: FxHashMap<Signature, u32> = FxHashMap::default();
         let targets = |s: &DState| -> Vec<u32> {
             s.bytes
                 .iter()
@@ -255,12 +255,13 @@ impl Dfa {
             .unwrap_or(false)
     }
 
-    /// States from which an accepting state is reachable (backward fixpoint).
+    /// States from which an accepting state is reachable (backward fixpoint; states are visited
+    /// last to first, so chains numbered start-first settle in one round).
     fn live_states(&self, productive: &[bool]) -> Vec<bool> {
         let mut live: Vec<bool> = self.states.iter().map(|s| s.accept).collect();
         loop {
             let mut changed = false;
-            for (i, s) in self.states.iter().enumerate() {
+            for (i, s) in self.states.iter().enumerate().rev() {
                 if live[i] {
                     continue;
                 }

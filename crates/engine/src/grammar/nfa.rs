@@ -8,7 +8,9 @@
 //! Every construction is bounded by an NFA-state limit; exceeding it is
 //! [`GrammarError::RuleTooLarge`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use regex_syntax::utf8::Utf8Sequences;
 
@@ -32,7 +34,7 @@ struct Nfa<'a> {
 struct Tails<'a> {
     end: u32,
     inline: &'a [bool],
-    entries: HashMap<RuleId, u32>,
+    entries: FxHashMap<RuleId, u32>,
     pending: Vec<(RuleId, u32)>,
 }
 
@@ -53,7 +55,7 @@ fn utf8_byte_sequences(class: &CharClass) -> Vec<Vec<(u8, u8)>> {
 
 /// The state after the first byte of a multi-byte character, keyed by the remaining byte ranges and
 /// the target state, shared by every dispatch state with that edge.
-type SharedTails = HashMap<(Vec<(u8, u8)>, u32), u32>;
+type SharedTails = FxHashMap<(Vec<(u8, u8)>, u32), u32>;
 
 /// The NFA outgrew its limit.
 struct TooLarge;
@@ -220,7 +222,7 @@ impl Nfa<'_> {
             .map(|_| self.add())
             .collect::<Result<Vec<u32>, TooLarge>>()?;
         self.eps[from as usize].push(states[0]);
-        let mut tails = SharedTails::new();
+        let mut tails = SharedTails::default();
         for (node, &state) in automaton.nodes.iter().zip(&states) {
             match node.output {
                 Output::Tag(i) => {
@@ -274,7 +276,7 @@ impl Nfa<'_> {
 
     fn closure(&self, set: &mut Vec<u32>) {
         let mut stack = set.clone();
-        let mut seen: std::collections::HashSet<u32> = set.iter().copied().collect();
+        let mut seen: rustc_hash::FxHashSet<u32> = set.iter().copied().collect();
         while let Some(s) = stack.pop() {
             for &t in &self.eps[s as usize] {
                 if seen.insert(t) {
@@ -353,7 +355,7 @@ fn build_dfa<'a>(
     nfa.tails = tails.map(|(this, inline)| Tails {
         end,
         inline,
-        entries: HashMap::from([(this, start)]),
+        entries: FxHashMap::from_iter([(this, start)]),
         pending: Vec::new(),
     });
     nfa.build(body, start, end).map_err(too_large)?;
@@ -393,7 +395,7 @@ fn determinize(
 ) -> Result<Dfa, Stop> {
     let mut first = vec![start];
     nfa.closure(&mut first);
-    let mut index: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut index: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
     index.insert(first.clone(), 0);
     let mut sets = vec![first];
     let mut states: Vec<DState> = Vec::new();

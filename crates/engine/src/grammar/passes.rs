@@ -11,7 +11,7 @@
 //! [`nullable`] computes which rules derive the empty string (a fixpoint over the rule table);
 //! [`tail_inlined`] finds the right-recursive rules that can live inside their callers' automata.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use super::{CharClass, Expr, Grammar, Rule};
 use crate::util::RuleId;
@@ -66,7 +66,8 @@ fn normalize_expr(e: Expr) -> Expr {
         }
         Expr::Alt(items) => {
             let mut out: Vec<Expr> = Vec::with_capacity(items.len());
-            let mut seen: HashSet<Expr> = HashSet::with_capacity(items.len());
+            let mut seen: FxHashSet<Expr> =
+                FxHashSet::with_capacity_and_hasher(items.len(), Default::default());
             for item in items.into_iter().map(normalize_expr) {
                 let parts = match item {
                     Expr::Alt(inner) => inner,

@@ -14,7 +14,7 @@
 //! the full, counting parse (`crate::engine::matcher`). A counted item predicted at the current position
 //! has count 0, which is what the cached mask assumes.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use crate::grammar::passes::expr_nullable;
 use crate::grammar::{Expr, Grammar, Rule};
@@ -56,7 +56,7 @@ fn exceeds(min: u32, max: Option<u32>, threshold: u32) -> bool {
 pub fn compress(g: Grammar, threshold: u32) -> (Grammar, Vec<Option<Counted>>) {
     let mut null = crate::grammar::passes::nullable(&g);
     let (mut rules, root) = g.into_parts();
-    let mut names: HashSet<String> = rules.iter().map(|r| r.name.clone()).collect();
+    let mut names: FxHashSet<String> = rules.iter().map(|r| r.name.clone()).collect();
     let mut counted: Vec<Option<Counted>> = vec![None; rules.len()];
     let mut i = 0;
     while i < rules.len() {
@@ -83,7 +83,7 @@ pub fn compress(g: Grammar, threshold: u32) -> (Grammar, Vec<Option<Counted>>) {
 
 struct Ctx<'a> {
     rules: &'a mut Vec<Rule>,
-    names: &'a mut HashSet<String>,
+    names: &'a mut FxHashSet<String>,
     counted: &'a mut Vec<Option<Counted>>,
     null: &'a mut Vec<bool>,
     owner: &'a str,

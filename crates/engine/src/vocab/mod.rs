@@ -115,6 +115,11 @@ pub struct Vocab {
     first_byte_start: Vec<u32>,
     marked: Vec<TokenId>,
     text_words: Vec<u32>,
+    /// Special tokens whose bytes are non-empty UTF-8, longest first (then by id): the order in
+    /// which text is matched against them.
+    specials: Vec<TokenId>,
+    /// Whether some entry of `specials` starts with the byte.
+    special_first: [bool; 256],
 }
 
 /// A tokenizer as the engine sees it: how many ids there are, what each token is (its bytes as they
@@ -173,6 +178,8 @@ impl Vocab {
             first_byte_start: Vec::new(),
             marked: Vec::new(),
             text_words: Vec::new(),
+            specials: Vec::new(),
+            special_first: [false; 256],
         };
         vocab.stop = stop.into_iter().filter(|t| t.index() < size).collect();
         vocab.build_sorted();
@@ -238,6 +245,29 @@ impl Vocab {
         self.lcp = lcp;
         self.lcp_drop = lcp_drop;
         self.first_byte_start = starts;
+        let mut specials: Vec<TokenId> = (0..self.size() as u32)
+            .map(TokenId)
+            .filter(|&t| self.kind(t) == TokenKind::Special)
+            .filter(|&t| std::str::from_utf8(self.token_bytes(t)).is_ok_and(|s| !s.is_empty()))
+            .collect();
+        specials.sort_by_key(|&t| (std::cmp::Reverse(self.token_bytes(t).len()), t));
+        for &t in &specials {
+            self.special_first[usize::from(self.token_bytes(t)[0])] = true;
+        }
+        self.specials = specials;
+    }
+
+    /// The special token whose text starts `text`, longest first (then lowest id): how literal
+    /// text in a structural tag turns into special tokens.
+    pub fn special_prefix(&self, text: &str) -> Option<(TokenId, usize)> {
+        let first = *text.as_bytes().first()?;
+        if !self.special_first[usize::from(first)] {
+            return None;
+        }
+        self.specials.iter().find_map(|&t| {
+            let b = self.token_bytes(t);
+            text.as_bytes().starts_with(b).then_some((t, b.len()))
+        })
     }
 
     /// Whether `t` can stand for text: a normal, non-empty token without the marker byte.
@@ -363,9 +393,29 @@ impl Vocab {
 
     /// The id of the special or normal token whose bytes are exactly `text`, if any.
     pub fn find_token(&self, text: &str) -> Option<TokenId> {
-        (0..self.size() as u32)
-            .map(TokenId)
-            .find(|&t| self.kind(t) != TokenKind::Padding && self.token_bytes(t) == text.as_bytes())
+        let bytes = text.as_bytes();
+        if bytes.is_empty() {
+            return (0..self.size() as u32)
+                .map(TokenId)
+                .find(|&t| self.kind(t) != TokenKind::Padding && self.token_bytes(t).is_empty());
+        }
+        // Non-empty UTF-8 never holds the marker byte: a normal token with these bytes is in
+        // `sorted` (equal bytes ordered by id), a special one in `specials`.
+        let at = self
+            .sorted
+            .partition_point(|&t| self.token_bytes(t) < bytes);
+        let normal = self
+            .sorted
+            .get(at)
+            .copied()
+            .filter(|&t| self.token_bytes(t) == bytes);
+        let special = self
+            .specials
+            .iter()
+            .copied()
+            .filter(|&t| self.token_bytes(t) == bytes)
+            .min();
+        normal.into_iter().chain(special).min()
     }
 }
 

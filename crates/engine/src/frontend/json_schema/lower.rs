@@ -7,7 +7,7 @@
 //! created once per target (per target and depth when indenting), so recursive schemas give
 //! recursive grammars.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde_json::Value;
 
@@ -26,10 +26,10 @@ pub struct Lowerer<'a> {
     pub(super) limits: &'a Limits,
     /// Disjunctions of conjunctions, `$ref` targets and the warnings.
     pub(super) merger: Merger<'a>,
-    refs: HashMap<(RefId, usize), RuleId>,
-    shared: HashMap<&'static str, RuleId>,
-    memo: HashMap<(String, usize), RuleId>,
-    member_values: HashMap<Expr, RuleId>,
+    refs: FxHashMap<(RefId, usize), RuleId>,
+    shared: FxHashMap<&'static str, RuleId>,
+    memo: FxHashMap<(String, usize), RuleId>,
+    member_values: FxHashMap<Expr, RuleId>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -45,10 +45,10 @@ impl<'a> Lowerer<'a> {
             options,
             limits,
             merger: Merger::new(doc, limits),
-            refs: HashMap::new(),
-            shared: HashMap::new(),
-            member_values: HashMap::new(),
-            memo: HashMap::new(),
+            refs: FxHashMap::default(),
+            shared: FxHashMap::default(),
+            member_values: FxHashMap::default(),
+            memo: FxHashMap::default(),
         }
     }
 

@@ -12,7 +12,7 @@
 //!   those) and appears twice becomes one shared rule.
 //! - literals are split around special-token texts, which become whole-token terminals.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde_json::Value;
 
@@ -42,18 +42,16 @@ pub struct Ends {
 pub struct Lowering<'a> {
     builder: &'a mut GrammarBuilder,
     vocab: Option<&'a Vocab>,
-    /// Special tokens' texts, longest first.
-    specials: Vec<(String, u32)>,
     options: &'a JsonSchemaOptions,
     limits: &'a Limits,
     /// Each tag's lowered content by the tag's JSON path (a tag may be used twice: as a dispatch
     /// target and as the first, whole tag of `at_least_one`).
-    contents: HashMap<String, Expr>,
+    contents: FxHashMap<String, Expr>,
     /// Formats that depend on nothing around them (literals, regexes, schemas and sequences /
     /// alternatives of those) by their text, with the expression of their first use; a second use
     /// turns that expression into a shared rule (a tool list offered in many call formats repeats
     /// its per-tool alternatives once per format).
-    pure: HashMap<String, Expr>,
+    pure: FxHashMap<String, Expr>,
     /// `path: message` of every schema keyword not enforced.
     pub warnings: Vec<String>,
 }
@@ -135,27 +133,13 @@ impl<'a> Lowering<'a> {
         options: &'a JsonSchemaOptions,
         limits: &'a Limits,
     ) -> Self {
-        let mut specials: Vec<(String, u32)> = vocab
-            .map(|v| {
-                (0..v.size() as u32)
-                    .map(TokenId)
-                    .filter(|&t| v.kind(t) == TokenKind::Special)
-                    .filter_map(|t| {
-                        let text = std::str::from_utf8(v.token_bytes(t)).ok()?;
-                        (!text.is_empty()).then(|| (text.to_string(), t.0))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        specials.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.1.cmp(&b.1)));
         Lowering {
             builder,
             vocab,
-            specials,
             options,
             limits,
-            contents: HashMap::new(),
-            pure: HashMap::new(),
+            contents: FxHashMap::default(),
+            pure: FxHashMap::default(),
             warnings: Vec::new(),
         }
     }
@@ -164,16 +148,17 @@ impl<'a> Lowering<'a> {
     fn literal(&self, text: &str) -> Pattern {
         let mut out = Vec::new();
         let mut rest = text;
-        'outer: while let Some(c) = rest.chars().next() {
-            for (special, id) in &self.specials {
-                if let Some(after) = rest.strip_prefix(special.as_str()) {
-                    out.push(Symbol::Token(TokenId(*id)));
-                    rest = after;
-                    continue 'outer;
+        while let Some(c) = rest.chars().next() {
+            match self.vocab.and_then(|v| v.special_prefix(rest)) {
+                Some((t, len)) => {
+                    out.push(Symbol::Token(t));
+                    rest = &rest[len..];
+                }
+                None => {
+                    out.push(Symbol::Char(c));
+                    rest = &rest[c.len_utf8()..];
                 }
             }
-            out.push(Symbol::Char(c));
-            rest = &rest[c.len_utf8()..];
         }
         out
     }
