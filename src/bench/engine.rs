@@ -14,7 +14,7 @@ use crate::engine::{CompileOptions, CompiledGrammar, GrammarCompiler, GrammarMat
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use crate::frontend::structural_tag::structural_tag_grammar;
 use crate::grammar::Grammar;
-use crate::util::{Limits, TokenBitmask, TokenId};
+use crate::util::{fingerprint, json_fingerprint, Limits, TokenBitmask, TokenId};
 use crate::vocab::Vocab;
 
 /// What a request constrains the output with.
@@ -27,11 +27,11 @@ pub enum GrammarInput {
 }
 
 impl GrammarInput {
-    /// The input as compact JSON: the whole-grammar cache key.
-    pub fn key(&self) -> String {
+    /// The whole-grammar cache key: a fingerprint of the input JSON.
+    pub fn key(&self) -> u128 {
         match self {
-            GrammarInput::StructuralTag(v) => format!("tag:{v}"),
-            GrammarInput::JsonSchema(v) => format!("schema:{v}"),
+            GrammarInput::StructuralTag(v) => fingerprint(&("tag", json_fingerprint(v))),
+            GrammarInput::JsonSchema(v) => fingerprint(&("schema", json_fingerprint(v))),
         }
     }
 }
@@ -132,7 +132,7 @@ impl Engine for StructgenEngine {
     fn compile(&self, input: &GrammarInput) -> Result<Box<dyn Compiled>, String> {
         let grammar = self
             .compiler
-            .compile_cached(&input.key(), || -> Result<Grammar, CompileFailure> {
+            .compile_cached(input.key(), || -> Result<Grammar, CompileFailure> {
                 self.grammar(input).map_err(CompileFailure)
             })
             .map_err(|e| e.0)?;

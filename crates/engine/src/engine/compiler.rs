@@ -301,7 +301,7 @@ pub struct GrammarCompiler {
 
 #[derive(Debug, Default)]
 struct GrammarCache {
-    map: FxHashMap<String, (Arc<CompiledGrammar>, u64)>,
+    map: FxHashMap<u128, (Arc<CompiledGrammar>, u64)>,
     tick: u64,
     hits: u64,
 }
@@ -380,19 +380,19 @@ impl GrammarCompiler {
         Ok(compiled)
     }
 
-    /// The compiled grammar for `key` (any string that determines the grammar, e.g. the request's
-    /// structural tag as JSON): from the cache when the same key was compiled before, otherwise
-    /// `build` and compile it and keep the result.
+    /// The compiled grammar for `key` (a fingerprint of whatever determines the grammar, e.g.
+    /// [`crate::util::fingerprint`] of the request's structural tag JSON): from the cache when the
+    /// same key was compiled before, otherwise `build` and compile it and keep the result.
     pub fn compile_cached<E: From<GrammarError>>(
         &self,
-        key: &str,
+        key: u128,
         build: impl FnOnce() -> Result<Grammar, E>,
     ) -> Result<Arc<CompiledGrammar>, E> {
         {
             let mut cache = self.lock();
             cache.tick += 1;
             let tick = cache.tick;
-            if let Some((g, used)) = cache.map.get_mut(key) {
+            if let Some((g, used)) = cache.map.get_mut(&key) {
                 *used = tick;
                 let g = Arc::clone(g);
                 cache.hits += 1;
@@ -409,16 +409,14 @@ impl GrammarCompiler {
                 .map
                 .iter()
                 .min_by_key(|(_, (_, used))| *used)
-                .map(|(k, _)| k.clone())
+                .map(|(k, _)| *k)
             else {
                 break;
             };
             cache.map.remove(&oldest);
         }
         let tick = cache.tick;
-        cache
-            .map
-            .insert(key.to_string(), (Arc::clone(&compiled), tick));
+        cache.map.insert(key, (Arc::clone(&compiled), tick));
         Ok(compiled)
     }
 }

@@ -15,48 +15,51 @@
 //! with a process-unique counter: correct, but never shared.
 
 use std::collections::VecDeque;
-use std::hash::{DefaultHasher, Hasher};
+use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::grammar::fsm::CompactFsm;
-use crate::util::{RuleId, StateId};
+use crate::util::{Fingerprint, RuleId, StateId};
 
 /// Most state visits spent serializing one cycle (members × states reached).
 pub const CYCLE_BUDGET: usize = 4_000_000;
 
-/// Two SipHash streams with different seeds, giving 128 bits.
-struct Hash128(DefaultHasher, DefaultHasher);
+/// A serialization being written: what [`serialize`] hashes.
+struct Serial(Vec<u8>);
 
-impl Hash128 {
-    fn new() -> Self {
-        let mut b = DefaultHasher::new();
-        b.write_u64(0x9E37_79B9_7F4A_7C15);
-        Hash128(DefaultHasher::new(), b)
+impl Serial {
+    fn write_u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
     }
 
-    fn put(&mut self, v: u64) {
-        self.0.write_u64(v);
-        self.1.write_u64(v);
+    fn write_u128_parts(&mut self, v: u128) {
+        self.0.extend_from_slice(&v.to_le_bytes());
     }
+}
 
-    fn put128(&mut self, v: u128) {
-        self.put(v as u64);
-        self.put((v >> 64) as u64);
+/// A pseudo-random 128-bit key for state index `i` of a rule (two splitmix64 finalizers): a
+/// state's hash is its rule's hash xor this, so states of one rule differ and, rule hashes being
+/// 128-bit hashes, states of different rules collide only by chance.
+fn index_key(i: u32) -> u128 {
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
     }
-
-    fn finish(&self) -> u128 {
-        (u128::from(self.0.finish()) << 64) | u128::from(self.1.finish())
-    }
+    let i = u64::from(i);
+    let lo = mix(i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let hi = mix(i.wrapping_add(0x632B_E59B_D9B4_E019));
+    (u128::from(hi) << 64) | u128::from(lo)
 }
 
 /// A hash no other call ever returns.
 fn unique() -> u128 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    let mut h = Hash128::new();
-    h.put(u64::MAX);
-    h.put(NEXT.fetch_add(1, Ordering::Relaxed));
-    h.put(std::process::id().into());
-    h.finish()
+    let mut h = Fingerprint::new();
+    h.write_u64(u64::MAX);
+    h.write_u64(NEXT.fetch_add(1, Ordering::Relaxed));
+    h.write_u64(std::process::id().into());
+    h.finish128()
 }
 
 /// Iteration bounds of a counted rule (`min`, `max`), part of its structure.
@@ -117,12 +120,7 @@ pub fn structural_hashes(
             for s in fsm.rule_states(rule) {
                 states[s] = match order[s - fsm.rule_states(rule).start] {
                     u32::MAX => unique(),
-                    i => {
-                        let mut h = Hash128::new();
-                        h.put128(hash);
-                        h.put(i.into());
-                        h.finish()
-                    }
+                    i => hash ^ index_key(i),
                 };
             }
         }
@@ -153,7 +151,9 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
         opaque,
         bounds,
     } = *ctx;
-    let mut h = Hash128::new();
+    // The serialization, hashed in one write (SipHash is much faster on one long input than on
+    // many eight-byte ones).
+    let mut h = Serial(Vec::new());
     let mut order: Vec<StateId> = Vec::new();
     let mut queue = VecDeque::new();
     let mut visit = |s: StateId, order: &mut Vec<StateId>, queue: &mut VecDeque<StateId>| -> u64 {
@@ -169,20 +169,20 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
         if fsm.start(fsm.rule_of(s)) == s {
             match bounds(fsm.rule_of(s)) {
                 Some((min, max)) => {
-                    h.put(1);
-                    h.put(min.into());
-                    h.put(max.map_or(u64::MAX, u64::from));
+                    h.write_u64(1);
+                    h.write_u64(min.into());
+                    h.write_u64(max.map_or(u64::MAX, u64::from));
                 }
-                None => h.put(0),
+                None => h.write_u64(0),
             }
         }
-        h.put(u64::from(fsm.is_accept(s)));
+        h.write_u64(u64::from(fsm.is_accept(s)));
         let edges = fsm.byte_edges(s);
-        h.put(edges.len() as u64);
+        h.write_u64(edges.len() as u64);
         for e in edges {
-            h.put(u64::from(e.lo) << 8 | u64::from(e.hi));
+            h.write_u64(u64::from(e.lo) << 8 | u64::from(e.hi));
             let t = visit(e.target, &mut order, &mut queue);
-            h.put(t);
+            h.write_u64(t);
         }
         let caller = fsm.rule_of(s);
         // 0: opaque (hash = nullable flag), 1: same cycle, 2: callee hash.
@@ -200,21 +200,21 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
             })
             .collect();
         refs.sort_unstable();
-        h.put(refs.len() as u64);
+        h.write_u64(refs.len() as u64);
         for (kind, callee, c, t) in refs {
             if kind == 0 {
-                h.put(3);
-                h.put128(callee);
+                h.write_u64(3);
+                h.write_u128_parts(callee);
             } else if kind == 1 {
                 let start = visit(fsm.start(c), &mut order, &mut queue);
-                h.put(1);
-                h.put(start);
+                h.write_u64(1);
+                h.write_u64(start);
             } else {
-                h.put(2);
-                h.put128(callee);
+                h.write_u64(2);
+                h.write_u128_parts(callee);
             }
             let t = visit(t, &mut order, &mut queue);
-            h.put(t);
+            h.write_u64(t);
         }
     }
     let own = fsm.rule_states(rule);
@@ -222,7 +222,9 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
     for s in order {
         index[s.index()] = u32::MAX;
     }
-    (h.finish(), canonical)
+    let mut f = Fingerprint::new();
+    f.write(&h.0);
+    (f.finish128(), canonical)
 }
 
 /// Strongly connected components of the rule reference graph, callees before callers (iterative

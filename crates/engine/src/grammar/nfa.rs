@@ -10,9 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashMap;
-
 use regex_syntax::utf8::Utf8Sequences;
+use rustc_hash::FxHashMap;
 
 use super::dispatch::{DispatchAutomaton, Output};
 use super::fsm::{merge_ranges, DState, Dfa};

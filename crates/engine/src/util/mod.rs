@@ -7,14 +7,17 @@
 //!   of word `t / 32`.
 //! - `limits`: [`Limits`], every resource bound of the engine in one place.
 //! - `marker`: how a whole token (by id) appears to the byte-level parser.
+//! - `fingerprint`: [`Fingerprint`], 128-bit structural hashes used as memo and cache keys.
 //! - [`guard`]: third-party parsers' panics on corrupt input turned into errors.
 
 mod bitmask;
+mod fingerprint;
 pub mod guard;
 mod ids;
 mod limits;
 pub(crate) mod marker;
 
 pub use bitmask::TokenBitmask;
+pub use fingerprint::{fingerprint, hash_json, json_fingerprint, Fingerprint};
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
 pub use limits::{Budget, LimitError, Limits};

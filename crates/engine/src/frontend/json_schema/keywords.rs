@@ -3,12 +3,15 @@
 //! struct a merged conjunction uses) beside its combinators; `$ref`s are [`RefId`]s into the
 //! document's resolved targets; patterns are kept parsed ([`Pattern`]).
 
+use std::hash::{Hash, Hasher};
+
 use serde_json::Value;
 
 use super::pattern::Pattern;
+use crate::util::hash_json;
 
 /// A set of JSON types. `NUMBER` includes integers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Types(pub u8);
 
 impl Types {
@@ -106,7 +109,7 @@ pub struct Bound {
 }
 
 /// A schema: `true`, `false`, or an object of keywords.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Hash)]
 pub enum Schema {
     /// `true` accepts everything, `false` nothing.
     Bool(bool),
@@ -115,7 +118,7 @@ pub enum Schema {
 }
 
 /// String keywords.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Hash)]
 pub struct StringSpec {
     /// `minLength`.
     pub min_length: Option<u64>,
@@ -140,8 +143,27 @@ pub struct NumberSpec {
     pub multiple_of: Option<(f64, String)>,
 }
 
+impl Hash for Bound {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.value.to_bits().hash(state);
+        self.exclusive.hash(state);
+    }
+}
+
+impl Hash for NumberSpec {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.lower.hash(state);
+        self.upper.hash(state);
+        self.multiple_of.is_some().hash(state);
+        if let Some((m, path)) = &self.multiple_of {
+            m.to_bits().hash(state);
+            path.hash(state);
+        }
+    }
+}
+
 /// Array keywords.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Hash)]
 pub struct ArraySpec {
     /// `prefixItems` (or draft-7 array-form `items`).
     pub prefix: Vec<Schema>,
@@ -154,7 +176,7 @@ pub struct ArraySpec {
 }
 
 /// Object keywords.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Hash)]
 pub struct ObjectSpec {
     /// `properties`, in schema order.
     pub properties: Vec<(String, Schema)>,
@@ -175,7 +197,7 @@ pub struct ObjectSpec {
 }
 
 /// One schema object: its own plain keywords and its combinators.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Hash)]
 pub struct Spec {
     /// The object's plain keywords (`type` less the types `not` excludes, `enum` / `const`, and
     /// the per-type keywords); `keywords.path` is this schema object's JSON pointer.
@@ -227,6 +249,27 @@ pub struct Conj {
     pub array: ArraySpec,
     /// Object keywords.
     pub object: ObjectSpec,
+}
+
+impl Hash for Conj {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.path.hash(state);
+        self.types.hash(state);
+        match &self.values {
+            None => state.write_u8(0),
+            Some(values) => {
+                state.write_u8(1);
+                state.write_usize(values.len());
+                values.iter().for_each(|v| hash_json(v, state));
+            }
+        }
+        state.write_usize(self.not_values.len());
+        self.not_values.iter().for_each(|v| hash_json(v, state));
+        self.string.hash(state);
+        self.number.hash(state);
+        self.array.hash(state);
+        self.object.hash(state);
+    }
 }
 
 impl Default for Conj {

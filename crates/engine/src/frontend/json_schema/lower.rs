@@ -8,7 +8,6 @@
 //! recursive grammars.
 
 use rustc_hash::FxHashMap;
-
 use serde_json::Value;
 
 use super::keywords::{Conj, RefId, Schema, Types};
@@ -17,7 +16,7 @@ use super::schema::Document;
 use super::{JsonSchemaOptions, SchemaError, SchemaWarning};
 use crate::grammar::exprs::{alt, lit};
 use crate::grammar::{CharClass, Expr, GrammarBuilder};
-use crate::util::{Limits, RuleId};
+use crate::util::{fingerprint, Limits, RuleId};
 
 /// Lowers one schema document into a grammar builder.
 pub struct Lowerer<'a> {
@@ -28,7 +27,7 @@ pub struct Lowerer<'a> {
     pub(super) merger: Merger<'a>,
     refs: FxHashMap<(RefId, usize), RuleId>,
     shared: FxHashMap<&'static str, RuleId>,
-    memo: FxHashMap<(String, usize), RuleId>,
+    memo: FxHashMap<(u128, usize), RuleId>,
     member_values: FxHashMap<Expr, RuleId>,
 }
 
@@ -72,7 +71,7 @@ impl<'a> Lowerer<'a> {
             } else {
                 0
             };
-            let key = (format!("{spec:?}"), level);
+            let key = (fingerprint(spec), level);
             if let Some(&id) = self.memo.get(&key) {
                 return Ok(Expr::Ref(id));
             }

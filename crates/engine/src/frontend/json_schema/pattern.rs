@@ -88,6 +88,13 @@ impl PartialEq for Pattern {
     }
 }
 
+impl std::hash::Hash for Pattern {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.source.hash(state);
+        self.0.path.hash(state);
+    }
+}
+
 impl std::fmt::Debug for Pattern {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Pattern({:?} at {:?})", self.0.source, self.0.path)

@@ -26,7 +26,7 @@ pub enum Delimiter {
 }
 
 /// How JSON arguments are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Style {
     /// A JSON value.
     Json,

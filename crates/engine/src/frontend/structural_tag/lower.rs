@@ -12,8 +12,9 @@
 //!   those) and appears twice becomes one shared rule.
 //! - literals are split around special-token texts, which become whole-token terminals.
 
-use rustc_hash::FxHashMap;
+use std::hash::Hash;
 
+use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use super::format::{Delimiter, Format, Node, Style, Tag, TokenRef};
@@ -26,7 +27,7 @@ use crate::grammar::{
     ebnf, CharClass, Expr, GrammarBuilder, Pattern, Symbol, TagDispatch, TokenSet,
 };
 use crate::util::marker::MARKED_ID_LIMIT;
-use crate::util::{Limits, TokenId};
+use crate::util::{Fingerprint, Limits, TokenId};
 use crate::vocab::{TokenKind, Vocab};
 
 /// The ends of the nearest enclosing tag, which free text inside it must not contain.
@@ -51,39 +52,50 @@ pub struct Lowering<'a> {
     /// alternatives of those) by their text, with the expression of their first use; a second use
     /// turns that expression into a shared rule (a tool list offered in many call formats repeats
     /// its per-tool alternatives once per format).
-    pure: FxHashMap<String, Expr>,
+    pure: FxHashMap<u128, Expr>,
     /// `path: message` of every schema keyword not enforced.
     pub warnings: Vec<String>,
 }
 
-/// The text of a format that lowers the same wherever it appears (no free text, which depends on
-/// the enclosing tag's ends; no tags, whose contents are cached by path); `None` otherwise.
-fn pure_key(f: &Format) -> Option<String> {
-    Some(match f {
-        Format::ConstString(s) => format!("c{s:?}"),
-        Format::Regex(p) => format!("r{p:?}"),
-        Format::JsonSchema {
-            schema,
-            style,
-            max_whitespace,
-        } => format!("j{style:?}{max_whitespace:?}{schema}"),
-        Format::Sequence(items) | Format::Or(items) => {
-            let kind = if matches!(f, Format::Sequence(_)) {
-                's'
-            } else {
-                'o'
-            };
-            let parts = items
-                .iter()
-                .map(|n| pure_key(&n.format))
-                .collect::<Option<Vec<String>>>()?;
-            format!("{kind}[{}]", parts.join(","))
+/// The fingerprint of a format that lowers the same wherever it appears (no free text, which
+/// depends on the enclosing tag's ends; no tags, whose contents are cached by path); `None`
+/// otherwise.
+fn pure_key(f: &Format) -> Option<u128> {
+    fn put(f: &Format, h: &mut Fingerprint) -> Option<()> {
+        match f {
+            Format::ConstString(s) => ('c', s).hash(h),
+            Format::Regex(p) => ('r', p).hash(h),
+            Format::JsonSchema {
+                schema,
+                style,
+                max_whitespace,
+            } => {
+                ('j', style, max_whitespace).hash(h);
+                h.write_json(schema);
+            }
+            Format::Sequence(items) | Format::Or(items) => {
+                (if matches!(f, Format::Sequence(_)) {
+                    's'
+                } else {
+                    'o'
+                })
+                .hash(h);
+                items.len().hash(h);
+                for n in items {
+                    put(&n.format, h)?;
+                }
+            }
+            Format::Repeat { content, min, max } => {
+                ('p', min, max).hash(h);
+                put(&content.format, h)?;
+            }
+            _ => return None,
         }
-        Format::Repeat { content, min, max } => {
-            format!("p{min},{max:?}[{}]", pure_key(&content.format)?)
-        }
-        _ => return None,
-    })
+        Some(())
+    }
+    let mut h = Fingerprint::new();
+    put(f, &mut h)?;
+    Some(h.finish128())
 }
 
 fn invalid(path: &str, message: impl Into<String>) -> TagError {
