@@ -18,15 +18,17 @@
 //! accepting state, so every non-empty Earley set is a viable prefix — a byte is allowed exactly when
 //! scanning it leaves a non-empty set.
 
-use rustc_hash::FxHashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
 
 use super::lookahead::Lookahead;
 use crate::grammar::fsm::{CompactFsm, DState, Dfa};
 use crate::grammar::repetition::{self, Counted};
 use crate::grammar::{passes, Expr, Grammar, GrammarError};
 use crate::util::marker::MARKER_BYTE;
-use crate::util::{Budget, Limits, RuleId, StateId};
+use crate::util::{Budget, Fingerprint, Limits, RuleId, StateId};
 
 /// Bounds above which `{min,max}` repetitions become counted rules by default.
 pub const REPETITION_THRESHOLD: u32 = 128;
@@ -114,15 +116,54 @@ impl Automaton {
     }
 }
 
-/// Rule DFAs by rule body with its references renumbered in order of appearance, shared by the
-/// grammars of one compiler (tools that repeat between requests build their DFAs once).
+/// Rule DFAs by the fingerprint of their rule body with its references renumbered in order of
+/// appearance, shared by the grammars of one compiler (tools that repeat between requests build
+/// their DFAs once).
 #[derive(Debug, Default)]
 pub struct DfaCache {
-    map: Mutex<FxHashMap<Expr, Arc<Dfa>>>,
+    map: Mutex<FxHashMap<u128, Arc<Dfa>>>,
 }
 
 /// Most rule DFAs a [`DfaCache`] keeps before it starts over.
 const DFA_CACHE_ENTRIES: usize = 1 << 16;
+
+/// The fingerprint of `body` with its references numbered in order of appearance, and those
+/// references (`refs[i]` is the rule numbered `i`). `None` for a body with a TagDispatch (its tag
+/// rules are part of its structure; such a rule is built for its request).
+fn canonical_key(body: &Expr) -> Option<(u128, Vec<RuleId>)> {
+    fn put(e: &Expr, h: &mut Fingerprint, refs: &mut Vec<RuleId>) -> Option<()> {
+        std::mem::discriminant(e).hash(h);
+        match e {
+            Expr::Empty => {}
+            Expr::Literal(s) => s.hash(h),
+            Expr::Class(c) => c.hash(h),
+            Expr::Tokens(t) => t.hash(h),
+            Expr::Ref(r) => {
+                let i = refs.iter().position(|x| x == r).unwrap_or_else(|| {
+                    refs.push(*r);
+                    refs.len() - 1
+                });
+                h.write_usize(i);
+            }
+            Expr::Seq(items) | Expr::Alt(items) => {
+                h.write_usize(items.len());
+                for item in items {
+                    put(item, h, refs)?;
+                }
+            }
+            Expr::Repeat { body, min, max } => {
+                (min, max).hash(h);
+                put(body, h, refs)?;
+            }
+            Expr::Dispatch(_) => return None,
+        }
+        Some(())
+    }
+    let mut h = Fingerprint::new();
+    let mut refs = Vec::new();
+    put(body, &mut h, &mut refs)?;
+    Some((h.finish128(), refs))
+}
 
 impl DfaCache {
     /// The DFA of `body`, from the cache or built (and kept).
@@ -133,15 +174,9 @@ impl DfaCache {
         limit: usize,
         budget: &Budget,
     ) -> Result<Dfa, GrammarError> {
-        let mut refs: Vec<RuleId> = Vec::new();
-        let mut key = body.clone();
-        key.map_refs(&mut |r| {
-            let i = refs.iter().position(|&x| x == r).unwrap_or_else(|| {
-                refs.push(r);
-                refs.len() - 1
-            });
-            Expr::Ref(RuleId(i as u32))
-        });
+        let Some((key, refs)) = canonical_key(body) else {
+            return Dfa::from_expr_within(body, name, limit, budget);
+        };
         let cached = self
             .map
             .lock()
@@ -151,7 +186,12 @@ impl DfaCache {
         let canonical = match cached {
             Some(d) => d,
             None => {
-                let d = Arc::new(Dfa::from_expr_within(&key, name, limit, budget)?);
+                let mut numbered = body.clone();
+                numbered.map_refs(&mut |r| {
+                    let i = refs.iter().position(|&x| x == r).unwrap_or(0);
+                    Expr::Ref(RuleId(i as u32))
+                });
+                let d = Arc::new(Dfa::from_expr_within(&numbered, name, limit, budget)?);
                 let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
                 if map.len() >= DFA_CACHE_ENTRIES {
                     map.clear();
@@ -175,7 +215,7 @@ impl DfaCache {
 /// threshold. Fails if a limit is hit or the root rule cannot match any finite string.
 pub fn build_automaton(grammar: &Grammar, limits: &Limits) -> Result<Automaton, GrammarError> {
     build_automaton_cached(
-        grammar,
+        grammar.clone(),
         limits,
         Some(REPETITION_THRESHOLD),
         None,
@@ -187,14 +227,14 @@ pub fn build_automaton(grammar: &Grammar, limits: &Limits) -> Result<Automaton, 
 /// `None`), taking rule DFAs from `cache` when given, and stopping once `budget` is spent (checked
 /// between passes and between rules).
 pub fn build_automaton_cached(
-    grammar: &Grammar,
+    grammar: Grammar,
     limits: &Limits,
     repetition_threshold: Option<u32>,
     cache: Option<&DfaCache>,
     budget: &Budget,
 ) -> Result<Automaton, GrammarError> {
     // 1. Normalize, inline and prune the grammar.
-    let grammar = passes::optimize(grammar.clone());
+    let grammar = passes::optimize(grammar);
     budget.check(|| "optimizing the grammar".into())?;
     // 2. Compress large repetitions into counted rules.
     let (grammar, counted) = match repetition_threshold {
@@ -285,7 +325,7 @@ pub fn build_automaton_cached(
     }
     // 6. Freeze every rule's trimmed DFA into one global numbering.
     let trimmed: Vec<Dfa> = dfas
-        .iter()
+        .into_iter()
         .map(|d| {
             d.trim(&productive).unwrap_or(Dfa {
                 states: vec![Default::default()],

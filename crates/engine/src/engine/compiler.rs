@@ -348,6 +348,11 @@ impl GrammarCompiler {
 
     /// Compiles `grammar` within `Limits::max_compile_ms`.
     pub fn compile(&self, grammar: &Grammar) -> Result<Arc<CompiledGrammar>, GrammarError> {
+        self.compile_owned(grammar.clone())
+    }
+
+    /// [`GrammarCompiler::compile`] of a grammar the caller no longer needs (no copy is made).
+    pub fn compile_owned(&self, grammar: Grammar) -> Result<Arc<CompiledGrammar>, GrammarError> {
         let budget = Budget::start(&self.limits);
         let automaton = build_automaton_cached(
             grammar,
@@ -399,7 +404,7 @@ impl GrammarCompiler {
                 return Ok(g);
             }
         }
-        let compiled = self.compile(&build()?)?;
+        let compiled = self.compile_owned(build()?)?;
         let mut cache = self.lock();
         if self.options.grammar_cache_entries == 0 {
             return Ok(compiled);

@@ -212,7 +212,7 @@ impl Dfa {
 
     /// Drops reference edges to rules not in `productive` and states that then cannot reach an
     /// accepting state. Returns `None` when the start state itself cannot.
-    pub fn trim(&self, productive: &[bool]) -> Option<Dfa> {
+    pub fn trim(self, productive: &[bool]) -> Option<Dfa> {
         let live = self.live_states(productive);
         if !live.first().copied().unwrap_or(false) {
             return None;
@@ -223,7 +223,7 @@ impl Dfa {
                 .iter()
                 .all(|s| s.refs.iter().all(|&(r, _)| productive[r.index()]));
         if untouched {
-            return Some(self.clone());
+            return Some(self);
         }
         let states = self
             .states

@@ -345,6 +345,15 @@ fn build_dfa<'a>(
         rule: rule.to_string(),
         limit,
     };
+    let check = || match budget {
+        Some(b) => b.check(|| format!("building the automaton of rule `{rule}`")),
+        None => Ok(()),
+    };
+    if tails.is_none() {
+        if let Some(trie) = literal_trie(body, limit) {
+            return Ok(trie.minimize_checked(check)?);
+        }
+    }
     let mut nfa = Nfa {
         limit,
         ..Default::default()
@@ -361,15 +370,69 @@ fn build_dfa<'a>(
     while let Some((r, entry)) = nfa.tails.as_mut().and_then(|t| t.pending.pop()) {
         nfa.build(body_of(r), entry, end).map_err(too_large)?;
     }
-    let check = || match budget {
-        Some(b) => b.check(|| format!("building the automaton of rule `{rule}`")),
-        None => Ok(()),
-    };
     let dfa = determinize(&nfa, start, end, limit, &check).map_err(|e| match e {
         Stop::TooLarge => too_large(TooLarge),
         Stop::Budget(e) => GrammarError::Limit(e),
     })?;
     Ok(dfa.minimize_checked(check)?)
+}
+
+/// The deterministic trie of a body that is an alternation of sequences of literals and
+/// references (a tag list: `"begin" args "end" | ...`), built directly instead of through an NFA and
+/// subset construction; minimizing it gives the same DFA. `None` for any other shape, or when the
+/// trie would exceed `limit` states.
+fn literal_trie(body: &Expr, limit: usize) -> Option<Dfa> {
+    let alternatives = match body {
+        Expr::Alt(items) => items.as_slice(),
+        other => std::slice::from_ref(other),
+    };
+    let mut states = vec![DState::default()];
+    for alternative in alternatives {
+        let items = match alternative {
+            Expr::Seq(items) => items.as_slice(),
+            other => std::slice::from_ref(other),
+        };
+        let mut at = 0usize;
+        for item in items {
+            match item {
+                Expr::Empty => {}
+                Expr::Literal(text) => {
+                    for &b in text.as_bytes() {
+                        at = match states[at].bytes.iter().find(|e| e.0 == b) {
+                            Some(e) => e.2 as usize,
+                            None => {
+                                let next = states.len();
+                                states[at].bytes.push((b, b, next as u32));
+                                states.push(DState::default());
+                                next
+                            }
+                        };
+                    }
+                }
+                Expr::Ref(r) => {
+                    at = match states[at].refs.iter().find(|e| e.0 == *r) {
+                        Some(e) => e.1 as usize,
+                        None => {
+                            let next = states.len();
+                            states[at].refs.push((*r, next as u32));
+                            states.push(DState::default());
+                            next
+                        }
+                    };
+                }
+                _ => return None,
+            }
+            if states.len() > limit {
+                return None;
+            }
+        }
+        states[at].accept = true;
+    }
+    for st in &mut states {
+        st.bytes.sort_unstable();
+        st.refs.sort_unstable();
+    }
+    Some(Dfa { states })
 }
 
 /// Why subset construction stopped.
@@ -465,4 +528,45 @@ fn determinize(
         });
     }
     Ok(Dfa { states })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(s: &str) -> Expr {
+        Expr::Literal(s.to_string())
+    }
+
+    /// The trie route and subset construction agree (the latter forced by wrapping the body in a
+    /// one-time repetition, which the trie does not take).
+    #[test]
+    fn literal_tries_match_subset_construction() {
+        let (a, b) = (Expr::Ref(RuleId(3)), Expr::Ref(RuleId(1)));
+        let bodies = [
+            lit("abc"),
+            Expr::Alt(vec![lit("ab"), lit("cb"), lit("a")]),
+            Expr::Alt(vec![
+                Expr::Seq(vec![lit("<f=get>"), a.clone(), lit("</f>")]),
+                Expr::Seq(vec![lit("<f=getx>"), b.clone(), lit("</f>")]),
+                Expr::Seq(vec![lit("<f=put>"), a.clone(), lit("</f>")]),
+                Expr::Seq(vec![lit("<f=put>"), b.clone(), lit("</f>"), Expr::Empty]),
+                Expr::Seq(vec![lit("é"), a.clone()]),
+                a.clone(),
+            ]),
+        ];
+        for body in bodies {
+            assert!(literal_trie(&body, 1000).is_some(), "{body:?}");
+            let trie = Dfa::from_expr(&body, "t", 1000).expect("trie");
+            let wrapped = Expr::Repeat {
+                body: Box::new(body.clone()),
+                min: 1,
+                max: Some(1),
+            };
+            assert!(literal_trie(&wrapped, 1000).is_none());
+            let subset = Dfa::from_expr(&wrapped, "t", 1000).expect("subset construction");
+            assert_eq!(trie, subset, "{body:?}");
+        }
+        assert!(literal_trie(&lit("abcdef"), 3).is_none());
+    }
 }
