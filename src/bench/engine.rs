@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::engine::check::{MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::{CompileOptions, CompiledGrammar, GrammarCompiler, GrammarMatcher};
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
-use crate::frontend::structural_tag::structural_tag_grammar;
+use crate::frontend::structural_tag::structural_tag_grammar_with;
 use crate::grammar::Grammar;
 use crate::util::{fingerprint, json_fingerprint, Limits, TokenBitmask, TokenId};
 use crate::vocab::Vocab;
@@ -100,11 +100,12 @@ impl StructgenEngine {
     fn grammar(&self, input: &GrammarInput) -> Result<Grammar, String> {
         let limits = self.compiler.limits();
         match input {
-            GrammarInput::StructuralTag(tag) => structural_tag_grammar(
+            GrammarInput::StructuralTag(tag) => structural_tag_grammar_with(
                 tag,
                 Some(self.compiler.vocab()),
                 &self.schema_options,
                 limits,
+                self.compiler.schema_fragments(),
             )
             .map(|t| t.grammar)
             .map_err(|e| e.to_string()),
@@ -146,6 +147,7 @@ impl Engine for StructgenEngine {
 
     fn cache_summary(&self) -> Option<String> {
         let grammars = self.compiler.grammar_cache_hits();
+        let fragments = self.compiler.schema_fragments().hits();
         let pool = self.compiler.pool_stats()?;
         let verified = self.verified.as_ref().map_or(String::new(), |v| {
             format!(
@@ -154,7 +156,7 @@ impl Engine for StructgenEngine {
             )
         });
         Some(format!(
-            "grammar cache hits {grammars}; mask pool: {} perfect hits, {} partial hits, {} computed, {} entries, {:.1} MiB, {} evicted{verified}",
+            "grammar cache hits {grammars}, schema fragment hits {fragments}; mask pool: {} perfect hits, {} partial hits, {} computed, {} entries, {:.1} MiB, {} evicted{verified}",
             pool.perfect_hits,
             pool.partial_hits,
             pool.misses,

@@ -11,7 +11,7 @@ use super::chat::{ChatError, ChatTemplate};
 use super::model::Model;
 use crate::engine::{CompileOptions, GrammarCompiler, GrammarMatcher};
 use crate::frontend::json_schema::JsonSchemaOptions;
-use crate::frontend::structural_tag::{structural_tag_grammar, TagError};
+use crate::frontend::structural_tag::{structural_tag_grammar_with, TagError};
 use crate::frontend::tool_tag::tools_structural_tag;
 use crate::frontend::tools::{StyleSpec, Tool, ToolOptions, ToolsError};
 use crate::grammar::GrammarError;
@@ -99,14 +99,15 @@ pub fn tools_matcher(
     let t = Instant::now();
     let limits = compiler.limits();
     let tag = tools_structural_tag(tools, style, options)?;
-    let grammar = structural_tag_grammar(
+    let grammar = structural_tag_grammar_with(
         &tag,
         Some(compiler.vocab()),
         &JsonSchemaOptions::default(),
         limits,
+        compiler.schema_fragments(),
     )?
     .grammar;
-    let compiled = compiler.compile(&grammar)?;
+    let compiled = compiler.compile_owned(grammar)?;
     let matcher =
         GrammarMatcher::with_stop_tokens(compiled, stop.iter().map(|&t| TokenId(t)).collect());
     Ok((matcher, t.elapsed().as_secs_f64() * 1e3))

@@ -9,12 +9,14 @@
 //! (the key is the state's structural hash). [`Precompute`] moves the most expensive ones into
 //! compile time, where a server overlaps them with the model's prefill.
 
-use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+
+use rustc_hash::FxHashMap;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
 use super::hash::structural_hashes;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
+use crate::frontend::json_schema::SchemaFragments;
 use crate::grammar::repetition::Counted;
 use crate::grammar::{Grammar, GrammarError};
 use crate::util::{Budget, Limits, RuleId, StateId};
@@ -297,6 +299,7 @@ pub struct GrammarCompiler {
     pool: Option<Arc<MaskPool>>,
     grammars: Mutex<GrammarCache>,
     dfas: DfaCache,
+    fragments: SchemaFragments,
 }
 
 #[derive(Debug, Default)]
@@ -319,6 +322,7 @@ impl GrammarCompiler {
             pool,
             grammars: Mutex::new(GrammarCache::default()),
             dfas: DfaCache::default(),
+            fragments: SchemaFragments::new(),
         }
     }
 
@@ -330,6 +334,13 @@ impl GrammarCompiler {
     /// The limits in effect.
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Lowered argument schemas shared by this compiler's grammars: give them to
+    /// [`crate::frontend::structural_tag::structural_tag_grammar_with`] so a tool seen before is
+    /// imported rather than lowered again.
+    pub fn schema_fragments(&self) -> &SchemaFragments {
+        &self.fragments
     }
 
     /// Counters of the shared mask pool (`None` without the cross-grammar cache).

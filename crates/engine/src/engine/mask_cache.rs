@@ -21,9 +21,10 @@
 //! ([`crate::grammar::hash`]); the uncertain list after the follow-byte filter is kept per follow
 //! set beside it. Pool memory is bounded, least recently used entries go first.
 
-use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+use rustc_hash::FxHashMap;
 
 use super::automaton::Automaton;
 use super::lookahead::{has_byte, ByteSet};

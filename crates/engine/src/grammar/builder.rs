@@ -2,8 +2,9 @@
 //! define their bodies, then [`GrammarBuilder::build`] checks that every declared rule was defined
 //! and that the root exists.
 
-use rustc_hash::FxHashMap;
 use std::cell::RefCell;
+
+use rustc_hash::FxHashMap;
 
 use super::{Expr, Grammar, GrammarError, Rule};
 use crate::util::{LimitError, Limits, RuleId};
@@ -114,9 +115,23 @@ impl GrammarBuilder {
     /// Copies every rule of `g` in under fresh names prefixed by `prefix`, and returns the id of
     /// its root (so structural tags can embed EBNF grammars).
     pub fn import(&mut self, g: &Grammar, prefix: &str) -> Result<RuleId, GrammarError> {
+        self.import_named(g, |rule| format!("{prefix}_{rule}"))
+    }
+
+    /// Copies every rule of `g` in under fresh names made from its own (the names it would have
+    /// had if it had been built here), and returns the id of its root.
+    pub fn import_fresh(&mut self, g: &Grammar) -> Result<RuleId, GrammarError> {
+        self.import_named(g, str::to_string)
+    }
+
+    fn import_named(
+        &mut self,
+        g: &Grammar,
+        base: impl Fn(&str) -> String,
+    ) -> Result<RuleId, GrammarError> {
         let mut ids = Vec::with_capacity(g.rules().len());
         for rule in g.rules() {
-            let name = self.fresh_name(&format!("{prefix}_{}", rule.name));
+            let name = self.fresh_name(&base(&rule.name));
             ids.push(self.declare(&name)?);
         }
         for (rule, &id) in g.rules().iter().zip(&ids) {

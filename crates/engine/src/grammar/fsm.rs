@@ -98,29 +98,35 @@ impl Dfa {
         let n = self.states.len();
         let mut mark = vec![NEW; n];
         let mut class = vec![0u32; n];
-        let mut ids: FxHashMap<Signature, u32> = FxHashMap::default();
-        let targets = |s: &DState| -> Vec<u32> {
-            s.bytes
-                .iter()
-                .map(|e| e.2)
-                .chain(s.refs.iter().map(|e| e.1))
-                .collect()
+        // A state's signature, written into one buffer: acceptance, then its byte edges with
+        // adjacent ranges to one class merged (`lo`, `hi`, class), then `u32::MAX` and its
+        // reference edges (rule, class).
+        let mut ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
+        let mut signature: Vec<u32> = Vec::new();
+        let out_degree = |i: usize| self.states[i].bytes.len() + self.states[i].refs.len();
+        let target = |i: usize, k: usize| {
+            let st = &self.states[i];
+            match st.bytes.get(k) {
+                Some(e) => e.2 as usize,
+                None => st.refs[k - st.bytes.len()].1 as usize,
+            }
         };
+        let mut stack: Vec<(usize, usize)> = Vec::new();
         for root in 0..n {
             if mark[root] != NEW {
                 continue;
             }
-            let mut stack: Vec<(usize, Vec<u32>)> = vec![(root, targets(&self.states[root]))];
             mark[root] = OPEN;
-            while let Some((i, pending)) = stack.last_mut() {
-                let i = *i;
-                if let Some(t) = pending.pop() {
-                    let t = t as usize;
+            stack.push((root, 0));
+            while let Some(&mut (i, ref mut next)) = stack.last_mut() {
+                if *next < out_degree(i) {
+                    let t = target(i, *next);
+                    *next += 1;
                     match mark[t] {
                         OPEN => return None,
                         NEW => {
                             mark[t] = OPEN;
-                            stack.push((t, targets(&self.states[t])));
+                            stack.push((t, 0));
                         }
                         _ => {}
                     }
@@ -128,11 +134,33 @@ impl Dfa {
                 }
                 stack.pop();
                 mark[i] = DONE;
-                let c = classed(&self.states[i], &class);
-                let len = ids.len() as u32;
-                class[i] = *ids
-                    .entry((u32::from(c.accept), c.bytes, c.refs))
-                    .or_insert(len);
+                let st = &self.states[i];
+                signature.clear();
+                signature.push(u32::from(st.accept));
+                let mut last: Option<(u32, u32)> = None;
+                for &(lo, hi, t) in &st.bytes {
+                    let c = class[t as usize];
+                    match last {
+                        Some((end, lc)) if lc == c && end + 1 == u32::from(lo) => {
+                            let len = signature.len();
+                            signature[len - 2] = u32::from(hi);
+                        }
+                        _ => signature.extend([u32::from(lo), u32::from(hi), c]),
+                    }
+                    last = Some((u32::from(hi), c));
+                }
+                signature.push(u32::MAX);
+                for &(r, t) in &st.refs {
+                    signature.extend([r.0, class[t as usize]]);
+                }
+                class[i] = match ids.get(signature.as_slice()) {
+                    Some(&id) => id,
+                    None => {
+                        let id = ids.len() as u32;
+                        ids.insert(signature.clone(), id);
+                        id
+                    }
+                };
             }
         }
         Some(class)

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 /// Resource limits shared by the grammar front ends, the FSM builder, the compiler and the matcher.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Limits {
     /// Most rules in one grammar. A tool's argument schema lowers to about ten rules, so 1,000,000
     /// covers 10,000-tool requests with room to spare.

@@ -8,7 +8,9 @@
 //!   disjunction of flat conjunctions (`merge::Conj`); a bare `$ref` stays a reference and becomes
 //!   its own rule, which is what makes recursive schemas work;
 //! - `lower`, `objects`, `arrays`, `numbers`, `strings`: each conjunction becomes grammar
-//!   expressions through the shared [`GrammarBuilder`].
+//!   expressions through the shared [`GrammarBuilder`];
+//! - `fragments`: [`SchemaFragments`], lowered schemas kept by a compiler and imported again when a
+//!   tool's schema comes back.
 //!
 //! Semantics: properties appear in schema order, required ones must appear, optional ones may be
 //! left out (or, with [`PropertyOrder::Flexible`], required ones in a fixed order and the others
@@ -19,6 +21,7 @@
 //! `strict_schema` a warning is an error instead.
 
 mod arrays;
+mod fragments;
 mod keywords;
 mod lower;
 mod merge;
@@ -36,6 +39,7 @@ use serde_json::Value;
 use crate::grammar::{Grammar, GrammarBuilder};
 use crate::util::{Limits, RuleId};
 
+pub use fragments::SchemaFragments;
 pub use options::{JsonSchemaOptions, PropertyOrder, SchemaError, SchemaWarning};
 
 /// The grammar of a schema and the keywords it does not enforce.

@@ -4,7 +4,7 @@
 use crate::grammar::GrammarError;
 
 /// How the generated JSON is laid out and how strictly the schema is read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct JsonSchemaOptions {
     /// Allow whitespace around every structural token (bounded by `max_whitespace`).
     pub any_whitespace: bool,
@@ -39,7 +39,7 @@ impl Default for JsonSchemaOptions {
 }
 
 /// The order of object members.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PropertyOrder {
     /// Listed properties in schema order, extra members after them (for generation).
     Schema,

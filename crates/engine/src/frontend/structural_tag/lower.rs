@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::format::{Delimiter, Format, Node, Style, Tag, TokenRef};
 use super::TagError;
-use crate::frontend::json_schema::{add_schema_rule, JsonSchemaOptions};
+use crate::frontend::json_schema::{add_schema_rule, JsonSchemaOptions, SchemaFragments};
 use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
 use crate::grammar::dispatch::text_pattern;
 use crate::grammar::exprs::{alt, opt};
@@ -45,6 +45,8 @@ pub struct Lowering<'a> {
     vocab: Option<&'a Vocab>,
     options: &'a JsonSchemaOptions,
     limits: &'a Limits,
+    /// Lowered argument schemas kept between grammars, when the caller keeps them.
+    fragments: Option<&'a SchemaFragments>,
     /// Each tag's lowered content by the tag's JSON path (a tag may be used twice: as a dispatch
     /// target and as the first, whole tag of `at_least_one`).
     contents: FxHashMap<String, Expr>,
@@ -138,18 +140,21 @@ pub fn pattern_expr(p: &Pattern) -> Expr {
 }
 
 impl<'a> Lowering<'a> {
-    /// A lowering into `builder`; `vocab` resolves special tokens and token strings.
+    /// A lowering into `builder`; `vocab` resolves special tokens and token strings; argument
+    /// schemas come from `fragments` when given.
     pub fn new(
         builder: &'a mut GrammarBuilder,
         vocab: Option<&'a Vocab>,
         options: &'a JsonSchemaOptions,
         limits: &'a Limits,
+        fragments: Option<&'a SchemaFragments>,
     ) -> Self {
         Lowering {
             builder,
             vocab,
             options,
             limits,
+            fragments,
             contents: FxHashMap::default(),
             pure: FxHashMap::default(),
             warnings: Vec::new(),
@@ -551,18 +556,26 @@ impl<'a> Lowering<'a> {
         path: &str,
         max_whitespace: Option<u32>,
     ) -> Result<Expr, TagError> {
-        let name = self.builder.fresh_name("args");
-        let rule = self.builder.declare(&name)?;
         let mut options = self.options.clone();
         if max_whitespace.is_some() {
             options.max_whitespace = max_whitespace;
         }
-        let warnings = add_schema_rule(self.builder, rule, schema, &options, self.limits).map_err(
-            |error| TagError::Schema {
-                path: path.to_string(),
-                error,
-            },
-        )?;
+        let schema_error = |error| TagError::Schema {
+            path: path.to_string(),
+            error,
+        };
+        let (rule, warnings) = match self.fragments {
+            Some(fragments) => fragments
+                .add_schema(self.builder, "args", schema, &options, self.limits)
+                .map_err(schema_error)?,
+            None => {
+                let name = self.builder.fresh_name("args");
+                let rule = self.builder.declare(&name)?;
+                let warnings = add_schema_rule(self.builder, rule, schema, &options, self.limits)
+                    .map_err(schema_error)?;
+                (rule, warnings)
+            }
+        };
         self.warnings
             .extend(warnings.iter().map(|w| format!("{path}/json_schema{w}")));
         Ok(Expr::Ref(rule))

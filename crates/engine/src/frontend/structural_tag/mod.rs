@@ -22,7 +22,7 @@ pub(crate) mod lower;
 
 use serde_json::Value;
 
-use super::json_schema::{JsonSchemaOptions, SchemaError};
+use super::json_schema::{JsonSchemaOptions, SchemaError, SchemaFragments};
 use super::regex::RegexError;
 use crate::grammar::{EbnfError, Grammar, GrammarBuilder, GrammarError};
 use crate::util::Limits;
@@ -96,10 +96,32 @@ pub fn structural_tag_grammar(
     options: &JsonSchemaOptions,
     limits: &Limits,
 ) -> Result<TagGrammar, TagError> {
+    lower_tag(tag, vocab, options, limits, None)
+}
+
+/// [`structural_tag_grammar`] taking argument schemas lowered before from `fragments` (and keeping
+/// the new ones there): the same grammar, without lowering a tool's schema twice.
+pub fn structural_tag_grammar_with(
+    tag: &Value,
+    vocab: Option<&Vocab>,
+    options: &JsonSchemaOptions,
+    limits: &Limits,
+    fragments: &SchemaFragments,
+) -> Result<TagGrammar, TagError> {
+    lower_tag(tag, vocab, options, limits, Some(fragments))
+}
+
+fn lower_tag(
+    tag: &Value,
+    vocab: Option<&Vocab>,
+    options: &JsonSchemaOptions,
+    limits: &Limits,
+    fragments: Option<&SchemaFragments>,
+) -> Result<TagGrammar, TagError> {
     let node = format::parse_structural_tag(tag)?;
     let mut builder = GrammarBuilder::new(limits);
     let root = builder.declare("root")?;
-    let mut lowering = lower::Lowering::new(&mut builder, vocab, options, limits);
+    let mut lowering = lower::Lowering::new(&mut builder, vocab, options, limits, fragments);
     let body = lowering.node(&node, &lower::Ends::default())?;
     let warnings = lowering.warnings;
     builder.define(root, body, None)?;
