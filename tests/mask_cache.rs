@@ -29,7 +29,7 @@ fn compare(
     what: &str,
 ) -> usize {
     let g = compiler
-        .compile_cached(key, || {
+        .compile_cached(structgen::util::fingerprint(key), || {
             Ok::<_, structgen::grammar::GrammarError>(grammar.clone())
         })
         .unwrap_or_else(|e| panic!("{what}: {e}"));
