@@ -128,41 +128,48 @@ pub struct DfaCache {
 const DFA_CACHE_ENTRIES: usize = 1 << 16;
 
 /// The fingerprint of `body` with its references numbered in order of appearance, and those
-/// references (`refs[i]` is the rule numbered `i`). `None` for a body with a TagDispatch (its tag
-/// rules are part of its structure; such a rule is built for its request).
-fn canonical_key(body: &Expr) -> Option<(u128, Vec<RuleId>)> {
-    fn put(e: &Expr, h: &mut Fingerprint, refs: &mut Vec<RuleId>) -> Option<()> {
+/// references (`refs[i]` is the rule numbered `i`; a TagDispatch's tag rules count as references,
+/// in the order [`Expr::map_refs`] visits them).
+fn canonical_key(body: &Expr) -> (u128, Vec<RuleId>) {
+    fn number(r: RuleId, h: &mut Fingerprint, refs: &mut Vec<RuleId>) {
+        let i = refs.iter().position(|&x| x == r).unwrap_or_else(|| {
+            refs.push(r);
+            refs.len() - 1
+        });
+        h.write_usize(i);
+    }
+    fn put(e: &Expr, h: &mut Fingerprint, refs: &mut Vec<RuleId>) {
         std::mem::discriminant(e).hash(h);
         match e {
             Expr::Empty => {}
             Expr::Literal(s) => s.hash(h),
             Expr::Class(c) => c.hash(h),
             Expr::Tokens(t) => t.hash(h),
-            Expr::Ref(r) => {
-                let i = refs.iter().position(|x| x == r).unwrap_or_else(|| {
-                    refs.push(*r);
-                    refs.len() - 1
-                });
-                h.write_usize(i);
-            }
+            Expr::Ref(r) => number(*r, h, refs),
             Expr::Seq(items) | Expr::Alt(items) => {
                 h.write_usize(items.len());
                 for item in items {
-                    put(item, h, refs)?;
+                    put(item, h, refs);
                 }
             }
             Expr::Repeat { body, min, max } => {
                 (min, max).hash(h);
-                put(body, h, refs)?;
+                put(body, h, refs);
             }
-            Expr::Dispatch(_) => return None,
+            Expr::Dispatch(d) => {
+                h.write_usize(d.tags.len());
+                for (pattern, rule) in &d.tags {
+                    pattern.hash(h);
+                    number(*rule, h, refs);
+                }
+                (d.stop_eos, &d.stop_str, d.loop_after_dispatch, &d.excludes).hash(h);
+            }
         }
-        Some(())
     }
     let mut h = Fingerprint::new();
     let mut refs = Vec::new();
-    put(body, &mut h, &mut refs)?;
-    Some((h.finish128(), refs))
+    put(body, &mut h, &mut refs);
+    (h.finish128(), refs)
 }
 
 impl DfaCache {
@@ -174,9 +181,7 @@ impl DfaCache {
         limit: usize,
         budget: &Budget,
     ) -> Result<Dfa, GrammarError> {
-        let Some((key, refs)) = canonical_key(body) else {
-            return Dfa::from_expr_within(body, name, limit, budget);
-        };
+        let (key, refs) = canonical_key(body);
         let cached = self
             .map
             .lock()
