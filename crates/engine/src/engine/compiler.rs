@@ -264,7 +264,21 @@ impl CompiledGrammar {
                 }
                 total
             };
-            let mut scored: Vec<(usize, StateId)> = states.iter().map(|&s| (cost(s), s)).collect();
+            // With a shared pool, states whose masks it holds cost a lookup: the budget goes to
+            // the new ones, and among those to the states whose first bytes open a large part of
+            // the vocabulary (a name trie's root, a value's start) — the slow first masks a request
+            // would otherwise meet while generating.
+            let pooled = |s: StateId| match (&self.pool, &self.keys) {
+                (Some(pool), Some(keys)) => pool.contains(keys[s.index()]),
+                _ => false,
+            };
+            let large = self.vocab.size() / 16;
+            let mut scored: Vec<(usize, StateId)> = states
+                .iter()
+                .filter(|&&s| !pooled(s))
+                .map(|&s| (cost(s), s))
+                .filter(|&(c, _)| self.pool.is_none() || c >= large)
+                .collect();
             // Costliest first; among equals the lower state, nearer its rule's start (the automata
             // are numbered breadth first), which is the likelier to be consulted.
             scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));

@@ -416,6 +416,11 @@ impl MaskPool {
         StateMask { mask, uncertain }
     }
 
+    /// Whether a mask for `key` is kept (under any follow set).
+    pub fn contains(&self, key: u128) -> bool {
+        self.lock().map.contains_key(&key)
+    }
+
     /// Drops least recently used entries (never `keep`) until under capacity.
     fn evict(&self, inner: &mut PoolInner, keep: u128) {
         while inner.bytes > self.capacity && inner.map.len() > 1 {

@@ -36,6 +36,8 @@ const NONE: u32 = u32::MAX - 2;
 const CONTEXT: u32 = u32::MAX - 3;
 /// Canonical origin of an item predicted in its own set.
 const SELF: u32 = u32::MAX - 4;
+/// A point whose set is not a lone call-free item.
+const NO_STATE: u32 = u32::MAX;
 
 /// What the walk knows after some bytes of a token.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +50,10 @@ pub struct Point {
     /// For a set without an id, once a byte was refused here: the bytes it can scan (siblings are
     /// then refused without a parse step).
     refusable: Option<ByteSet>,
+    /// When the set is the isolated item alone at a state without reference edges (inside a
+    /// literal, a name trie, a character class): that state. The next byte is then a DFA step,
+    /// read from the automaton without the parser (which catches up by replay if needed).
+    lone: u32,
 }
 
 /// The memoized isolated parse of one item (see the module docs).
@@ -90,9 +96,22 @@ impl<'g> SetWalk<'g> {
             steps: 0,
             parses: 0,
         };
-        let start = walk.intern();
+        let mut start = walk.intern();
+        if count == 0 && g.counted(g.fsm().rule_of(state)).is_none() {
+            start.lone = walk.lone_state(state);
+        }
         walk.path.push(start);
         walk
+    }
+
+    /// `s` as a lone item's state when it has no reference edges (its set holds nothing else).
+    #[inline]
+    fn lone_state(&self, s: StateId) -> u32 {
+        if self.g.fsm().ref_edges(s).is_empty() {
+            s.0
+        } else {
+            NO_STATE
+        }
     }
 
     /// The bytes the item can scan first.
@@ -136,6 +155,26 @@ impl<'g> SetWalk<'g> {
     #[inline]
     pub fn step(&mut self, bytes: &[u8], depth: usize) -> bool {
         debug_assert_eq!(self.path.len(), depth + 1);
+        let lone = self.path[depth].lone;
+        if lone != NO_STATE {
+            // The lone item scans the byte or the token is refused; past a state with calls the
+            // parser takes over.
+            let fsm = self.g.fsm();
+            let Some(t) = fsm.step(StateId(lone), bytes[depth]) else {
+                return false;
+            };
+            let next = self.lone_state(t);
+            if next != NO_STATE {
+                self.path.push(Point {
+                    node: NONE,
+                    may_end: fsm.is_accept(t),
+                    opaque: false,
+                    refusable: None,
+                    lone: next,
+                });
+                return true;
+            }
+        }
         self.steps += 1;
         if self.steps > MEMO_STEPS && !self.memo_tried {
             self.start_memo(bytes, depth);
@@ -158,6 +197,7 @@ impl<'g> SetWalk<'g> {
                         may_end,
                         opaque,
                         refusable: None,
+                        lone: NO_STATE,
                     });
                     return true;
                 }
@@ -239,6 +279,7 @@ impl<'g> SetWalk<'g> {
             may_end,
             opaque,
             refusable: None,
+            lone: NO_STATE,
         }
     }
 }
