@@ -65,7 +65,9 @@
 //! ```
 //!
 //! A server compiling a grammar per request keeps one [`GrammarCompiler`] per vocabulary: it
-//! caches whole grammars by key, rule automata by body, and token masks by state structure.
+//! caches whole grammars by key, tools' lowered argument schemas by fingerprint
+//! ([`GrammarCompiler::schema_fragments`]), rule automata by body, and token masks by state
+//! structure.
 
 #![deny(missing_docs)]
 
