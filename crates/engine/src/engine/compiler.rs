@@ -264,25 +264,32 @@ impl CompiledGrammar {
                 }
                 total
             };
-            // With a shared pool, states whose masks it holds cost a lookup: the budget goes to
-            // the new ones, and among those to the states whose first bytes open a large part of
-            // the vocabulary (a name trie's root, a value's start) — the slow first masks a request
-            // would otherwise meet while generating.
-            let pooled = |s: StateId| match (&self.pool, &self.keys) {
-                (Some(pool), Some(keys)) => pool.contains(keys[s.index()]),
-                _ => false,
-            };
-            let large = self.vocab.size() / 16;
-            let mut scored: Vec<(usize, StateId)> = states
-                .iter()
-                .filter(|&&s| !pooled(s))
-                .map(|&s| (cost(s), s))
-                .filter(|&(c, _)| self.pool.is_none() || c >= large)
-                .collect();
+            let mut scored: Vec<(usize, StateId)> = states.iter().map(|&s| (cost(s), s)).collect();
             // Costliest first; among equals the lower state, nearer its rule's start (the automata
             // are numbered breadth first), which is the likelier to be consulted.
             scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            states = scored.into_iter().take(n).map(|(_, s)| s).collect();
+            // The costliest states, as without a pool (those the pool holds cost a lookup); with a
+            // shared pool, also the first `NEW_TAG_MASKS` states of tag rules (entered by a
+            // trigger) that are new to the pool and whose first bytes open a large part of the
+            // vocabulary — a new tool list's name trie, the slowest first mask a request would
+            // otherwise meet while generating.
+            let fsm = self.automaton.fsm();
+            let new_in_tag = |s: StateId| match (&self.pool, &self.keys) {
+                (Some(pool), Some(keys)) => {
+                    self.automaton.is_dispatched(fsm.rule_of(s)) && !pool.contains(keys[s.index()])
+                }
+                _ => false,
+            };
+            let large = self.vocab.size() / 16;
+            let mut chosen: Vec<StateId> = scored.iter().take(n).map(|&(_, s)| s).collect();
+            let tags: Vec<StateId> = scored
+                .iter()
+                .filter(|&&(c, s)| c >= large && !chosen.contains(&s) && new_in_tag(s))
+                .map(|&(_, s)| s)
+                .take(NEW_TAG_MASKS)
+                .collect();
+            chosen.extend(tags);
+            states = chosen;
         }
         let total = states.len();
         for (i, s) in states.into_iter().enumerate() {
@@ -292,6 +299,9 @@ impl CompiledGrammar {
         Ok(())
     }
 }
+
+/// Masks of new tag-rule states computed ahead of time per grammar, beyond `Precompute::Top`.
+const NEW_TAG_MASKS: usize = 2;
 
 /// Compiles `grammar` for `vocab` with the default options and a private mask pool.
 pub fn compile(

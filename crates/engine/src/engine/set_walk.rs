@@ -155,10 +155,15 @@ impl<'g> SetWalk<'g> {
     #[inline]
     pub fn step(&mut self, bytes: &[u8], depth: usize) -> bool {
         debug_assert_eq!(self.path.len(), depth + 1);
+        self.steps += 1;
+        if self.steps > MEMO_STEPS && !self.memo_tried {
+            self.start_memo(bytes, depth);
+        }
         let lone = self.path[depth].lone;
         if lone != NO_STATE {
             // The lone item scans the byte or the token is refused; past a state with calls the
-            // parser takes over.
+            // parser takes over. A long walk still turns memoization on (table lookups beat
+            // searching a state's edges), which drops the lone states of the path.
             let fsm = self.g.fsm();
             let Some(t) = fsm.step(StateId(lone), bytes[depth]) else {
                 return false;
@@ -174,10 +179,6 @@ impl<'g> SetWalk<'g> {
                 });
                 return true;
             }
-        }
-        self.steps += 1;
-        if self.steps > MEMO_STEPS && !self.memo_tried {
-            self.start_memo(bytes, depth);
         }
         let node = self.path[depth].node;
         let slot = node as usize * 256 + bytes[depth] as usize;
