@@ -3,7 +3,8 @@
 //! tokenizers and the matcher then takes the stop token and terminates; corrupted calls are refused;
 //! masks equal the brute-force reference on sampled steps of all three formats.
 //!
-//! Outputs are checked for all 1,800 requests; the corruption and mask tests sample them.
+//! Outputs are checked for all 1,800 requests; the corruption and mask tests sample them. Schema
+//! fragments (a compiler's lowered tool schemas) give the grammars of direct lowering.
 
 mod common;
 
@@ -12,8 +13,8 @@ use std::sync::Arc;
 
 use common::{brute_force_mask, encode, engine_mask, shared_dir, Rng};
 use serde_json::Value;
-use structgen::frontend::json_schema::JsonSchemaOptions;
-use structgen::frontend::structural_tag::structural_tag_grammar;
+use structgen::frontend::json_schema::{JsonSchemaOptions, SchemaFragments};
+use structgen::frontend::structural_tag::{structural_tag_grammar, structural_tag_grammar_with};
 use structgen::vocab::LoadedVocab;
 use structgen::{compile, CompiledGrammar, GrammarMatcher, Limits, TokenId};
 
@@ -325,4 +326,46 @@ fn masks_equal_brute_force_on_sampled_steps() {
             "no {format} masks"
         );
     }
+}
+
+/// A tool's schema imported from the compiler's fragments gives exactly the grammar (rules in the
+/// same order with the same bodies, and the warnings) that lowering it in place gives, the first
+/// time (lowered and kept) and after (imported).
+#[test]
+fn schema_fragments_give_the_grammar_of_direct_lowering() {
+    let Some(shared) = shared_dir("schema_fragments_give_the_grammar_of_direct_lowering") else {
+        return;
+    };
+    let Some(llama) = common::llama3() else {
+        return;
+    };
+    let vocab = &llama.vocab;
+    let (options, limits) = (JsonSchemaOptions::default(), Limits::default());
+    let fragments = SchemaFragments::new();
+    let all = requests(&shared, 10);
+    for pass in 0..2 {
+        for r in &all {
+            let direct =
+                structural_tag_grammar(&r.tag, Some(vocab), &options, &limits).expect("compiles");
+            let from =
+                structural_tag_grammar_with(&r.tag, Some(vocab), &options, &limits, &fragments)
+                    .expect("compiles with fragments");
+            // Rule names may differ (fresh names are numbered per builder); the rules may not.
+            let unnamed = |g: &structgen::Grammar| -> Vec<_> {
+                g.rules()
+                    .iter()
+                    .map(|rule| (rule.body.clone(), rule.lookahead.clone()))
+                    .collect()
+            };
+            assert_eq!(
+                unnamed(&direct.grammar),
+                unnamed(&from.grammar),
+                "{} (pass {pass})",
+                r.id
+            );
+            assert_eq!(direct.grammar.root(), from.grammar.root(), "{}", r.id);
+            assert_eq!(direct.warnings, from.warnings, "{} (pass {pass})", r.id);
+        }
+    }
+    assert!(fragments.hits() > 0, "the second pass imports");
 }

@@ -118,8 +118,8 @@ impl GrammarBuilder {
         self.import_named(g, |rule| format!("{prefix}_{rule}"))
     }
 
-    /// Copies every rule of `g` in under fresh names made from its own (the names it would have
-    /// had if it had been built here), and returns the id of its root.
+    /// Copies every rule of `g` in under fresh names made from its own, and returns the id of its
+    /// root.
     pub fn import_fresh(&mut self, g: &Grammar) -> Result<RuleId, GrammarError> {
         self.import_named(g, str::to_string)
     }

@@ -83,6 +83,8 @@ impl SchemaFragments {
                 fragment
             }
         };
+        // The rules come in the order and with the bodies lowering in place gives; their names
+        // are made fresh from the fragment's own.
         let rule = builder.import_fresh(&fragment.grammar)?;
         Ok((rule, fragment.warnings.clone()))
     }
