@@ -1,23 +1,24 @@
 //! 128-bit structural fingerprints: the keys of the compiler's memo tables and caches.
 //!
-//! A [`Fingerprint`] feeds every write to two SipHash streams with different seeds, so two values
-//! with equal fingerprints are equal up to a 128-bit collision. Keys built this way are hashed
+//! A [`Fingerprint`] feeds every write to a SipHash stream and an Fx stream, so two values with
+//! equal fingerprints are equal up to a collision of the 64-bit SipHash (and the Fx hash beside
+//! it); Fx keeps the second half cheap where a second SipHash stream doubled the cost of keying
+//! a large tool list. Keys built this way are hashed
 //! once, in one pass over the value, with no text rendering and no clone kept in the table.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+use rustc_hash::FxHasher;
 use serde_json::Value;
 
-/// Two SipHash streams with different seeds, giving 128 bits.
+/// A SipHash stream and an Fx stream, giving 128 bits.
 #[derive(Clone)]
-pub struct Fingerprint(DefaultHasher, DefaultHasher);
+pub struct Fingerprint(DefaultHasher, FxHasher);
 
 impl Fingerprint {
     /// An empty fingerprint.
     pub fn new() -> Self {
-        let mut b = DefaultHasher::new();
-        b.write_u64(0x9E37_79B9_7F4A_7C15);
-        Fingerprint(DefaultHasher::new(), b)
+        Fingerprint(DefaultHasher::new(), FxHasher::default())
     }
 
     /// Adds a 128-bit value (e.g. another fingerprint).
