@@ -32,7 +32,7 @@ impl Serial {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
 
-    fn write_u128_parts(&mut self, v: u128) {
+    fn write_u128(&mut self, v: u128) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
 }
@@ -204,14 +204,14 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
         for (kind, callee, c, t) in refs {
             if kind == 0 {
                 h.write_u64(3);
-                h.write_u128_parts(callee);
+                h.write_u128(callee);
             } else if kind == 1 {
                 let start = visit(fsm.start(c), &mut order, &mut queue);
                 h.write_u64(1);
                 h.write_u64(start);
             } else {
                 h.write_u64(2);
-                h.write_u128_parts(callee);
+                h.write_u128(callee);
             }
             let t = visit(t, &mut order, &mut queue);
             h.write_u64(t);

@@ -34,10 +34,6 @@ pub struct DState {
 /// Above this many states [`Dfa::minimize`] only renumbers.
 pub const MINIMIZE_LIMIT: usize = 4096;
 
-/// What distinguishes a state during minimization: its class, its byte edges and its reference
-/// edges, with targets replaced by their classes.
-type Signature = (u32, Vec<(u8, u8, u32)>, Vec<(RuleId, u32)>);
-
 /// A rule's deterministic automaton (builder form); state 0 is the start.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Dfa {
@@ -70,12 +66,10 @@ impl Dfa {
         let mut count = 0usize;
         loop {
             check()?;
-            let mut ids: FxHashMap<Signature, u32> = FxHashMap::default();
+            let mut ids = Signatures::default();
             let mut next = vec![0u32; n];
             for (i, s) in self.states.iter().enumerate() {
-                let c = classed(s, &class);
-                let len = ids.len() as u32;
-                next[i] = *ids.entry((class[i], c.bytes, c.refs)).or_insert(len);
+                next[i] = ids.class_of(s, &class, class[i]);
             }
             let new_count = ids.len();
             class = next;
@@ -98,11 +92,7 @@ impl Dfa {
         let n = self.states.len();
         let mut mark = vec![NEW; n];
         let mut class = vec![0u32; n];
-        // A state's signature, written into one buffer: acceptance, then its byte edges with
-        // adjacent ranges to one class merged (`lo`, `hi`, class), then `u32::MAX` and its
-        // reference edges (rule, class).
-        let mut ids: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
-        let mut signature: Vec<u32> = Vec::new();
+        let mut ids = Signatures::default();
         let out_degree = |i: usize| self.states[i].bytes.len() + self.states[i].refs.len();
         let target = |i: usize, k: usize| {
             let st = &self.states[i];
@@ -135,32 +125,7 @@ impl Dfa {
                 stack.pop();
                 mark[i] = DONE;
                 let st = &self.states[i];
-                signature.clear();
-                signature.push(u32::from(st.accept));
-                let mut last: Option<(u32, u32)> = None;
-                for &(lo, hi, t) in &st.bytes {
-                    let c = class[t as usize];
-                    match last {
-                        Some((end, lc)) if lc == c && end + 1 == u32::from(lo) => {
-                            let len = signature.len();
-                            signature[len - 2] = u32::from(hi);
-                        }
-                        _ => signature.extend([u32::from(lo), u32::from(hi), c]),
-                    }
-                    last = Some((u32::from(hi), c));
-                }
-                signature.push(u32::MAX);
-                for &(r, t) in &st.refs {
-                    signature.extend([r.0, class[t as usize]]);
-                }
-                class[i] = match ids.get(signature.as_slice()) {
-                    Some(&id) => id,
-                    None => {
-                        let id = ids.len() as u32;
-                        ids.insert(signature.clone(), id);
-                        id
-                    }
-                };
+                class[i] = ids.class_of(st, &class, u32::from(st.accept));
             }
         }
         Some(class)
@@ -306,6 +271,50 @@ impl Dfa {
                 return live;
             }
         }
+    }
+}
+
+/// Minimization classes by state signature: a lead value (the state's class or its acceptance),
+/// then its byte edges with every target replaced by its class and adjacent ranges to one class
+/// merged (`lo`, `hi`, class — the byte edges of [`classed`]), then `u32::MAX` and its reference
+/// edges (rule, class). Written into one reused buffer; a new signature gets the next class.
+#[derive(Default)]
+struct Signatures {
+    ids: FxHashMap<Vec<u32>, u32>,
+    buffer: Vec<u32>,
+}
+
+impl Signatures {
+    fn class_of(&mut self, s: &DState, class: &[u32], lead: u32) -> u32 {
+        let buffer = &mut self.buffer;
+        buffer.clear();
+        buffer.push(lead);
+        let mut last: Option<(u32, u32)> = None;
+        for &(lo, hi, t) in &s.bytes {
+            let c = class[t as usize];
+            match last {
+                Some((end, lc)) if lc == c && end + 1 == u32::from(lo) => {
+                    let len = buffer.len();
+                    buffer[len - 2] = u32::from(hi);
+                }
+                _ => buffer.extend([u32::from(lo), u32::from(hi), c]),
+            }
+            last = Some((u32::from(hi), c));
+        }
+        buffer.push(u32::MAX);
+        for &(r, t) in &s.refs {
+            buffer.extend([r.0, class[t as usize]]);
+        }
+        if let Some(&id) = self.ids.get(buffer.as_slice()) {
+            return id;
+        }
+        let id = self.ids.len() as u32;
+        self.ids.insert(buffer.clone(), id);
+        id
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
     }
 }
 

@@ -3,8 +3,8 @@
 //! A [`Fingerprint`] feeds every write to a SipHash stream and an Fx stream, so two values with
 //! equal fingerprints are equal up to a collision of the 64-bit SipHash (and the Fx hash beside
 //! it); Fx keeps the second half cheap where a second SipHash stream doubled the cost of keying
-//! a large tool list. Keys built this way are hashed
-//! once, in one pass over the value, with no text rendering and no clone kept in the table.
+//! a large tool list. Keys built this way are hashed once, in one pass over the value, with no
+//! text rendering and no clone kept in the table.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -19,12 +19,6 @@ impl Fingerprint {
     /// An empty fingerprint.
     pub fn new() -> Self {
         Fingerprint(DefaultHasher::new(), FxHasher::default())
-    }
-
-    /// Adds a 128-bit value (e.g. another fingerprint).
-    pub fn write_u128_parts(&mut self, v: u128) {
-        self.write_u64(v as u64);
-        self.write_u64((v >> 64) as u64);
     }
 
     /// Adds a JSON value, member order included ([`hash_json`]).

@@ -2,9 +2,9 @@
 //! argument rules instead of reading and lowering the schema again.
 //!
 //! A fragment is the self-contained grammar [`add_schema_rule`] produces for one schema (its root
-//! rule and helper rules) with the warnings, keyed by a [`fingerprint`] of the schema JSON (member
-//! order included), the options and the limits, so a hit is exactly what lowering would have
-//! produced. Failures are not kept: a schema that fails is lowered (and fails) again.
+//! rule and helper rules) with the warnings, keyed by a [`fingerprint`] of the root rule's name,
+//! the schema JSON (member order included), the options and the limits, so a hit is exactly what
+//! lowering would have produced. Failures are not kept: a schema that fails is lowered (and fails) again.
 
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,6 +57,7 @@ impl SchemaFragments {
         limits: &Limits,
     ) -> Result<(RuleId, Vec<SchemaWarning>), SchemaError> {
         let mut key = Fingerprint::new();
+        name.hash(&mut key);
         key.write_json(schema);
         options.hash(&mut key);
         limits.hash(&mut key);
