@@ -311,6 +311,11 @@ impl Lowerer<'_> {
 
 /// String contents that are none of `names` (reference-free). Names are excluded in their plain
 /// spelling; a name written with escapes is not recognised as that name.
+///
+/// The expression is factored so that the free rest of the string (after the content leaves the
+/// names' trie) appears once or twice, not once per trie node: each copy would be determinized
+/// into states of its own, and a large name set's automaton would grow past the size that is
+/// minimized ([`crate::grammar::fsm::MINIMIZE_LIMIT`]).
 pub(super) fn content_except(names: &[String]) -> Expr {
     let mut trie = Trie::default();
     for n in names {
@@ -338,29 +343,160 @@ impl Trie {
         node.end = true;
     }
 
-    /// String contents that do not spell out a name of this sub-trie from here on.
+    /// The children a string can spell plainly (control characters, `"` and `\\` only appear
+    /// escaped, and an escape leaves the trie).
+    fn plain_children(&self) -> impl Iterator<Item = (char, &Trie)> {
+        self.children
+            .iter()
+            .filter(|(&c, _)| c as u32 >= 0x20 && c != '"' && c != '\\')
+            .map(|(&c, t)| (c, t))
+    }
+
+    /// Whether some node has a plain child outside ASCII.
+    fn has_wide_child(&self) -> bool {
+        self.plain_children()
+            .any(|(c, t)| !c.is_ascii() || t.has_wide_child())
+    }
+
+    /// String contents that do not spell out a name of this sub-trie from here on: a proper
+    /// prefix that is no name, or a prefix followed by a character that leaves the trie and then
+    /// anything.
     fn avoiding(&self) -> Expr {
-        let rest = || Expr::Repeat {
-            body: Box::new(json_char()),
-            min: 0,
-            max: None,
+        let wide = self.has_wide_child();
+        let mut items: Vec<Expr> = self.ends().into_iter().collect();
+        items.push(Expr::Seq(vec![self.leaving(wide), any_content()]));
+        // Leaving by an escape (or, when every child is ASCII, by a non-ASCII character) is
+        // possible from every node alike: one shared branch after the trie of all prefixes.
+        let shared = if wide {
+            escape()
+        } else {
+            alt(vec![
+                Expr::Class(CharClass::new(false, vec![(0x80, 0x10_FFFF)])),
+                escape(),
+            ])
         };
+        items.push(Expr::Seq(vec![self.prefixes(), shared, any_content()]));
+        alt(items)
+    }
+
+    /// The prefixes spelled from here that are not names (none: `None`).
+    fn ends(&self) -> Option<Expr> {
         let mut items = Vec::new();
         if !self.end {
             items.push(Expr::Empty);
         }
-        let mut other: Vec<(u32, u32)> = vec![(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)];
-        for (&c, child) in &self.children {
-            if c as u32 >= 0x20 && c != '"' && c != '\\' {
-                items.push(Expr::Seq(vec![lit(&c.to_string()), child.avoiding()]));
-                other.push((c as u32, c as u32));
+        for (c, child) in self.plain_children() {
+            if let Some(e) = child.ends() {
+                items.push(Expr::Seq(vec![lit(&c.to_string()), e]));
             }
         }
-        items.push(Expr::Seq(vec![
-            Expr::Class(CharClass::new(true, other)),
-            rest(),
-        ]));
-        items.push(Expr::Seq(vec![escape(), rest()]));
+        (!items.is_empty()).then(|| alt(items))
+    }
+
+    /// A prefix from here, then a plain character that is not a child where it stands (ASCII only
+    /// unless `wide`; the other ways out are shared, see [`Trie::avoiding`]).
+    fn leaving(&self, wide: bool) -> Expr {
+        let mut other: Vec<(u32, u32)> = vec![(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)];
+        if !wide {
+            other.push((0x80, 0x10_FFFF));
+        }
+        let mut items = Vec::new();
+        for (c, child) in self.plain_children() {
+            items.push(Expr::Seq(vec![lit(&c.to_string()), child.leaving(wide)]));
+            other.push((c as u32, c as u32));
+        }
+        items.push(Expr::Class(CharClass::new(true, other)));
         alt(items)
+    }
+
+    /// Every prefix spelled from here, the empty one included.
+    fn prefixes(&self) -> Expr {
+        let mut items = vec![Expr::Empty];
+        for (c, child) in self.plain_children() {
+            items.push(Expr::Seq(vec![lit(&c.to_string()), child.prefixes()]));
+        }
+        alt(items)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::fsm::Dfa;
+
+    fn accepts(dfa: &Dfa, text: &str) -> bool {
+        let mut s = 0usize;
+        for b in text.bytes() {
+            match dfa.states[s]
+                .bytes
+                .iter()
+                .find(|&&(lo, hi, _)| lo <= b && b <= hi)
+            {
+                Some(e) => s = e.2 as usize,
+                None => return false,
+            }
+        }
+        dfa.states[s].accept
+    }
+
+    /// Whether `raw` is the body of a JSON string (plain characters and escapes).
+    fn json_content(raw: &str) -> bool {
+        serde_json::from_str::<String>(&format!("\"{raw}\"")).is_ok()
+    }
+
+    #[test]
+    fn content_except_refuses_exactly_the_plain_names() {
+        let names: Vec<String> = [
+            "max",
+            "max frequency",
+            "maximum",
+            "min",
+            "min frequency",
+            "a",
+            "ab",
+            "été",
+            "日本",
+            "日",
+            "q\"uote",
+            "",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let dfa = Dfa::from_expr(&content_except(&names), "test", 1 << 20)
+            .expect("builds")
+            .minimize();
+        let mut candidates: Vec<String> = Vec::new();
+        for n in &names {
+            let chars: Vec<char> = n.chars().collect();
+            for k in 0..=chars.len() {
+                let prefix: String = chars[..k].iter().collect();
+                for tail in [
+                    "", "x", " ", "é", "日", "\\n", "\\u0041", "\\\"", "m", "\"", "\\",
+                ] {
+                    candidates.push(format!("{prefix}{tail}"));
+                    candidates.push(format!("{tail}{prefix}"));
+                }
+            }
+        }
+        for c in &candidates {
+            let expected = json_content(c) && !names.contains(c);
+            assert_eq!(accepts(&dfa, c), expected, "content {c:?}");
+        }
+    }
+
+    #[test]
+    fn content_except_stays_small_for_many_names() {
+        let names: Vec<String> = (0..300).map(|i| format!("property_name_{i:03}")).collect();
+        let dfa = Dfa::from_expr(&content_except(&names), "test", 1 << 20)
+            .expect("builds")
+            .minimize();
+        let trie_nodes = 14 + 3 + 30 + 300;
+        assert!(
+            dfa.states.len() < trie_nodes + 64,
+            "{} states for {trie_nodes} trie nodes",
+            dfa.states.len()
+        );
+        assert!(accepts(&dfa, "property_name_300") && !accepts(&dfa, "property_name_299"));
     }
 }
