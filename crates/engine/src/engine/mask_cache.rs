@@ -20,6 +20,12 @@
 //! the automaton below `s`, so [`MaskPool`] shares it between grammars by structural hash
 //! ([`crate::grammar::hash`]); the uncertain list after the follow-byte filter is kept per follow
 //! set beside it. Pool memory is bounded, least recently used entries go first.
+//!
+//! Whole-vocabulary states (string contents, a key's rest, free text) are walked token by token;
+//! where the walk stands at the isolated item alone in a state that loops on a byte class
+//! ([`crate::grammar::fsm::CompactFsm::loop_class`]), a token whose rest is in the class is
+//! accepted by one comparison ([`Vocab::class_tails`]), and the tokens after it that stand in the
+//! same loop are taken in one tight run.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,9 +34,9 @@ use rustc_hash::FxHashMap;
 
 use super::automaton::Automaton;
 use super::lookahead::{has_byte, ByteSet};
-use super::set_walk::SetWalk;
-use crate::util::StateId;
-use crate::vocab::Vocab;
+use super::set_walk::{SetWalk, NO_STATE};
+use crate::util::{is_continuation, StateId};
+use crate::vocab::{Vocab, UNKNOWN_TAIL};
 
 /// Accepted tokens of one state, in whichever form is smallest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +128,98 @@ impl Uncertain {
     }
 }
 
+/// The self-loop shortcut of [`AdaptiveMask::compute`]: when the walk stands, after `d` bytes of a
+/// token, at the isolated item alone in a state that loops on a byte class, and every byte of the
+/// token from `d` on is in that class ([`Vocab::class_tails`]), the token is consumed without
+/// stepping through its rest.
+struct Loops<'a> {
+    a: &'a Automaton,
+    vocab: &'a Vocab,
+    /// Tail starts per state looked up so far (`None`: no recorded loop, or no room for its class).
+    seen: FxHashMap<u32, Option<Arc<[u8]>>>,
+    /// The last state asked about and its tail starts (consecutive tokens mostly ask for one).
+    last: (u32, Option<Arc<[u8]>>),
+}
+
+impl<'a> Loops<'a> {
+    fn new(a: &'a Automaton, vocab: &'a Vocab) -> Self {
+        Loops {
+            a,
+            vocab,
+            seen: FxHashMap::default(),
+            last: (NO_STATE, None),
+        }
+    }
+
+    /// After [`Loops::consumes`] accepted the token before `i` at `depth`: accepts the following
+    /// tokens (up to `end`) that stand in the same loop state, at the depth they share with the
+    /// token before, and whose rest is in its class; returns the first token not taken, with
+    /// `depth` the depth the walk stands at for it.
+    fn accept_run(
+        &self,
+        walk: &SetWalk,
+        mut i: usize,
+        end: usize,
+        depth: &mut usize,
+        accepted: &mut Vec<u32>,
+    ) -> usize {
+        let (item, Some(tails)) = (self.last.0, &self.last.1) else {
+            return i;
+        };
+        let lcp = self.vocab.sorted_lcp();
+        let sorted = self.vocab.sorted();
+        while i < end {
+            let k = (*depth).min(lcp[i] as usize);
+            let t = tails[i];
+            if walk.point(k).item != item || t == UNKNOWN_TAIL || usize::from(t) > k {
+                break;
+            }
+            if self
+                .vocab
+                .sorted_bytes(i)
+                .get(k)
+                .is_some_and(|&b| is_continuation(b))
+            {
+                break;
+            }
+            accepted.push(sorted[i].0);
+            *depth = k;
+            i += 1;
+        }
+        i
+    }
+
+    /// Whether the walk at `item` (a [`super::set_walk::Point::item`]) after `depth` bytes of the
+    /// token at sorted position `pos` consumes the rest of it by looping.
+    #[inline]
+    fn consumes(&mut self, item: u32, pos: usize, depth: usize) -> bool {
+        if item == NO_STATE {
+            return false;
+        }
+        if item != self.last.0 {
+            let (a, vocab) = (self.a, self.vocab);
+            let tails = self
+                .seen
+                .entry(item)
+                .or_insert_with(|| {
+                    a.fsm()
+                        .loop_class(StateId(item))
+                        .and_then(|c| vocab.class_tails(c))
+                })
+                .clone();
+            self.last = (item, tails);
+        }
+        match &self.last.1 {
+            Some(t) => {
+                t[pos] != UNKNOWN_TAIL
+                    && usize::from(t[pos]) <= depth
+                    && !is_continuation(self.vocab.sorted_bytes(pos)[depth])
+            }
+            None => false,
+        }
+    }
+}
+
 /// What one state decides about every text token, before the follow-byte filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdaptiveMask {
@@ -142,6 +240,7 @@ impl AdaptiveMask {
         let lcp = vocab.sorted_lcp();
         let token_at = |i: usize| vocab.sorted_bytes(i);
         let mut walk = SetWalk::new(a, state, count);
+        let mut loops = Loops::new(a, vocab);
         let first = walk.first_bytes();
         let mut accepted: Vec<u32> = Vec::new();
         let mut ends: Vec<EndRange> = Vec::new();
@@ -164,6 +263,9 @@ impl AdaptiveMask {
                 depth = keep;
                 let mut refused_at = None;
                 while depth < bytes.len() {
+                    if loops.consumes(walk.point(depth).item, i, depth) {
+                        break;
+                    }
                     if !walk.step(bytes, depth) {
                         refused_at = Some(depth);
                         break;
@@ -173,6 +275,10 @@ impl AdaptiveMask {
                 let Some(d) = refused_at else {
                     accepted.push(sorted[i].0);
                     i += 1;
+                    if depth < bytes.len() {
+                        // Consumed by a loop: the next tokens standing in it go in bulk.
+                        i = loops.accept_run(&walk, i, run.end, &mut depth, &mut accepted);
+                    }
                     continue;
                 };
                 // Every following token sharing the first d + 1 bytes is refused at d the same way.
@@ -203,12 +309,15 @@ impl AdaptiveMask {
                 bits[t as usize / 32] |= 1 << (t % 32);
             }
             if others < words {
-                let mut rest: Vec<u32> = sorted
-                    .iter()
-                    .map(|t| t.0)
-                    .filter(|&t| bits[t as usize / 32] & (1 << (t % 32)) == 0)
-                    .collect();
-                rest.sort_unstable();
+                // The text tokens outside the accepted bits, in increasing id order.
+                let mut rest: Vec<u32> = Vec::with_capacity(others);
+                for (w, (&text, &acc)) in vocab.text_words().iter().zip(&bits).enumerate() {
+                    let mut left = text & !acc;
+                    while left != 0 {
+                        rest.push(w as u32 * 32 + left.trailing_zeros());
+                        left &= left - 1;
+                    }
+                }
                 TokenSet::Rejected(rest.into())
             } else {
                 TokenSet::Bitset(bits.into())

@@ -37,7 +37,7 @@ const CONTEXT: u32 = u32::MAX - 3;
 /// Canonical origin of an item predicted in its own set.
 const SELF: u32 = u32::MAX - 4;
 /// A point whose set is not a lone call-free item.
-const NO_STATE: u32 = u32::MAX;
+pub const NO_STATE: u32 = u32::MAX;
 
 /// What the walk knows after some bytes of a token.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +54,11 @@ pub struct Point {
     /// literal, a name trie, a character class): that state. The next byte is then a DFA step,
     /// read from the automaton without the parser (which catches up by replay if needed).
     lone: u32,
+    /// When the set is the isolated item alone at a state without reference edges: that state,
+    /// also once memoization is on (where `lone` is not set, the table being faster than the
+    /// automaton's edges). The walk's caller reads it to accept a token's rest in one comparison
+    /// when the state loops on every byte left.
+    pub item: u32,
 }
 
 /// The memoized isolated parse of one item (see the module docs).
@@ -62,6 +67,8 @@ pub struct SetWalk<'g> {
     parser: EarleyParser,
     ids: FxHashMap<Vec<(u32, u32, u32)>, u32>,
     flags: Vec<(bool, bool)>,
+    /// Per canonical set, [`Point::item`].
+    items: Vec<u32>,
     next: Vec<u32>,
     path: Vec<Point>,
     synced: usize,
@@ -87,6 +94,7 @@ impl<'g> SetWalk<'g> {
             parser,
             ids: FxHashMap::default(),
             flags: Vec::new(),
+            items: Vec::new(),
             next: Vec::new(),
             path: Vec::new(),
             synced: 0,
@@ -99,6 +107,7 @@ impl<'g> SetWalk<'g> {
         let mut start = walk.intern();
         if count == 0 && g.counted(g.fsm().rule_of(state)).is_none() {
             start.lone = walk.lone_state(state);
+            start.item = start.lone;
         }
         walk.path.push(start);
         walk
@@ -176,6 +185,7 @@ impl<'g> SetWalk<'g> {
                     opaque: false,
                     refusable: None,
                     lone: next,
+                    item: next,
                 });
                 return true;
             }
@@ -193,12 +203,14 @@ impl<'g> SetWalk<'g> {
                 UNKNOWN => {}
                 t => {
                     let (may_end, opaque) = self.flags[t as usize];
+                    let item = self.items[t as usize];
                     self.path.push(Point {
                         node: t,
                         may_end,
                         opaque,
                         refusable: None,
                         lone: NO_STATE,
+                        item,
                     });
                     return true;
                 }
@@ -247,6 +259,7 @@ impl<'g> SetWalk<'g> {
     /// The canonical id of the parser's last set (numbering it if new), with its flags.
     fn intern(&mut self) -> Point {
         let (may_end, opaque) = self.parser.unknown_continuations(self.g);
+        let item = self.alone_item();
         let k = self.parser.num_sets() - 1;
         let mut node = NONE;
         if self.next.len() / 256 < self.max_nodes {
@@ -269,6 +282,7 @@ impl<'g> SetWalk<'g> {
                         let id = (self.next.len() / 256) as u32;
                         self.ids.insert(self.key.clone(), id);
                         self.flags.push((may_end, opaque));
+                        self.items.push(item);
                         self.next.resize(self.next.len() + 256, UNKNOWN);
                         id
                     }
@@ -281,6 +295,23 @@ impl<'g> SetWalk<'g> {
             opaque,
             refusable: None,
             lone: NO_STATE,
+            item,
+        }
+    }
+
+    /// The state of the parser's last set when it is the isolated item alone (uncounted, at a
+    /// state without reference edges), else [`NO_STATE`].
+    fn alone_item(&self) -> u32 {
+        let mut items = self.parser.current().iter();
+        match (items.next(), items.next()) {
+            (Some(it), None)
+                if it.origin == 0
+                    && it.count == 0
+                    && self.g.counted(self.g.fsm().rule_of(it.state)).is_none() =>
+            {
+                self.lone_state(it.state)
+            }
+            _ => NO_STATE,
         }
     }
 }

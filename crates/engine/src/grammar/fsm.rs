@@ -18,7 +18,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::util::{RuleId, StateId};
+use crate::util::{LoopClass, RuleId, StateId};
 
 /// One state of a rule's DFA.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -369,6 +369,95 @@ pub struct CompactFsm {
     ref_start: Vec<u32>,
     ref_edges: Vec<(RuleId, StateId)>,
     rule_start: Vec<StateId>,
+    /// Per state, the index in `loop_classes` of the bytes it loops on, or [`NO_LOOP`]: states
+    /// without reference edges that loop on at least [`MIN_LOOP_BYTES`] bytes (string contents,
+    /// free text, wide character classes).
+    loop_of: Vec<u32>,
+    /// Distinct self-loop classes.
+    loop_classes: Vec<LoopClass>,
+}
+
+/// `CompactFsm::loop_of` of a state without a recorded self-loop.
+const NO_LOOP: u32 = u32::MAX;
+
+/// Fewest self-loop bytes recorded: a narrower loop ends most tokens within a byte or two anyway.
+const MIN_LOOP_BYTES: u32 = 16;
+
+/// The class state `i` of `dfa` loops on, if it has no reference edges and the class is wide
+/// enough to be worth a shortcut.
+fn loop_class(dfa: &Dfa, i: usize) -> Option<LoopClass> {
+    let st = &dfa.states[i];
+    if !st.refs.is_empty() {
+        return None;
+    }
+    let wide = loops_on_wide_chars(dfa, i);
+    let mut bytes = [0u64; 4];
+    for &(lo, hi, t) in &st.bytes {
+        if t as usize == i {
+            for b in lo..=hi.min(if wide { 0x7F } else { 0xFF }) {
+                bytes[usize::from(b >> 6)] |= 1 << (b & 63);
+            }
+        }
+    }
+    let width: u32 = bytes.iter().map(|w| w.count_ones()).sum::<u32>() + if wide { 128 } else { 0 };
+    (width >= MIN_LOOP_BYTES).then_some(LoopClass { bytes, wide })
+}
+
+/// Whether state `i` reads every non-ASCII UTF-8 character and comes back to itself, through
+/// states without reference edges and other than `i` in between.
+fn loops_on_wide_chars(dfa: &Dfa, i: usize) -> bool {
+    type Shape = (u8, u8, &'static [(u8, u8)]);
+    const TAIL: (u8, u8) = (0x80, 0xBF);
+    const SHAPES: [Shape; 8] = [
+        (0xC2, 0xDF, &[TAIL]),
+        (0xE0, 0xE0, &[(0xA0, 0xBF), TAIL]),
+        (0xE1, 0xEC, &[TAIL, TAIL]),
+        (0xED, 0xED, &[(0x80, 0x9F), TAIL]),
+        (0xEE, 0xEF, &[TAIL, TAIL]),
+        (0xF0, 0xF0, &[(0x90, 0xBF), TAIL, TAIL]),
+        (0xF1, 0xF3, &[TAIL, TAIL, TAIL]),
+        (0xF4, 0xF4, &[(0x80, 0x8F), TAIL, TAIL]),
+    ];
+    // The targets of state `s` on every byte of lo..=hi, or `None` if some byte has no edge.
+    let targets = |s: usize, lo: u8, hi: u8| -> Option<Vec<usize>> {
+        let mut next = u16::from(lo);
+        let mut out = Vec::new();
+        for &(a, b, t) in &dfa.states[s].bytes {
+            if u16::from(b) < next || a > hi {
+                continue;
+            }
+            if u16::from(a) > next {
+                return None;
+            }
+            out.push(t as usize);
+            next = u16::from(b) + 1;
+            if next > u16::from(hi) {
+                return Some(out);
+            }
+        }
+        None
+    };
+    SHAPES.iter().all(|&(lo, hi, tails)| {
+        let Some(mut set) = targets(i, lo, hi) else {
+            return false;
+        };
+        for &(a, b) in tails {
+            let mut next = Vec::new();
+            for &s in &set {
+                if s == i || !dfa.states[s].refs.is_empty() {
+                    return false;
+                }
+                match targets(s, a, b) {
+                    Some(t) => next.extend(t),
+                    None => return false,
+                }
+            }
+            next.sort_unstable();
+            next.dedup();
+            set = next;
+        }
+        set == [i]
+    })
 }
 
 impl CompactFsm {
@@ -376,9 +465,17 @@ impl CompactFsm {
     pub fn freeze(dfas: &[Dfa]) -> CompactFsm {
         let mut fsm = CompactFsm::default();
         let mut offset = 0u32;
+        let mut classes: FxHashMap<LoopClass, u32> = FxHashMap::default();
         for (rule, dfa) in dfas.iter().enumerate() {
             fsm.rule_start.push(StateId(offset));
-            for s in &dfa.states {
+            for (i, s) in dfa.states.iter().enumerate() {
+                fsm.loop_of.push(match loop_class(dfa, i) {
+                    Some(c) => {
+                        let next = classes.len() as u32;
+                        *classes.entry(c).or_insert(next)
+                    }
+                    None => NO_LOOP,
+                });
                 fsm.accept.push(s.accept);
                 fsm.rule_of.push(RuleId(rule as u32));
                 fsm.byte_start.push(fsm.byte_edges.len() as u32);
@@ -396,7 +493,20 @@ impl CompactFsm {
         }
         fsm.byte_start.push(fsm.byte_edges.len() as u32);
         fsm.ref_start.push(fsm.ref_edges.len() as u32);
+        let mut ordered: Vec<(u32, LoopClass)> = classes.into_iter().map(|(c, i)| (i, c)).collect();
+        ordered.sort_unstable_by_key(|e| e.0);
+        fsm.loop_classes = ordered.into_iter().map(|e| e.1).collect();
         fsm
+    }
+
+    /// The bytes and characters `s` loops on (to itself), when it has no reference edges and
+    /// loops on at least 16 bytes (every non-ASCII character counting as 128).
+    #[inline]
+    pub fn loop_class(&self, s: StateId) -> Option<&LoopClass> {
+        match self.loop_of[s.index()] {
+            NO_LOOP => None,
+            id => Some(&self.loop_classes[id as usize]),
+        }
     }
 
     /// Number of states over all rules.

@@ -15,9 +15,11 @@ mod fingerprint;
 pub mod guard;
 mod ids;
 mod limits;
+mod loop_class;
 pub(crate) mod marker;
 
 pub use bitmask::TokenBitmask;
 pub use fingerprint::{fingerprint, hash_json, json_fingerprint, Fingerprint};
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
 pub use limits::{Budget, LimitError, Limits};
+pub use loop_class::{is_continuation, LoopClass};

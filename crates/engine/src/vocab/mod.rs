@@ -23,13 +23,16 @@ pub mod gguf;
 pub(crate) mod gguf_reader;
 #[cfg(feature = "tokenizers")]
 pub mod hf;
+mod tails;
 #[cfg(feature = "tokenizers")]
 pub mod tiktoken;
 
 use std::path::PathBuf;
 
 use crate::util::marker::{MARKED_ID_LIMIT, MARKER_BYTE};
-use crate::util::TokenId;
+use crate::util::{LoopClass, TokenId};
+use tails::ClassTails;
+pub use tails::UNKNOWN_TAIL;
 
 /// What a token id is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +123,8 @@ pub struct Vocab {
     specials: Vec<TokenId>,
     /// Whether some entry of `specials` starts with the byte.
     special_first: [bool; 256],
+    /// Per byte class, where each sorted entry's tail inside the class starts.
+    tails: ClassTails,
 }
 
 /// A tokenizer as the engine sees it: how many ids there are, what each token is (its bytes as they
@@ -180,6 +185,7 @@ impl Vocab {
             text_words: Vec::new(),
             specials: Vec::new(),
             special_first: [false; 256],
+            tails: ClassTails::default(),
         };
         vocab.stop = stop.into_iter().filter(|t| t.index() < size).collect();
         vocab.build_sorted();
@@ -350,6 +356,14 @@ impl Vocab {
     #[inline]
     pub fn sorted_bytes(&self, i: usize) -> &[u8] {
         &self.sorted_bytes[self.sorted_offsets[i] as usize..self.sorted_offsets[i + 1] as usize]
+    }
+
+    /// For each entry of [`Vocab::sorted`], the smallest `d` such that its bytes from `d` on are
+    /// members of `class` ([`LoopClass::tail_start`]), or [`UNKNOWN_TAIL`]; computed once per
+    /// class and kept (a bounded number of classes: `None` past it).
+    pub fn class_tails(&self, class: &LoopClass) -> Option<std::sync::Arc<[u8]>> {
+        self.tails
+            .get(class, (0..self.sorted.len()).map(|i| self.sorted_bytes(i)))
     }
 
     /// Length in bytes of the longest text token.
