@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use rustc_hash::FxHashMap;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
-use super::hash::structural_hashes;
+use super::hash::{structural_hashes, StructuralHashes};
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
 use crate::frontend::json_schema::SchemaFragments;
 use crate::grammar::repetition::Counted;
@@ -76,7 +76,7 @@ pub struct CompiledGrammar {
     automaton: Automaton,
     vocab: Arc<Vocab>,
     /// Structural hash of each state, when masks are shared through `pool`.
-    keys: Option<Vec<u128>>,
+    keys: Option<StructuralHashes>,
     pool: Option<Arc<MaskPool>>,
     masks: Vec<OnceLock<StateMask>>,
     /// Masks of counted states for items with completed iterations, by (state, count class).
@@ -118,7 +118,15 @@ impl CompiledGrammar {
         let follow = a.lookahead().follow(a.fsm().rule_of(s));
         match (&self.pool, &self.keys) {
             (Some(pool), Some(keys)) => {
-                let key = keys[s.index()] ^ u128::from(count).wrapping_mul(COUNT_KEY);
+                let mut key = keys.states[s.index()] ^ u128::from(count).wrapping_mul(COUNT_KEY);
+                // A wide state new under its rule's key may still have the structure below it in
+                // the pool from another rule (a key's rest after an object's own names, a string's
+                // contents inside a larger rule): it is looked up by that structure alone.
+                if count == 0 && self.fan_out(s) >= self.vocab.size() / 16 && !pool.contains(key) {
+                    if let Some(below) = self.below_key(keys, s) {
+                        key = below;
+                    }
+                }
                 pool.get_or_compute(key, &self.vocab, follow, || {
                     AdaptiveMask::compute(a, &self.vocab, s, count)
                 })
@@ -129,6 +137,28 @@ impl CompiledGrammar {
                 StateMask { mask, uncertain }
             }
         }
+    }
+
+    /// [`StructuralHashes::below`] of `s` in this grammar.
+    fn below_key(&self, keys: &StructuralHashes, s: StateId) -> Option<u128> {
+        let a = &self.automaton;
+        let opaque = |caller: RuleId, callee: RuleId| a.is_opaque_call(caller, callee);
+        let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
+        keys.below(a.fsm(), a.nullable_rules(), &opaque, &bounds, s)
+    }
+
+    /// How many text tokens start with a byte `s` can scan first: what a cold mask of `s` walks.
+    fn fan_out(&self, s: StateId) -> usize {
+        let mut total = 0;
+        for (w, &word) in self.automaton.lookahead().first(s).iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let b = w * 64 + bits.trailing_zeros() as usize;
+                total += self.vocab.first_byte_run(b as u8).len();
+                bits &= bits - 1;
+            }
+        }
+        total
     }
 
     /// The count whose mask an item of counted rule `c` with `count` completed iterations shares.
@@ -252,19 +282,8 @@ impl CompiledGrammar {
         }
         let mut states = self.consulted_states();
         if let Precompute::Top(n) = precompute {
-            let cost = |s: StateId| -> usize {
-                let mut total = 0;
-                for (w, &word) in self.automaton.lookahead().first(s).iter().enumerate() {
-                    let mut bits = word;
-                    while bits != 0 {
-                        let b = w * 64 + bits.trailing_zeros() as usize;
-                        total += self.vocab.first_byte_run(b as u8).len();
-                        bits &= bits - 1;
-                    }
-                }
-                total
-            };
-            let mut scored: Vec<(usize, StateId)> = states.iter().map(|&s| (cost(s), s)).collect();
+            let mut scored: Vec<(usize, StateId)> =
+                states.iter().map(|&s| (self.fan_out(s), s)).collect();
             // Costliest first; among equals the lower state, nearer its rule's start (the automata
             // are numbered breadth first), which is the likelier to be consulted.
             scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -276,7 +295,8 @@ impl CompiledGrammar {
             let fsm = self.automaton.fsm();
             let new_in_tag = |s: StateId| match (&self.pool, &self.keys) {
                 (Some(pool), Some(keys)) => {
-                    self.automaton.is_dispatched(fsm.rule_of(s)) && !pool.contains(keys[s.index()])
+                    self.automaton.is_dispatched(fsm.rule_of(s))
+                        && !pool.contains(keys.states[s.index()])
                 }
                 _ => false,
             };

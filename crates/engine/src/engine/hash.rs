@@ -13,12 +13,19 @@
 //! description of the structure, so equal hashes mean isomorphic automata (up to a 128-bit
 //! collision). Components too large to serialize per member within [`CYCLE_BUDGET`] get hashes salted
 //! with a process-unique counter: correct, but never shared.
+//!
+//! [`StructuralHashes::below`] hashes one state's part only (serialized from the state instead of
+//! its rule's start), so that states of different rules with the same structure below them — a
+//! key's free rest in two objects' key rules, string contents inside two larger rules — share a
+//! mask; the compiler uses it for wide states new under their rule's key.
 
 use std::collections::VecDeque;
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::grammar::fsm::CompactFsm;
+use rustc_hash::FxHashMap;
+
 use crate::util::{Fingerprint, RuleId, StateId};
 
 /// Most state visits spent serializing one cycle (members × states reached).
@@ -75,12 +82,13 @@ pub fn structural_hashes(
     nullable: &[bool],
     opaque: &dyn Fn(RuleId, RuleId) -> bool,
     bounds: &dyn Fn(RuleId) -> Bounds,
-) -> Vec<u128> {
+) -> StructuralHashes {
     let n = fsm.num_rules();
     let mut rules = vec![0u128; n];
     let mut states = vec![0u128; fsm.num_states()];
     let mut component = vec![usize::MAX; n];
     let mut scratch = vec![u32::MAX; fsm.num_states()];
+    let mut salted = vec![true; n];
     for (ci, members) in sccs(fsm).into_iter().enumerate() {
         for &r in &members {
             component[r] = ci;
@@ -117,6 +125,7 @@ pub fn structural_hashes(
             };
             let (hash, order) = serialize(&ctx, rule, &mut scratch);
             rules[r] = hash;
+            salted[r] = false;
             for s in fsm.rule_states(rule) {
                 states[s] = match order[s - fsm.rule_states(rule).start] {
                     u32::MAX => unique(),
@@ -125,7 +134,80 @@ pub fn structural_hashes(
             }
         }
     }
-    states
+    StructuralHashes {
+        states,
+        rules,
+        component,
+        salted,
+    }
+}
+
+/// The structural hashes of one automaton ([`structural_hashes`]), and what
+/// [`StructuralHashes::below`] needs to hash a single state's part of it later.
+#[derive(Debug, Clone)]
+pub struct StructuralHashes {
+    /// Per state: its rule's hash mixed with its canonical index.
+    pub states: Vec<u128>,
+    rules: Vec<u128>,
+    component: Vec<usize>,
+    /// Rules whose hash is unique (their cycle was too large to serialize).
+    salted: Vec<bool>,
+}
+
+/// Most states [`StructuralHashes::below`] serializes.
+pub const BELOW_BUDGET: usize = 8192;
+
+impl StructuralHashes {
+    /// A hash of what lies below state `s` only: the states reachable from it (in its rule and,
+    /// through recursion, its cycle's rules) and its callees' hashes, serialized from `s` as
+    /// [`structural_hashes`] serializes a rule from its start. Two states with equal hashes here
+    /// have the same item structure below them, whatever else their rules hold, so a per-state
+    /// result computed from that structure alone (the adaptive mask) can be shared between them.
+    /// `None` past [`BELOW_BUDGET`] states or in a salted cycle. `nullable`, `opaque` and `bounds`
+    /// must be those the hashes were made with.
+    pub fn below(
+        &self,
+        fsm: &CompactFsm,
+        nullable: &[bool],
+        opaque: &dyn Fn(RuleId, RuleId) -> bool,
+        bounds: &dyn Fn(RuleId) -> Bounds,
+        s: StateId,
+    ) -> Option<u128> {
+        let rule = fsm.rule_of(s);
+        if self.salted[rule.index()] {
+            return None;
+        }
+        let ctx = Context {
+            fsm,
+            comp: self.component[rule.index()],
+            component: &self.component,
+            hashes: &self.rules,
+            nullable,
+            opaque,
+            bounds,
+        };
+        let mut index: FxHashMap<StateId, u32> = FxHashMap::default();
+        let mut h = Serial(Vec::new());
+        // A domain separator: a serialization from a state never equals one from a rule start.
+        h.write_u64(u64::MAX - 1);
+        write_states(
+            &ctx,
+            s,
+            &mut h,
+            |t, order: &mut Vec<StateId>| {
+                let next = order.len() as u32;
+                let i = *index.entry(t).or_insert(next);
+                if i == next {
+                    order.push(t);
+                }
+                (i, i == next)
+            },
+            BELOW_BUDGET,
+        )?;
+        let mut f = Fingerprint::new();
+        f.write(&h.0);
+        Some(f.finish128())
+    }
 }
 
 /// What [`serialize`] reads besides the rule.
@@ -142,6 +224,47 @@ struct Context<'a> {
 /// Serializes `rule` (and the rules of its cycle it reaches) in BFS order; returns the hash and the
 /// canonical index of each of the rule's own states (`u32::MAX` when unreachable from its start).
 fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u32>) {
+    let fsm = ctx.fsm;
+    // The serialization, hashed in one write (SipHash is much faster on one long input than on
+    // many eight-byte ones).
+    let mut h = Serial(Vec::new());
+    let order = write_states(
+        ctx,
+        fsm.start(rule),
+        &mut h,
+        |t, order: &mut Vec<StateId>| {
+            if index[t.index()] == u32::MAX {
+                index[t.index()] = order.len() as u32;
+                order.push(t);
+                (index[t.index()], true)
+            } else {
+                (index[t.index()], false)
+            }
+        },
+        usize::MAX,
+    )
+    .unwrap_or_default();
+    let own = fsm.rule_states(rule);
+    let canonical = own.clone().map(|s| index[s]).collect();
+    for s in order {
+        index[s.index()] = u32::MAX;
+    }
+    let mut f = Fingerprint::new();
+    f.write(&h.0);
+    (f.finish128(), canonical)
+}
+
+/// Writes the states reachable from `start` to `h` in BFS order (byte edges in byte order, then
+/// reference edges; same-cycle callees by their start's number, others by their hash); `number`
+/// gives a state's number and whether it is new (then it was appended to the order). Returns the
+/// order, or `None` once more than `budget` states were numbered.
+fn write_states(
+    ctx: &Context<'_>,
+    start: StateId,
+    h: &mut Serial,
+    mut number: impl FnMut(StateId, &mut Vec<StateId>) -> (u32, bool),
+    budget: usize,
+) -> Option<Vec<StateId>> {
     let Context {
         fsm,
         comp,
@@ -151,21 +274,20 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
         opaque,
         bounds,
     } = *ctx;
-    // The serialization, hashed in one write (SipHash is much faster on one long input than on
-    // many eight-byte ones).
-    let mut h = Serial(Vec::new());
     let mut order: Vec<StateId> = Vec::new();
     let mut queue = VecDeque::new();
     let mut visit = |s: StateId, order: &mut Vec<StateId>, queue: &mut VecDeque<StateId>| -> u64 {
-        if index[s.index()] == u32::MAX {
-            index[s.index()] = order.len() as u32;
-            order.push(s);
+        let (i, new) = number(s, order);
+        if new {
             queue.push_back(s);
         }
-        index[s.index()].into()
+        i.into()
     };
-    visit(fsm.start(rule), &mut order, &mut queue);
+    visit(start, &mut order, &mut queue);
     while let Some(s) = queue.pop_front() {
+        if order.len() > budget {
+            return None;
+        }
         if fsm.start(fsm.rule_of(s)) == s {
             match bounds(fsm.rule_of(s)) {
                 Some((min, max)) => {
@@ -217,14 +339,7 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
             h.write_u64(t);
         }
     }
-    let own = fsm.rule_states(rule);
-    let canonical = own.clone().map(|s| index[s]).collect();
-    for s in order {
-        index[s.index()] = u32::MAX;
-    }
-    let mut f = Fingerprint::new();
-    f.write(&h.0);
-    (f.finish128(), canonical)
+    Some(order)
 }
 
 /// Strongly connected components of the rule reference graph, callees before callers (iterative
@@ -310,7 +425,21 @@ mod tests {
         let a = build_automaton(&g, &Limits::default()).expect("builds");
         let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
         let h = structural_hashes(a.fsm(), a.nullable_rules(), &|_, _| false, &bounds);
-        (h, a)
+        (h.states, a)
+    }
+
+    /// [`StructuralHashes::below`] of the state reached from rule `name`'s start by `path`.
+    fn below_hash(src: &str, name: &str, path: &[u8]) -> Option<u128> {
+        let g = ebnf::parse(src, "root", &Limits::default()).expect("parses");
+        let a = build_automaton(&g, &Limits::default()).expect("builds");
+        let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
+        let h = structural_hashes(a.fsm(), a.nullable_rules(), &|_, _| false, &bounds);
+        let id = a.grammar().rules().iter().position(|r| r.name == name)?;
+        let mut s = a.fsm().start(RuleId(id as u32));
+        for &b in path {
+            s = a.fsm().step(s, b)?;
+        }
+        h.below(a.fsm(), a.nullable_rules(), &|_, _| false, &bounds, s)
     }
 
     fn rule_hash(src: &str, name: &str) -> u128 {
@@ -360,5 +489,33 @@ mod tests {
         let c = rule_hash(&src("2"), "v");
         assert_eq!(a, b);
         assert_ne!(a, c);
+    }
+
+    #[test]
+    fn below_hashes_see_only_what_lies_below() {
+        let tail = "[a-z]* \"\\\"\" w\nw ::= [0-9]+";
+        let a = below_hash(&format!("root ::= k k\nk ::= \"x\" {tail}"), "k", b"x");
+        let b = below_hash(
+            &format!("root ::= k\nk ::= \"z\" | \"yy\" {tail}"),
+            "k",
+            b"yy",
+        );
+        let c = below_hash(
+            "root ::= k\nk ::= \"yy\" [a-y]* \"\\\"\" w\nw ::= [0-9]+",
+            "k",
+            b"yy",
+        );
+        assert!(a.is_some());
+        assert_eq!(a, b, "different rules, same structure below the state");
+        assert_ne!(a, c, "a different byte range below changes the hash");
+        let start = below_hash(&format!("root ::= k k\nk ::= \"x\" {tail}"), "k", b"");
+        assert_ne!(a, start);
+        let rec =
+            |x: &str| format!("root ::= v \"!\"\nv ::= \"[\" (v (\",\" v)*)? \"]\" | \"{x}\"");
+        assert_ne!(
+            below_hash(&rec("1"), "v", b"["),
+            below_hash(&rec("2"), "v", b"["),
+            "a recursive call brings the rule's start below the state"
+        );
     }
 }
