@@ -155,7 +155,7 @@ pub struct StructuralHashes {
 }
 
 /// Most states [`StructuralHashes::below`] serializes.
-pub const BELOW_BUDGET: usize = 8192;
+pub const BELOW_BUDGET: usize = 256;
 
 impl StructuralHashes {
     /// A hash of what lies below state `s` only: the states reachable from it (in its rule and,
