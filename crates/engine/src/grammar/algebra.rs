@@ -227,18 +227,7 @@ mod tests {
     }
 
     fn accepts(dfa: &Dfa, text: &str) -> bool {
-        let mut s = 0usize;
-        for b in text.bytes() {
-            match dfa.states[s]
-                .bytes
-                .iter()
-                .find(|&&(lo, hi, _)| lo <= b && b <= hi)
-            {
-                Some(e) => s = e.2 as usize,
-                None => return false,
-            }
-        }
-        dfa.states[s].accept
+        dfa.accepts(text.as_bytes())
     }
 
     #[test]

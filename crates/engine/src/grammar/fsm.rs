@@ -582,6 +582,21 @@ impl CompactFsm {
 }
 
 #[cfg(test)]
+impl Dfa {
+    /// Whether the automaton, run from its start over `text` by byte edges alone, accepts it.
+    pub(crate) fn accepts(&self, text: &[u8]) -> bool {
+        let mut s = 0usize;
+        for &b in text {
+            match self.states[s].bytes.iter().find(|e| e.0 <= b && b <= e.1) {
+                Some(e) => s = e.2 as usize,
+                None => return false,
+            }
+        }
+        self.states[s].accept
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::grammar::{ebnf, passes, GrammarError};

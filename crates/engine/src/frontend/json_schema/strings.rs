@@ -343,7 +343,7 @@ impl Trie {
         node.end = true;
     }
 
-    /// The children a string can spell plainly (control characters, `"` and `\\` only appear
+    /// The children a string can spell plainly (control characters, `"` and the backslash only appear
     /// escaped, and an escape leaves the trie).
     fn plain_children(&self) -> impl Iterator<Item = (char, &Trie)> {
         self.children
@@ -425,18 +425,7 @@ mod tests {
     use crate::grammar::fsm::Dfa;
 
     fn accepts(dfa: &Dfa, text: &str) -> bool {
-        let mut s = 0usize;
-        for b in text.bytes() {
-            match dfa.states[s]
-                .bytes
-                .iter()
-                .find(|&&(lo, hi, _)| lo <= b && b <= hi)
-            {
-                Some(e) => s = e.2 as usize,
-                None => return false,
-            }
-        }
-        dfa.states[s].accept
+        dfa.accepts(text.as_bytes())
     }
 
     /// Whether `raw` is the body of a JSON string (plain characters and escapes).
