@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use rustc_hash::FxHashMap;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
-use super::hash::{structural_hashes, StructuralHashes};
+use super::hash::{structural_hashes, Bounds, StructuralHashes};
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
 use crate::frontend::json_schema::SchemaFragments;
 use crate::grammar::repetition::Counted;
@@ -142,9 +142,9 @@ impl CompiledGrammar {
     /// [`StructuralHashes::below`] of `s` in this grammar.
     fn below_key(&self, keys: &StructuralHashes, s: StateId) -> Option<u128> {
         let a = &self.automaton;
-        let opaque = |caller: RuleId, callee: RuleId| a.is_opaque_call(caller, callee);
-        let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
-        keys.below(a.fsm(), a.nullable_rules(), &opaque, &bounds, s)
+        with_hash_inputs(a, |opaque, bounds| {
+            keys.below(a.fsm(), a.nullable_rules(), opaque, bounds, s)
+        })
     }
 
     /// How many text tokens start with a byte `s` can scan first: what a cold mask of `s` walks.
@@ -320,6 +320,18 @@ impl CompiledGrammar {
     }
 }
 
+/// Calls `f` with what the structural hashes of `a`'s states depend on besides the automaton: which
+/// calls are opaque, and the bounds of counted rules (the same for the whole-rule and the
+/// below-a-state hashes, which must agree).
+fn with_hash_inputs<R>(
+    a: &Automaton,
+    f: impl FnOnce(&dyn Fn(RuleId, RuleId) -> bool, &dyn Fn(RuleId) -> Bounds) -> R,
+) -> R {
+    let opaque = |caller: RuleId, callee: RuleId| a.is_opaque_call(caller, callee);
+    let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
+    f(&opaque, &bounds)
+}
+
 /// Masks of new tag-rule states computed ahead of time per grammar, beyond `Precompute::Top`.
 const NEW_TAG_MASKS: usize = 2;
 
@@ -418,9 +430,9 @@ impl GrammarCompiler {
         )?;
         let fsm = automaton.fsm();
         let keys = self.pool.as_ref().map(|_| {
-            let opaque = |caller: RuleId, callee: RuleId| automaton.is_opaque_call(caller, callee);
-            let bounds = |r: RuleId| automaton.counted(r).map(|c| (c.min, c.max));
-            structural_hashes(fsm, automaton.nullable_rules(), &opaque, &bounds)
+            with_hash_inputs(&automaton, |opaque, bounds| {
+                structural_hashes(fsm, automaton.nullable_rules(), opaque, bounds)
+            })
         });
         let masks = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
         let stand_ins = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();

@@ -23,9 +23,9 @@ use std::collections::VecDeque;
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::grammar::fsm::CompactFsm;
 use rustc_hash::FxHashMap;
 
+use crate::grammar::fsm::CompactFsm;
 use crate::util::{Fingerprint, RuleId, StateId};
 
 /// Most state visits spent serializing one cycle (members × states reached).

@@ -170,16 +170,7 @@ impl<'a> Loops<'a> {
         let sorted = self.vocab.sorted();
         while i < end {
             let k = (*depth).min(lcp[i] as usize);
-            let t = tails[i];
-            if walk.point(k).item != item || t == UNKNOWN_TAIL || usize::from(t) > k {
-                break;
-            }
-            if self
-                .vocab
-                .sorted_bytes(i)
-                .get(k)
-                .is_some_and(|&b| is_continuation(b))
-            {
+            if walk.point(k).item != item || !rest_loops(tails, self.vocab, i, k) {
                 break;
             }
             accepted.push(sorted[i].0);
@@ -209,15 +200,25 @@ impl<'a> Loops<'a> {
                 .clone();
             self.last = (item, tails);
         }
-        match &self.last.1 {
-            Some(t) => {
-                t[pos] != UNKNOWN_TAIL
-                    && usize::from(t[pos]) <= depth
-                    && !is_continuation(self.vocab.sorted_bytes(pos)[depth])
-            }
-            None => false,
-        }
+        self.last
+            .1
+            .as_ref()
+            .is_some_and(|t| rest_loops(t, self.vocab, pos, depth))
     }
+}
+
+/// Whether the token at sorted position `pos`, standing after `depth` bytes in a state that loops
+/// on the class whose tail starts are `tails`, is consumed by looping: its tail starts by `depth`,
+/// and `depth` does not split a character.
+#[inline]
+fn rest_loops(tails: &[u8], vocab: &Vocab, pos: usize, depth: usize) -> bool {
+    let t = tails[pos];
+    t != UNKNOWN_TAIL
+        && usize::from(t) <= depth
+        && !vocab
+            .sorted_bytes(pos)
+            .get(depth)
+            .is_some_and(|&b| is_continuation(b))
 }
 
 /// What one state decides about every text token, before the follow-byte filter.

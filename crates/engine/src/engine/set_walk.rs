@@ -66,9 +66,8 @@ pub struct SetWalk<'g> {
     g: &'g Automaton,
     parser: EarleyParser,
     ids: FxHashMap<Vec<(u32, u32, u32)>, u32>,
-    flags: Vec<(bool, bool)>,
-    /// Per canonical set, [`Point::item`].
-    items: Vec<u32>,
+    /// Per canonical set: `may_end`, `opaque` and `item` of its points.
+    flags: Vec<(bool, bool, u32)>,
     next: Vec<u32>,
     path: Vec<Point>,
     synced: usize,
@@ -94,7 +93,6 @@ impl<'g> SetWalk<'g> {
             parser,
             ids: FxHashMap::default(),
             flags: Vec::new(),
-            items: Vec::new(),
             next: Vec::new(),
             path: Vec::new(),
             synced: 0,
@@ -105,10 +103,7 @@ impl<'g> SetWalk<'g> {
             parses: 0,
         };
         let mut start = walk.intern();
-        if count == 0 && g.counted(g.fsm().rule_of(state)).is_none() {
-            start.lone = walk.lone_state(state);
-            start.item = start.lone;
-        }
+        start.lone = start.item;
         walk.path.push(start);
         walk
     }
@@ -202,8 +197,7 @@ impl<'g> SetWalk<'g> {
                 DEAD => return false,
                 UNKNOWN => {}
                 t => {
-                    let (may_end, opaque) = self.flags[t as usize];
-                    let item = self.items[t as usize];
+                    let (may_end, opaque, item) = self.flags[t as usize];
                     self.path.push(Point {
                         node: t,
                         may_end,
@@ -281,8 +275,7 @@ impl<'g> SetWalk<'g> {
                     None => {
                         let id = (self.next.len() / 256) as u32;
                         self.ids.insert(self.key.clone(), id);
-                        self.flags.push((may_end, opaque));
-                        self.items.push(item);
+                        self.flags.push((may_end, opaque, item));
                         self.next.resize(self.next.len() + 256, UNKNOWN);
                         id
                     }

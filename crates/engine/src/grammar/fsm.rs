@@ -18,7 +18,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::util::{LoopClass, RuleId, StateId};
+use crate::util::{LoopClass, RuleId, StateId, WIDE_CHAR_SHAPES};
 
 /// One state of a rule's DFA.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -406,18 +406,6 @@ fn loop_class(dfa: &Dfa, i: usize) -> Option<LoopClass> {
 /// Whether state `i` reads every non-ASCII UTF-8 character and comes back to itself, through
 /// states without reference edges and other than `i` in between.
 fn loops_on_wide_chars(dfa: &Dfa, i: usize) -> bool {
-    type Shape = (u8, u8, &'static [(u8, u8)]);
-    const TAIL: (u8, u8) = (0x80, 0xBF);
-    const SHAPES: [Shape; 8] = [
-        (0xC2, 0xDF, &[TAIL]),
-        (0xE0, 0xE0, &[(0xA0, 0xBF), TAIL]),
-        (0xE1, 0xEC, &[TAIL, TAIL]),
-        (0xED, 0xED, &[(0x80, 0x9F), TAIL]),
-        (0xEE, 0xEF, &[TAIL, TAIL]),
-        (0xF0, 0xF0, &[(0x90, 0xBF), TAIL, TAIL]),
-        (0xF1, 0xF3, &[TAIL, TAIL, TAIL]),
-        (0xF4, 0xF4, &[(0x80, 0x8F), TAIL, TAIL]),
-    ];
     // The targets of state `s` on every byte of lo..=hi, or `None` if some byte has no edge.
     let targets = |s: usize, lo: u8, hi: u8| -> Option<Vec<usize>> {
         let mut next = u16::from(lo);
@@ -437,7 +425,7 @@ fn loops_on_wide_chars(dfa: &Dfa, i: usize) -> bool {
         }
         None
     };
-    SHAPES.iter().all(|&(lo, hi, tails)| {
+    WIDE_CHAR_SHAPES.iter().all(|&(lo, hi, tails)| {
         let Some(mut set) = targets(i, lo, hi) else {
             return false;
         };
@@ -470,10 +458,10 @@ impl CompactFsm {
             fsm.rule_start.push(StateId(offset));
             for (i, s) in dfa.states.iter().enumerate() {
                 fsm.loop_of.push(match loop_class(dfa, i) {
-                    Some(c) => {
-                        let next = classes.len() as u32;
-                        *classes.entry(c).or_insert(next)
-                    }
+                    Some(c) => *classes.entry(c).or_insert_with(|| {
+                        fsm.loop_classes.push(c);
+                        fsm.loop_classes.len() as u32 - 1
+                    }),
                     None => NO_LOOP,
                 });
                 fsm.accept.push(s.accept);
@@ -493,9 +481,6 @@ impl CompactFsm {
         }
         fsm.byte_start.push(fsm.byte_edges.len() as u32);
         fsm.ref_start.push(fsm.ref_edges.len() as u32);
-        let mut ordered: Vec<(u32, LoopClass)> = classes.into_iter().map(|(c, i)| (i, c)).collect();
-        ordered.sort_unstable_by_key(|e| e.0);
-        fsm.loop_classes = ordered.into_iter().map(|e| e.1).collect();
         fsm
     }
 

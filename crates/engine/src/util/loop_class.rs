@@ -59,7 +59,7 @@ impl LoopClass {
             else {
                 break;
             };
-            if char_len(bytes[k]) == Some(d - k) && std::str::from_utf8(&bytes[k..d]).is_ok() {
+            if char_len(bytes[k]) == Some(d - k) && utf8_prefix_ok(&bytes[k..d]) {
                 d = k;
             } else {
                 break;
@@ -75,28 +75,47 @@ pub fn is_continuation(b: u8) -> bool {
     (0x80..0xC0).contains(&b)
 }
 
-/// Length of the UTF-8 character that lead byte `b` starts (`None`: not a multi-byte lead).
-fn char_len(b: u8) -> Option<usize> {
-    match b {
-        0xC2..=0xDF => Some(2),
-        0xE0..=0xEF => Some(3),
-        0xF0..=0xF4 => Some(4),
-        _ => None,
-    }
+/// One UTF-8 form: lead bytes `lo..=hi`, then the range each following byte must fall in.
+pub type CharShape = (u8, u8, &'static [(u8, u8)]);
+
+/// The UTF-8 forms of the non-ASCII characters (RFC 3629: no overlong forms, no surrogates).
+pub const WIDE_CHAR_SHAPES: [CharShape; 8] = {
+    const TAIL: (u8, u8) = (0x80, 0xBF);
+    [
+        (0xC2, 0xDF, &[TAIL]),
+        (0xE0, 0xE0, &[(0xA0, 0xBF), TAIL]),
+        (0xE1, 0xEC, &[TAIL, TAIL]),
+        (0xED, 0xED, &[(0x80, 0x9F), TAIL]),
+        (0xEE, 0xEF, &[TAIL, TAIL]),
+        (0xF0, 0xF0, &[(0x90, 0xBF), TAIL, TAIL]),
+        (0xF1, 0xF3, &[TAIL, TAIL, TAIL]),
+        (0xF4, 0xF4, &[(0x80, 0x8F), TAIL, TAIL]),
+    ]
+};
+
+/// The ranges of the bytes after lead byte `b` ([`WIDE_CHAR_SHAPES`]; `None`: not a multi-byte
+/// lead).
+fn shape(b: u8) -> Option<&'static [(u8, u8)]> {
+    WIDE_CHAR_SHAPES
+        .iter()
+        .find(|&&(lo, hi, _)| lo <= b && b <= hi)
+        .map(|s| s.2)
 }
 
-/// Whether `p` (a lead byte and fewer continuation bytes than it needs) begins a valid character.
+/// Length of the UTF-8 character that lead byte `b` starts (`None`: not a multi-byte lead).
+fn char_len(b: u8) -> Option<usize> {
+    shape(b).map(|rest| rest.len() + 1)
+}
+
+/// Whether `p` (a lead byte and at most the bytes its character needs) begins a valid character.
 fn utf8_prefix_ok(p: &[u8]) -> bool {
-    let second = match p[0] {
-        0xE0 => 0xA0..=0xBF,
-        0xED => 0x80..=0x9F,
-        0xF0 => 0x90..=0xBF,
-        0xF4 => 0x80..=0x8F,
-        _ => 0x80..=0xBF,
-    };
-    char_len(p[0]).is_some()
-        && p.get(1).is_none_or(|b| second.contains(b))
-        && p.iter().skip(2).all(|&b| is_continuation(b))
+    shape(p[0]).is_some_and(|rest| {
+        p.len() <= rest.len() + 1
+            && p[1..]
+                .iter()
+                .zip(rest)
+                .all(|(&b, &(lo, hi))| lo <= b && b <= hi)
+    })
 }
 
 #[cfg(test)]

@@ -21,12 +21,12 @@ use crate::util::Limits;
 /// Largest length / item count enforced exactly.
 pub const MAX_COUNTED: u64 = 1024;
 
+/// The characters a JSON string writes only escaped: controls, `"` and the backslash.
+const NOT_PLAIN: [(u32, u32); 3] = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)];
+
 /// `[^"\\\x00-\x1F]`: characters written as themselves in a JSON string.
 fn plain_char() -> Expr {
-    Expr::Class(CharClass::new(
-        true,
-        vec![(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)],
-    ))
+    Expr::Class(CharClass::new(true, NOT_PLAIN.to_vec()))
 }
 
 /// `\\ (["\\/bfnrt] | u hex{4})`: one escape sequence.
@@ -343,12 +343,16 @@ impl Trie {
         node.end = true;
     }
 
-    /// The children a string can spell plainly (control characters, `"` and the backslash only appear
-    /// escaped, and an escape leaves the trie).
+    /// The children a string can spell plainly ([`NOT_PLAIN`] characters only appear escaped, and
+    /// an escape leaves the trie).
     fn plain_children(&self) -> impl Iterator<Item = (char, &Trie)> {
         self.children
             .iter()
-            .filter(|(&c, _)| c as u32 >= 0x20 && c != '"' && c != '\\')
+            .filter(|(&c, _)| {
+                !NOT_PLAIN
+                    .iter()
+                    .any(|&(lo, hi)| (lo..=hi).contains(&(c as u32)))
+            })
             .map(|(&c, t)| (c, t))
     }
 
@@ -396,7 +400,7 @@ impl Trie {
     /// A prefix from here, then a plain character that is not a child where it stands (ASCII only
     /// unless `wide`; the other ways out are shared, see [`Trie::avoiding`]).
     fn leaving(&self, wide: bool) -> Expr {
-        let mut other: Vec<(u32, u32)> = vec![(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)];
+        let mut other: Vec<(u32, u32)> = NOT_PLAIN.to_vec();
         if !wide {
             other.push((0x80, 0x10_FFFF));
         }
