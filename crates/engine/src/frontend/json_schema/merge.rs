@@ -188,6 +188,12 @@ fn merge_objects(a: &ObjectSpec, b: &ObjectSpec) -> ObjectSpec {
     }
 }
 
+/// How the error of a product past `max_schema_alternatives` begins.
+const TOO_MANY: &str = "allOf/anyOf/oneOf combine into";
+
+/// How many required properties deep [`Merger::unsatisfiable`] looks into nested schemas.
+const MAX_PROBE_DEPTH: usize = 2;
+
 /// Brings schemas into disjunctions of conjunctions, with the document's `$ref` targets at hand,
 /// and records the warnings of merging (and of each target, the first time it is used).
 #[derive(Debug)]
@@ -197,6 +203,8 @@ pub struct Merger<'d> {
     warnings: Vec<SchemaWarning>,
     /// Per target: whether its reading warnings were recorded.
     reported: Vec<bool>,
+    /// How many [`Merger::unsatisfiable`] probes into required properties are under way.
+    probing: usize,
 }
 
 impl<'d> Merger<'d> {
@@ -207,6 +215,7 @@ impl<'d> Merger<'d> {
             limits,
             warnings: doc.warnings.clone(),
             reported: vec![false; doc.targets()],
+            probing: 0,
         }
     }
 
@@ -263,16 +272,23 @@ impl<'d> Merger<'d> {
             });
         }
         let path = spec.path();
+        if self.unsatisfiable(&spec.keywords, depth) {
+            return Ok(Vec::new());
+        }
         let mut alts = vec![Alternative::Conj(Box::new(spec.keywords.clone()))];
         if let Some(r) = spec.reference {
             let at = format!("{path}/$ref");
-            alts = self.product(alts, vec![Alternative::Ref(r, at)], path, depth)?;
+            alts = self.product(&alts, &[Alternative::Ref(r, at)], path, depth)?;
         }
-        for member in &spec.all_of {
+        for (i, member) in spec.all_of.iter().enumerate() {
             let inner = self.alternatives(member, depth + 1)?;
-            alts = self.product(alts, inner, path, depth)?;
+            let at = match member {
+                Schema::Spec(m) => m.path().to_string(),
+                Schema::Bool(_) => format!("{path}/allOf/{i}"),
+            };
+            alts = self.combine(alts, inner, path, &at, depth)?;
         }
-        for (branches, one_of) in &spec.any_of {
+        for (i, (branches, one_of)) in spec.any_of.iter().enumerate() {
             let mut union = Vec::new();
             for b in branches {
                 union.extend(self.alternatives(b, depth + 1)?);
@@ -280,9 +296,46 @@ impl<'d> Merger<'d> {
             if *one_of && !exclusive_required(&mut union) {
                 self.check_one_of(&union, path);
             }
-            alts = self.product(alts, union, path, depth)?;
+            if !*one_of {
+                union = factor_property(union);
+            }
+            let at = match branches.first() {
+                Some(Schema::Spec(b)) => {
+                    b.path().rsplit_once('/').map_or(path, |p| p.0).to_string()
+                }
+                _ => format!("{path} (anyOf/oneOf {i})"),
+            };
+            alts = self.combine(alts, union, path, &at, depth)?;
         }
         Ok(alts)
+    }
+
+    /// The conjunction of two disjunctions ([`Merger::product`]); when that needs more than
+    /// `max_schema_alternatives` alternatives, `right` (the member at `member`) is left out with
+    /// a warning instead, so the rest of the schema is still enforced.
+    fn combine(
+        &mut self,
+        left: Vec<Alternative>,
+        right: Vec<Alternative>,
+        path: &str,
+        member: &str,
+        depth: usize,
+    ) -> Result<Vec<Alternative>, SchemaError> {
+        match self.product(&left, &right, path, depth) {
+            Err(SchemaError::Invalid { message, .. }) if message.starts_with(TOO_MANY) => {
+                self.warn(
+                    member,
+                    format!(
+                        "not enforced: combined with the rest of the schema at {} it needs more \
+                         than `max_schema_alternatives` = {} alternatives",
+                        if path.is_empty() { "/" } else { path },
+                        self.limits.max_schema_alternatives
+                    ),
+                );
+                Ok(left)
+            }
+            other => other,
+        }
     }
 
     /// Like [`Merger::alternatives`], with references inlined (used inside intersections).
@@ -308,14 +361,14 @@ impl<'d> Merger<'d> {
     /// is, so references survive (and stay rules); otherwise references are inlined.
     fn product(
         &mut self,
-        left: Vec<Alternative>,
-        right: Vec<Alternative>,
+        left: &[Alternative],
+        right: &[Alternative],
         path: &str,
         depth: usize,
     ) -> Result<Vec<Alternative>, SchemaError> {
         let mut out = Vec::new();
-        for l in &left {
-            for r in &right {
+        for l in left {
+            for r in right {
                 match (l, r) {
                     (Alternative::Conj(c), x) | (x, Alternative::Conj(c)) if c.is_any() => {
                         out.push(x.clone())
@@ -328,7 +381,10 @@ impl<'d> Merger<'d> {
                         let rs = self.inline(r.clone(), depth + 1)?;
                         for x in &ls {
                             for y in &rs {
-                                out.push(Alternative::Conj(Box::new(x.merge(y))));
+                                let both = x.merge(y);
+                                if !self.unsatisfiable(&both, depth) {
+                                    out.push(Alternative::Conj(Box::new(both)));
+                                }
                             }
                         }
                     }
@@ -337,7 +393,7 @@ impl<'d> Merger<'d> {
                     return Err(SchemaError::invalid(
                         path,
                         format!(
-                            "allOf/anyOf/oneOf combine into {} alternatives, more than the limit \
+                            "{TOO_MANY} {} alternatives, more than the limit \
                              `max_schema_alternatives` = {}",
                             out.len(),
                             self.limits.max_schema_alternatives
@@ -347,6 +403,84 @@ impl<'d> Merger<'d> {
             }
         }
         Ok(out)
+    }
+
+    /// Whether no value satisfies `c`, as far as a cheap look tells: `true` only when that is
+    /// certain (a type, value, bound or object condition that contradicts another), so dropping
+    /// such a conjunction from a disjunction never changes the language. Products of `allOf`
+    /// members with `if` / `then` chains or `anyOf`s over the same discriminating property are
+    /// mostly such contradictions.
+    fn unsatisfiable(&mut self, c: &Conj, depth: usize) -> bool {
+        if let Some(values) = &c.values {
+            return values
+                .iter()
+                .all(|v| c.types.and(Types::of(v)).is_empty() || c.not_values.contains(v));
+        }
+        let mut types = c.types;
+        let crossed =
+            |lo: Option<u64>, hi: Option<u64>| matches!((lo, hi), (Some(l), Some(h)) if l > h);
+        if crossed(c.string.min_length, c.string.max_length) {
+            types = types.minus(Types::STRING);
+        }
+        if crossed(c.array.min_items, c.array.max_items) {
+            types = types.minus(Types::ARRAY);
+        }
+        if let (Some(lo), Some(hi)) = (c.number.lower, c.number.upper) {
+            if lo.value > hi.value || (lo.value == hi.value && (lo.exclusive || hi.exclusive)) {
+                types = types.minus(Types::NUMBER);
+            }
+        }
+        if !types.and(Types::OBJECT).is_empty() && self.object_unsatisfiable(&c.object, depth) {
+            types = types.minus(Types::OBJECT);
+        }
+        types.is_empty()
+    }
+
+    /// Whether no object satisfies `o`: a required key that is forbidden, not admitted, or whose
+    /// schema admits nothing (looked into [`MAX_PROBE_DEPTH`] levels deep), or too few members
+    /// allowed for the required ones.
+    fn object_unsatisfiable(&mut self, o: &ObjectSpec, depth: usize) -> bool {
+        if o.required.iter().any(|r| o.forbidden.contains(r)) {
+            return true;
+        }
+        let max = o.max_properties.unwrap_or(u64::MAX);
+        if o.min_properties.is_some_and(|m| m > max) || (o.required.len() as u64) > max {
+            return true;
+        }
+        for name in &o.required {
+            match o.properties.iter().find(|(n, _)| n == name) {
+                Some((_, s)) => {
+                    if self.schema_empty(s, depth) {
+                        return true;
+                    }
+                }
+                None if o.pattern_properties.is_empty()
+                    && o.additional.as_deref() == Some(&Schema::Bool(false)) =>
+                {
+                    return true
+                }
+                None => {}
+            }
+        }
+        false
+    }
+
+    /// Whether `s` surely admits no value. Probing leaves no trace: the warnings of the schemas it
+    /// looks at are recorded when they are lowered, not here.
+    fn schema_empty(&mut self, s: &Schema, depth: usize) -> bool {
+        match s {
+            Schema::Bool(b) => !b,
+            Schema::Spec(_) if self.probing >= MAX_PROBE_DEPTH => false,
+            Schema::Spec(_) => {
+                let (warnings, reported) = (self.warnings.len(), self.reported.clone());
+                self.probing += 1;
+                let alternatives = self.alternatives(s, depth + 1);
+                self.probing -= 1;
+                self.warnings.truncate(warnings);
+                self.reported = reported;
+                matches!(alternatives, Ok(a) if a.is_empty())
+            }
+        }
     }
 
     /// `oneOf` is lowered as `anyOf`; that is exact when no value can satisfy two branches, which is
@@ -402,6 +536,64 @@ impl<'d> Merger<'d> {
                 _ => false,
             })
     }
+}
+
+/// `anyOf` branches that are the same conjunction but for the schema of one property `p` are one
+/// conjunction whose `p` takes any of those schemas (`properties` constrains `p` only where it is
+/// present, so the two forms admit the same values); such a list then counts once in the products
+/// with its siblings instead of once per branch. Other lists are returned unchanged.
+fn factor_property(union: Vec<Alternative>) -> Vec<Alternative> {
+    if union.len() < 2 {
+        return union;
+    }
+    let conjs: Option<Vec<&Conj>> = union
+        .iter()
+        .map(|a| match a {
+            Alternative::Conj(c) => Some(&**c),
+            Alternative::Ref(..) => None,
+        })
+        .collect();
+    let Some(conjs) = conjs else {
+        return union;
+    };
+    let Some(name) = conjs[0]
+        .object
+        .properties
+        .iter()
+        .map(|(n, _)| n.clone())
+        .find(|n| {
+            conjs
+                .iter()
+                .all(|c| c.object.properties.iter().any(|(m, _)| m == n))
+        })
+    else {
+        return union;
+    };
+    let without = |c: &Conj| {
+        let mut rest = c.clone();
+        rest.path.clear();
+        rest.object.properties.retain(|(n, _)| *n != name);
+        rest
+    };
+    let base = without(conjs[0]);
+    if conjs[1..].iter().any(|c| without(c) != base) {
+        return union;
+    }
+    let branches: Vec<Schema> = conjs
+        .iter()
+        .filter_map(|c| c.object.properties.iter().find(|(n, _)| *n == name))
+        .map(|(_, s)| s.clone())
+        .collect();
+    let mut merged = conjs[0].clone();
+    for (n, s) in &mut merged.object.properties {
+        if *n == name {
+            *s = Schema::Spec(Box::new(Spec {
+                any_of: vec![(branches.clone(), false)],
+                ..Spec::at(&merged.path)
+            }));
+        }
+    }
+    vec![Alternative::Conj(Box::new(merged))]
 }
 
 /// `oneOf` branches that differ only in `required` (the usual "exactly one of these keys" idiom) are
