@@ -449,11 +449,8 @@ impl<'d> Merger<'d> {
         }
         for name in &o.required {
             match o.properties.iter().find(|(n, _)| n == name) {
-                Some((_, s)) => {
-                    if self.schema_empty(s, depth) {
-                        return true;
-                    }
-                }
+                Some((_, s)) if self.schema_empty(s, depth) => return true,
+                Some(_) => {}
                 None if o.pattern_properties.is_empty()
                     && o.additional.as_deref() == Some(&Schema::Bool(false)) =>
                 {
