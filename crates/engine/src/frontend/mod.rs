@@ -1,6 +1,7 @@
 //! L2 — front ends: other grammar sources lowered through the same IR as EBNF.
 //!
-//! - [`regex`]: regex patterns (via `regex-syntax`), with ECMA-262 meaning for `\d \w \s .`.
+//! - [`regex`]: regex patterns (via `regex-syntax`), with ECMA-262 meaning for `\d \w \s .`;
+//!   look-around through the regular algebra.
 //! - [`json_schema`]: JSON Schema → typed `Schema` → grammar.
 //! - [`structural_tag`]: xgrammar's structural-tag JSON → typed `Format` → grammar (TagDispatch).
 //! - [`tools`]: an OpenAI tool list read and checked; the call styles and request options.

@@ -7,6 +7,9 @@
 //! character but `\n \r \u2028 \u2029`; translate to HIR; lower the HIR to an [`Expr`] with no rule
 //! references, so it can be embedded anywhere.
 //!
+//! A pattern with look-around goes through `lookaround` instead ([`regex_language`]): its
+//! plain pieces are lowered here and combined as automata.
+//!
 //! [`Anchoring::Full`] matches the whole input (the `--regex` grammar source); [`Anchoring::Search`]
 //! has JSON Schema's meaning, where an unanchored side may be surrounded by any text. With
 //! `json_string`, the expression matches the *JSON-escaped* form of the strings the regex describes,
@@ -19,8 +22,12 @@ use regex_syntax::ast::{
 };
 use regex_syntax::hir::{self, Class, Hir, HirKind, Look};
 
+mod lookaround;
+
+use crate::grammar::algebra::Language;
 use crate::grammar::{CharClass, Expr, Grammar, GrammarBuilder};
 use crate::util::Limits;
+use lookaround::{has_lookaround, lookaround_language};
 
 /// A pattern that cannot be parsed or expressed as a grammar.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +61,7 @@ pub struct RegexMode {
 
 /// A grammar whose root matches exactly the strings `pattern` matches in full.
 pub fn regex_grammar(pattern: &str, limits: &Limits) -> Result<Grammar, RegexError> {
-    let body = lower_regex(
+    let lang = regex_language(
         pattern,
         RegexMode {
             anchoring: Anchoring::Full,
@@ -69,8 +76,24 @@ pub fn regex_grammar(pattern: &str, limits: &Limits) -> Result<Grammar, RegexErr
     };
     let mut b = GrammarBuilder::new(limits);
     let root = b.declare("root").map_err(fail)?;
+    let body = lang.into_expr(&mut b, "regex").map_err(fail)?;
     b.define(root, body, None).map_err(fail)?;
     b.build("root").map_err(fail)
+}
+
+/// The language of `pattern`: an expression ([`lower_regex`]), or, for a pattern with look-around
+/// (`(?=…)`, `(?!…)`, `(?<=…)`, `(?<!…)` outside groups), an automaton built by intersecting and
+/// subtracting the look-arounds' languages.
+pub fn regex_language(
+    pattern: &str,
+    mode: RegexMode,
+    limits: &Limits,
+) -> Result<Language, RegexError> {
+    if has_lookaround(pattern) {
+        lookaround_language(pattern, mode, limits)
+    } else {
+        lower_regex(pattern, mode, limits).map(Language::Expr)
+    }
 }
 
 /// Whether `text` matches `pattern` with JSON Schema (search) semantics, decided by building the
@@ -93,10 +116,9 @@ impl SearchMatcher {
             anchoring: Anchoring::Search,
             json_string: false,
         };
-        let expr = lower_regex(pattern, mode, limits)?;
-        let dfa =
-            crate::grammar::fsm::Dfa::from_expr(&expr, "pattern", limits.max_nfa_states_per_rule)
-                .map_err(|e| RegexError {
+        let dfa = regex_language(pattern, mode, limits)?
+            .to_dfa(limits)
+            .map_err(|e| RegexError {
                 pattern: pattern.to_string(),
                 offset: 0,
                 message: e.to_string(),

@@ -1,13 +1,20 @@
-//! Regular algebra on reference-free expressions: intersection and difference, which the grammar
-//! IR cannot state directly. Both sides become byte DFAs ([`Dfa::from_expr`]); their product is
-//! explored from the start pair; the result goes back into the IR as right-linear rules, one per
-//! product state, whose edges are character classes (complete UTF-8 paths between character
+//! Regular algebra on reference-free expressions: intersection, difference, union and
+//! concatenation, the first two of which the grammar IR cannot state directly. Both sides become
+//! byte DFAs ([`Dfa::from_expr`]); a product is explored from the start pair, a concatenation by
+//! subsets of the two automata's states; the result goes back into the IR as right-linear rules,
+//! one per state, whose edges are character classes (complete UTF-8 paths between character
 //! boundaries decoded back into code point ranges).
 //!
+//! A [`Language`] is either form: an expression where one exists, an automaton where only the
+//! algebra could build it (a pattern with look-around). Every automaton here reads whole UTF-8
+//! characters and has no reference edges.
+//!
 //! Used by the JSON Schema front end for `pattern` ∩ length bounds, several patterns or formats at
-//! once, extra keys minus `patternProperties` keys, and number bounds ∩ `multipleOf`.
+//! once, extra keys minus `patternProperties` keys, and number bounds ∩ `multipleOf`, and by the
+//! regex front end for look-around.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -22,6 +29,158 @@ pub enum Op {
     Intersect,
     /// Strings in the left one but not the right one.
     Minus,
+    /// Strings in either.
+    Union,
+}
+
+/// A reference-free regular language over whole characters.
+#[derive(Debug, Clone)]
+pub enum Language {
+    /// As an expression of the IR.
+    Expr(Expr),
+    /// As a byte automaton (no reference edges).
+    Dfa(Arc<Dfa>),
+}
+
+impl Language {
+    /// The language's byte automaton.
+    pub fn to_dfa(&self, limits: &Limits) -> Result<Dfa, GrammarError> {
+        match self {
+            Language::Expr(e) => to_dfa(e, limits),
+            Language::Dfa(d) => Ok((**d).clone()),
+        }
+    }
+
+    /// The language as an expression: itself, or right-linear rules named from `base`.
+    pub fn into_expr(self, builder: &mut GrammarBuilder, base: &str) -> Result<Expr, GrammarError> {
+        match self {
+            Language::Expr(e) => Ok(e),
+            Language::Dfa(d) => dfa_to_rules(&d, builder, base),
+        }
+    }
+
+    /// The strings of any of `langs`: an alternation when all are expressions.
+    pub fn union(mut langs: Vec<Language>, limits: &Limits) -> Result<Language, GrammarError> {
+        if langs.len() == 1 {
+            return Ok(langs.remove(0));
+        }
+        if langs.iter().all(|l| matches!(l, Language::Expr(_))) {
+            let exprs = langs
+                .into_iter()
+                .filter_map(|l| match l {
+                    Language::Expr(e) => Some(e),
+                    Language::Dfa(_) => None,
+                })
+                .collect();
+            return Ok(Language::Expr(Expr::Alt(exprs)));
+        }
+        let mut acc: Option<Dfa> = None;
+        for l in &langs {
+            let d = l.to_dfa(limits)?;
+            acc = Some(match acc {
+                None => d,
+                Some(a) => product_dfa(&a, &d, Op::Union, limits)?.minimize(),
+            });
+        }
+        Ok(Language::Dfa(Arc::new(acc.unwrap_or_else(nothing))))
+    }
+}
+
+/// The automaton of the empty string alone.
+pub fn empty_string() -> Dfa {
+    Dfa {
+        states: vec![DState {
+            accept: true,
+            ..DState::default()
+        }],
+    }
+}
+
+/// The automaton of no string.
+fn nothing() -> Dfa {
+    Dfa {
+        states: vec![DState::default()],
+    }
+}
+
+/// The automaton of a string of `a` followed by a string of `b`, determinized over sets of their
+/// states (a set holds at most one state of `a`, since `a` is deterministic), trimmed and
+/// minimized.
+pub fn concat_dfa(a: &Dfa, b: &Dfa, limits: &Limits) -> Result<Dfa, GrammarError> {
+    // A member `s` is a state of `a`, `s | IN_B` one of `b`.
+    const IN_B: u32 = 1 << 31;
+    let close = |mut set: Vec<u32>| {
+        if set
+            .iter()
+            .any(|&s| s & IN_B == 0 && a.states[s as usize].accept)
+        {
+            set.push(IN_B);
+        }
+        set.sort_unstable();
+        set.dedup();
+        set
+    };
+    let step = |s: u32, byte: u8| -> Option<u32> {
+        let (d, tag) = if s & IN_B == 0 { (a, 0) } else { (b, IN_B) };
+        d.states[(s & !IN_B) as usize]
+            .bytes
+            .iter()
+            .find(|&&(lo, hi, _)| lo <= byte && byte <= hi)
+            .map(|e| e.2 | tag)
+    };
+    let mut sets = vec![close(vec![0])];
+    let mut index: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
+    index.insert(sets[0].clone(), 0);
+    let mut states: Vec<DState> = Vec::new();
+    let mut i = 0;
+    while i < sets.len() {
+        let set = sets[i].clone();
+        i += 1;
+        let mut cuts: Vec<u16> = vec![0, 256];
+        for &s in &set {
+            let d = if s & IN_B == 0 { a } else { b };
+            for &(lo, hi, _) in &d.states[(s & !IN_B) as usize].bytes {
+                cuts.push(u16::from(lo));
+                cuts.push(u16::from(hi) + 1);
+            }
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        let mut bytes = Vec::new();
+        for w in cuts.windows(2) {
+            let byte = w[0] as u8;
+            let next: Vec<u32> = set.iter().filter_map(|&s| step(s, byte)).collect();
+            if next.is_empty() {
+                continue;
+            }
+            let next = close(next);
+            let n = match index.get(&next) {
+                Some(&n) => n,
+                None => {
+                    if sets.len() >= limits.max_nfa_states_per_rule {
+                        return Err(GrammarError::RuleTooLarge {
+                            rule: "concatenation".into(),
+                            limit: limits.max_nfa_states_per_rule,
+                        });
+                    }
+                    let n = sets.len() as u32;
+                    index.insert(next.clone(), n);
+                    sets.push(next);
+                    n
+                }
+            };
+            bytes.push((byte, (w[1] - 1) as u8, n));
+        }
+        let accept = set
+            .iter()
+            .any(|&s| s & IN_B != 0 && b.states[(s & !IN_B) as usize].accept);
+        states.push(DState {
+            accept,
+            bytes,
+            refs: Vec::new(),
+        });
+    }
+    Ok(Dfa { states }.trim(&[]).unwrap_or_else(nothing).minimize())
 }
 
 /// The byte DFA of a reference-free expression.
@@ -29,12 +188,7 @@ pub fn to_dfa(e: &Expr, limits: &Limits) -> Result<Dfa, GrammarError> {
     Dfa::from_expr(e, "intersection", limits.max_nfa_states_per_rule)
 }
 
-/// The product automaton of `a op b`, trimmed to states that can still accept.
-pub fn product(a: &Expr, b: &Expr, op: Op, limits: &Limits) -> Result<Dfa, GrammarError> {
-    product_dfa(&to_dfa(a, limits)?, &to_dfa(b, limits)?, op, limits)
-}
-
-/// [`product`] of two automata.
+/// The product automaton of `da op db`, trimmed to states that can still accept.
 pub fn product_dfa(da: &Dfa, db: &Dfa, op: Op, limits: &Limits) -> Result<Dfa, GrammarError> {
     const SINK: u32 = u32::MAX;
     let step = |d: &Dfa, s: u32, byte: u8| -> u32 {
@@ -74,6 +228,7 @@ pub fn product_dfa(da: &Dfa, db: &Dfa, op: Op, limits: &Limits) -> Result<Dfa, G
             let live = match op {
                 Op::Intersect => ta != SINK && tb != SINK,
                 Op::Minus => ta != SINK,
+                Op::Union => ta != SINK || tb != SINK,
             };
             if !live {
                 continue;
@@ -98,6 +253,7 @@ pub fn product_dfa(da: &Dfa, db: &Dfa, op: Op, limits: &Limits) -> Result<Dfa, G
         let accept = match op {
             Op::Intersect => accepts(da, sa) && accepts(db, sb),
             Op::Minus => accepts(da, sa) && !accepts(db, sb),
+            Op::Union => accepts(da, sa) || accepts(db, sb),
         };
         states.push(DState {
             accept,
@@ -105,9 +261,7 @@ pub fn product_dfa(da: &Dfa, db: &Dfa, op: Op, limits: &Limits) -> Result<Dfa, G
             refs: Vec::new(),
         });
     }
-    Ok(Dfa { states }.trim(&[]).unwrap_or(Dfa {
-        states: vec![DState::default()],
-    }))
+    Ok(Dfa { states }.trim(&[]).unwrap_or_else(nothing))
 }
 
 /// Adds right-linear rules (named from `base`) matching exactly the strings of `dfa`, which must
@@ -228,6 +382,10 @@ mod tests {
 
     fn accepts(dfa: &Dfa, text: &str) -> bool {
         dfa.accepts(text.as_bytes())
+    }
+
+    fn product(a: &Expr, b: &Expr, op: Op, limits: &Limits) -> Result<Dfa, GrammarError> {
+        product_dfa(&to_dfa(a, limits)?, &to_dfa(b, limits)?, op, limits)
     }
 
     #[test]

@@ -198,6 +198,10 @@ impl<'a> Lowerer<'a> {
                 st.min_length.is_none_or(|m| n >= m)
                     && st.max_length.is_none_or(|m| n <= m)
                     && st.patterns.iter().all(|p| p.is_match(text).unwrap_or(true))
+                    && st
+                        .not_patterns
+                        .iter()
+                        .all(|p| !p.is_match(text).unwrap_or(false))
             }
             Value::Number(num) => {
                 let x = num.as_f64().unwrap_or(f64::NAN);

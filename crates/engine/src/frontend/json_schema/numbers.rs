@@ -8,7 +8,7 @@
 use super::keywords::{Bound, Conj};
 use super::lower::Lowerer;
 use super::SchemaError;
-use crate::grammar::algebra::{dfa_to_rules, product_dfa, to_dfa, Op};
+use crate::grammar::algebra::{dfa_to_rules, product_dfa, to_dfa, Language, Op};
 use crate::grammar::exprs::{alt, lit, never, opt};
 use crate::grammar::fsm::{DState, Dfa};
 use crate::grammar::{CharClass, Expr};
@@ -467,7 +467,10 @@ impl Lowerer<'_> {
                 );
                 Ok(base)
             }
-            base => self.intersect_all(vec![(base, path.clone()), (fractional, path)]),
+            base => self.intersect_all(vec![
+                (Language::Expr(base), path.clone()),
+                (Language::Expr(fractional), path),
+            ]),
         }
     }
 
@@ -503,8 +506,12 @@ impl Lowerer<'_> {
             integer_range(lo, hi)
         } else if bounded {
             let path = c.path.clone();
-            let mut both =
-                |a: Expr, b: Expr| self.intersect_all(vec![(a, path.clone()), (b, path.clone())]);
+            let mut both = |a: Expr, b: Expr| {
+                self.intersect_all(vec![
+                    (Language::Expr(a), path.clone()),
+                    (Language::Expr(b), path.clone()),
+                ])
+            };
             bounded_decimal(n.lower, n.upper, &mut both)?
         } else {
             self.plain_number()?

@@ -13,8 +13,10 @@
 use super::keywords::{Conj, ObjectSpec, Schema, Types};
 use super::lower::Lowerer;
 use super::merge::{both, Alternative};
+use super::pattern::Pattern;
 use super::strings::content_except;
 use super::{PropertyOrder, SchemaError};
+use crate::grammar::algebra::Language;
 use crate::grammar::exprs::{alt, lit, never};
 use crate::grammar::Expr;
 
@@ -340,11 +342,11 @@ impl Lowerer<'_> {
             pattern_keys.push(key.clone());
             // Listed and forbidden names are not extras, even when the pattern matches them.
             let key = if names.is_empty() {
-                key
+                key.into_expr(self.builder, "key")?
             } else {
                 self.intersect_all(vec![
                     (key, path.clone()),
-                    (content_except(&names), path.clone()),
+                    (Language::Expr(content_except(&names)), path.clone()),
                 ])?
             };
             let value = self.schema_expr(schema, depth + 1)?;
@@ -369,18 +371,20 @@ impl Lowerer<'_> {
         if let Some(value) = open_value {
             let key = match o.property_names.as_deref() {
                 Some(names_schema) => {
-                    if !names.is_empty() {
-                        self.warn(
-                            &c.path,
-                            "with propertyNames, an extra key may repeat a listed property",
-                        );
-                    }
-                    self.key_from(names_schema, depth)?
+                    let patterns: Vec<Pattern> = o
+                        .pattern_properties
+                        .iter()
+                        .map(|(p, _)| p.clone())
+                        .collect();
+                    self.key_from(names_schema, &names, &patterns, depth)?
                 }
                 None if pattern_keys.is_empty() => self.key_except(&names)?,
                 None => {
                     // Keys matching a pattern take the pattern's schema, not this one.
-                    let content = self.minus(content_except(&names), alt(pattern_keys), &c.path)?;
+                    let keys =
+                        Language::union(pattern_keys, self.limits).map_err(SchemaError::from)?;
+                    let content =
+                        self.minus(Language::Expr(content_except(&names)), keys, &c.path)?;
                     Expr::Seq(vec![lit("\""), content, lit("\"")])
                 }
             };
@@ -414,8 +418,15 @@ impl Lowerer<'_> {
         Ok(false)
     }
 
-    /// Keys allowed by a `propertyNames` schema (its string part).
-    fn key_from(&mut self, s: &Schema, depth: usize) -> Result<Expr, SchemaError> {
+    /// Keys allowed by a `propertyNames` schema (its string part), except the `names` and the
+    /// keys matching one of the `patterns` (those are members of their own).
+    fn key_from(
+        &mut self,
+        s: &Schema,
+        names: &[String],
+        patterns: &[Pattern],
+        depth: usize,
+    ) -> Result<Expr, SchemaError> {
         let mut keys = Vec::new();
         for a in self.merger.alternatives(s, depth + 1)? {
             let conjs = match a {
@@ -430,6 +441,9 @@ impl Lowerer<'_> {
                 if c.types.is_empty() {
                     continue;
                 }
+                c.not_values
+                    .extend(names.iter().map(|n| serde_json::Value::String(n.clone())));
+                c.string.not_patterns.extend(patterns.iter().cloned());
                 match c.values.clone() {
                     Some(values) => keys.extend(
                         values

@@ -9,8 +9,8 @@
 use std::sync::{Arc, OnceLock};
 
 use super::SchemaError;
-use crate::frontend::regex::{lower_regex, Anchoring, RegexMode, SearchMatcher};
-use crate::grammar::Expr;
+use crate::frontend::regex::{regex_language, Anchoring, RegexMode, SearchMatcher};
+use crate::grammar::algebra::Language;
 use crate::util::Limits;
 
 /// A parsed `pattern` and where it is. Clones share the parse.
@@ -21,7 +21,7 @@ struct Parsed {
     source: String,
     path: String,
     /// The pattern over JSON-escaped string contents, or why it has none.
-    content: Result<Expr, SchemaError>,
+    content: Result<Language, SchemaError>,
     matcher: OnceLock<Result<SearchMatcher, SchemaError>>,
     limits: Limits,
 }
@@ -42,7 +42,7 @@ impl Pattern {
             anchoring: Anchoring::Search,
             json_string: true,
         };
-        let content = lower_regex(source, mode, limits).map_err(|e| error(path, &e));
+        let content = regex_language(source, mode, limits).map_err(|e| error(path, &e));
         Pattern(Arc::new(Parsed {
             source: source.to_string(),
             path: path.to_string(),
@@ -58,7 +58,7 @@ impl Pattern {
     }
 
     /// The language of JSON-escaped string contents the pattern matches.
-    pub fn content(&self) -> Result<&Expr, SchemaError> {
+    pub fn content(&self) -> Result<&Language, SchemaError> {
         self.0.content.as_ref().map_err(Clone::clone)
     }
 

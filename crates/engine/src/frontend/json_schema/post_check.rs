@@ -1,10 +1,14 @@
 //! Checks on complete values for keywords no grammar can express. `uniqueItems` asks that no two
-//! items of an array are equal, which is not context-free: the grammar lets items repeat (and the
-//! converter warns), and this check runs afterwards on the parsed value, in `structgen check` and
-//! wherever a complete value is available.
+//! items of an array are equal, which is not context-free; `format: "regex"` asks for a valid
+//! ECMA-262 regex, whose parentheses nest. The grammar lets both through (and the converter warns),
+//! and this check runs afterwards on the parsed value, in `structgen check` and wherever a complete
+//! value is available.
 //!
 //! In: the raw schema and a JSON value the grammar accepted. Out: the JSON pointer of the first
-//! array that must have unique items but does not, or `None`.
+//! array that must have unique items but does not (or string that must be a regex but is not), or
+//! `None`. A string counts as no regex only for errors that are errors in ECMA-262 too and where
+//! `regex-syntax` and ECMA-262 read the pattern alike (a quantifier with nothing to repeat, a
+//! trailing backslash, an unbalanced parenthesis in a pattern without character classes).
 //!
 //! Invariant: the check is sound — it never rejects a value that satisfies the schema. It only
 //! follows applicators whose instance locations are fixed (`properties`, `patternProperties`,
@@ -38,7 +42,7 @@ pub struct PostCheck {
 impl PostCheck {
     /// A check for `schema`, or `None` when the schema never asks for unique items.
     pub fn new(schema: &Value, limits: &Limits) -> Option<PostCheck> {
-        mentions_unique(schema).then(|| PostCheck {
+        needs_check(schema).then(|| PostCheck {
             root: schema.clone(),
             limits: limits.clone(),
         })
@@ -77,6 +81,13 @@ impl PostCheck {
         {
             if let Some(found) = self.walk(target, value, at, depth) {
                 return Some(found);
+            }
+        }
+        if s.get("format").and_then(Value::as_str) == Some("regex") {
+            if let Value::String(text) = value {
+                if surely_not_a_regex(text) {
+                    return Some(at.to_string());
+                }
             }
         }
         if s.get("uniqueItems") == Some(&Value::Bool(true)) {
@@ -212,13 +223,31 @@ struct Ctx<'b> {
     budget: &'b Cell<usize>,
 }
 
-/// Whether any schema object inside `schema` has `"uniqueItems": true`.
-fn mentions_unique(schema: &Value) -> bool {
+/// Whether `text` is certainly not an ECMA-262 regex (see the module documentation).
+fn surely_not_a_regex(text: &str) -> bool {
+    use regex_syntax::ast::{parse::Parser, ErrorKind};
+    let Err(e) = Parser::new().parse(text) else {
+        return false;
+    };
+    let at = text[e.span().start.offset..].chars().next();
+    let classes = text.contains('[');
+    match e.kind() {
+        ErrorKind::EscapeUnexpectedEof => true,
+        ErrorKind::RepetitionMissing => !classes && matches!(at, Some('*' | '+' | '?')),
+        ErrorKind::GroupUnclosed | ErrorKind::GroupUnopened => !classes,
+        _ => false,
+    }
+}
+
+/// Whether any schema object inside `schema` has `"uniqueItems": true` or `"format": "regex"`.
+fn needs_check(schema: &Value) -> bool {
     match schema {
         Value::Object(m) => {
-            m.get("uniqueItems") == Some(&Value::Bool(true)) || m.values().any(mentions_unique)
+            m.get("uniqueItems") == Some(&Value::Bool(true))
+                || m.get("format").and_then(Value::as_str) == Some("regex")
+                || m.values().any(needs_check)
         }
-        Value::Array(items) => items.iter().any(mentions_unique),
+        Value::Array(items) => items.iter().any(needs_check),
         _ => false,
     }
 }
@@ -282,7 +311,7 @@ mod tests {
 
     fn check(schema: Value, value: Value) -> Option<String> {
         PostCheck::new(&schema, &Limits::default())
-            .expect("schema mentions uniqueItems")
+            .expect("schema mentions uniqueItems or format regex")
             .violation(&value)
     }
 
@@ -364,5 +393,34 @@ mod tests {
         let schema = json!({"if": {"type": "array"}, "then": {"uniqueItems": true}, "not": {"uniqueItems": true}});
         assert_eq!(check(schema, json!([1, 1])), None);
         assert!(PostCheck::new(&json!({"uniqueItems": false}), &Limits::default()).is_none());
+    }
+
+    #[test]
+    fn regex_format_rejects_only_certain_syntax_errors() {
+        let schema = json!({"properties": {"re": {"type": "string", "format": "regex"}}});
+        for bad in ["*", "\\", "a(b", "a)b", "+x", "(?:a|b"] {
+            assert_eq!(
+                check(schema.clone(), json!({ "re": bad })),
+                Some("/re".into()),
+                "{bad:?}"
+            );
+        }
+        // Valid in ECMA-262, or read differently by regex-syntax: never rejected.
+        for fine in [
+            "a*",
+            "^(?=a)b$",
+            "a{",
+            "[[]",
+            "[(]",
+            "(?<n>x)\\k<n>",
+            "\\d+",
+            "",
+        ] {
+            assert_eq!(
+                check(schema.clone(), json!({ "re": fine })),
+                None,
+                "{fine:?}"
+            );
+        }
     }
 }

@@ -401,7 +401,7 @@ impl Parser {
             Some(negated) => spec.all_of.push(negated),
             None => self.warn(
                 path.to_string(),
-                "`not` is only enforced for type, required, enum, const, pattern, properties and their anyOf / allOf / oneOf",
+                "`not` is only enforced for type, required, enum, const, pattern, properties and their anyOf / allOf / oneOf / not",
             ),
         }
         Ok(())
@@ -553,7 +553,8 @@ const MAX_NEGATED_ONE_OF: usize = 4;
 impl Parser {
     /// The negation of a schema, for the forms `not` and `if` use in practice: booleans, `type`,
     /// `enum` / `const`, `pattern`, `required`, `properties` (each negated recursively), `anyOf` /
-    /// `allOf` of those (De Morgan) and small `oneOf`s of those. Annotations are ignored. `None`
+    /// `allOf` of those (De Morgan), small `oneOf`s of those, and `not` (whose negation is the
+    /// schema it holds). Annotations are ignored. `None`
     /// for anything else (and then no warning of the attempt is kept).
     pub fn negate(&mut self, v: &Value, path: &str) -> Option<Schema> {
         let kept = self.warnings.len();
@@ -664,6 +665,8 @@ fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
                     s.any_of = vec![(alternatives.clone(), false)]
                 }));
             }
+            // not (not X) = X
+            "not" => branches.push(parser.parse(inner, &child(path, "not")).ok()?),
             "allOf" => {
                 for (i, x) in inner.as_array()?.iter().enumerate() {
                     branches.push(negate(

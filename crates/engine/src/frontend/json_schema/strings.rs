@@ -13,7 +13,7 @@ use super::keywords::Conj;
 use super::lower::Lowerer;
 use super::SchemaError;
 use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
-use crate::grammar::algebra::{dfa_to_rules, product, product_dfa, to_dfa, Op};
+use crate::grammar::algebra::{product_dfa, Language, Op};
 use crate::grammar::exprs::{alt, lit, never};
 use crate::grammar::{CharClass, Expr};
 use crate::util::Limits;
@@ -145,7 +145,7 @@ impl Lowerer<'_> {
     /// contents (JSON-escaped), and several are intersected exactly.
     pub(super) fn string_expr(&mut self, c: &Conj) -> Result<Expr, SchemaError> {
         let s = &c.string;
-        let mut parts: Vec<(Expr, String)> = Vec::new();
+        let mut parts: Vec<(Language, String)> = Vec::new();
         for p in &s.patterns {
             parts.push((p.content()?.clone(), p.path().to_string()));
         }
@@ -158,8 +158,13 @@ impl Lowerer<'_> {
                     };
                     let body = lower_regex(re, mode, self.limits)
                         .map_err(|e| SchemaError::invalid(path, e.message))?;
-                    parts.push((body, path.clone()));
+                    parts.push((Language::Expr(body), path.clone()));
                 }
+                None if format == "regex" => self.warn(
+                    path,
+                    "format \"regex\" is not enforced while generating (`structgen check` rejects \
+                     strings that are not regexes in complete values)",
+                ),
                 None => self.warn(path, format!("format {format:?} is not enforced")),
             }
         }
@@ -177,7 +182,7 @@ impl Lowerer<'_> {
                 min,
                 max,
             };
-            parts.push((body, c.path.clone()));
+            parts.push((Language::Expr(body), c.path.clone()));
         }
         let excluded: Vec<String> = c
             .not_values
@@ -185,18 +190,21 @@ impl Lowerer<'_> {
             .filter_map(|v| v.as_str().map(str::to_string))
             .collect();
         if !excluded.is_empty() {
-            parts.push((content_except(&excluded), c.path.clone()));
+            parts.push((Language::Expr(content_except(&excluded)), c.path.clone()));
         }
         let mut negated = Vec::new();
         for p in &s.not_patterns {
             negated.push((p.content()?.clone(), p.path().to_string()));
         }
         if !negated.is_empty() && parts.is_empty() {
-            parts.push((any_content(), c.path.clone()));
+            parts.push((Language::Expr(any_content()), c.path.clone()));
         }
         let content = match parts.len() {
             0 => return self.plain_string(),
-            1 if negated.is_empty() => parts.pop().map(|p| p.0).unwrap_or(Expr::Empty),
+            1 if negated.is_empty() => match parts.pop() {
+                Some((lang, _)) => lang.into_expr(self.builder, "string")?,
+                None => Expr::Empty,
+            },
             _ => self.combine(parts, negated)?,
         };
         Ok(Expr::Seq(vec![lit("\""), content, lit("\"")]))
@@ -206,7 +214,7 @@ impl Lowerer<'_> {
     /// automaton would exceed [`MAX_PRODUCT_STATES`], only the first language is enforced.
     pub(super) fn intersect_all(
         &mut self,
-        parts: Vec<(Expr, String)>,
+        parts: Vec<(Language, String)>,
     ) -> Result<Expr, SchemaError> {
         self.combine(parts, Vec::new())
     }
@@ -215,53 +223,65 @@ impl Lowerer<'_> {
     /// rules; past [`MAX_PRODUCT_STATES`] the first language alone, with a warning.
     fn combine(
         &mut self,
-        parts: Vec<(Expr, String)>,
-        negated: Vec<(Expr, String)>,
+        mut parts: Vec<(Language, String)>,
+        negated: Vec<(Language, String)>,
     ) -> Result<Expr, SchemaError> {
         let small = Limits {
             max_nfa_states_per_rule: MAX_PRODUCT_STATES,
             ..self.limits.clone()
         };
-        let mut iter = parts.iter();
-        let Some((first, _)) = iter.next() else {
+        if parts.is_empty() {
             return Ok(Expr::Empty);
-        };
-        let mut acc = match to_dfa(first, &small) {
+        }
+        let (first, _) = parts.remove(0);
+        let mut acc = match first.to_dfa(&small) {
             Ok(d) => d,
-            Err(_) => return Ok(first.clone()),
+            Err(_) => return Ok(first.into_expr(self.builder, "string")?),
         };
-        let ops = iter
+        let ops = parts
+            .iter()
             .map(|p| (p, Op::Intersect))
             .chain(negated.iter().map(|p| (p, Op::Minus)));
-        for ((e, path), op) in ops {
-            match to_dfa(e, &small).and_then(|d| product_dfa(&acc, &d, op, &small)) {
+        for ((lang, path), op) in ops {
+            match lang
+                .to_dfa(&small)
+                .and_then(|d| product_dfa(&acc, &d, op, &small))
+            {
                 Ok(d) => acc = d,
                 Err(_) => {
                     self.warn(path, format!(
                         "not enforced together with the other string keywords (their combination needs more than {MAX_PRODUCT_STATES} states)"
                     ));
-                    return Ok(first.clone());
+                    return Ok(first.into_expr(self.builder, "string")?);
                 }
             }
         }
-        Ok(dfa_to_rules(&acc, self.builder, "string")?)
+        Ok(Language::Dfa(acc.into()).into_expr(self.builder, "string")?)
     }
 
     /// The string contents of `a` that are not in `b` (reference-free languages), as rules; if the
     /// automaton would be too large, `a` alone with a warning.
-    pub(super) fn minus(&mut self, a: Expr, b: Expr, path: &str) -> Result<Expr, SchemaError> {
+    pub(super) fn minus(
+        &mut self,
+        a: Language,
+        b: Language,
+        path: &str,
+    ) -> Result<Expr, SchemaError> {
         let small = Limits {
             max_nfa_states_per_rule: MAX_PRODUCT_STATES,
             ..self.limits.clone()
         };
-        match product(&a, &b, Op::Minus, &small) {
-            Ok(d) => Ok(dfa_to_rules(&d, self.builder, "key")?),
+        let difference = a
+            .to_dfa(&small)
+            .and_then(|da| product_dfa(&da, &b.to_dfa(&small)?, Op::Minus, &small));
+        match difference {
+            Ok(d) => Ok(Language::Dfa(d.into()).into_expr(self.builder, "key")?),
             Err(_) => {
                 self.warn(
                     path,
                     "additionalProperties may also take keys that match patternProperties",
                 );
-                Ok(a)
+                Ok(a.into_expr(self.builder, "key")?)
             }
         }
     }

@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::format::{Delimiter, Format, Node, Style, Tag, TokenRef};
 use super::TagError;
 use crate::frontend::json_schema::{add_schema_rule, JsonSchemaOptions, SchemaFragments};
-use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
+use crate::frontend::regex::{regex_language, Anchoring, RegexMode};
 use crate::grammar::dispatch::text_pattern;
 use crate::grammar::exprs::{alt, opt};
 use crate::grammar::{
@@ -289,10 +289,12 @@ impl<'a> Lowering<'a> {
                     anchoring: Anchoring::Full,
                     json_string: false,
                 };
-                let body = lower_regex(p, mode, self.limits).map_err(|error| TagError::Regex {
-                    path: path.to_string(),
-                    error,
-                })?;
+                let lang =
+                    regex_language(p, mode, self.limits).map_err(|error| TagError::Regex {
+                        path: path.to_string(),
+                        error,
+                    })?;
+                let body = lang.into_expr(self.builder, "regex")?;
                 self.rule("regex", body)?
             }
             Format::AnyText { excludes } => self.free_text(self.excludes(excludes, ends)),
