@@ -53,8 +53,9 @@ pub struct BenchCmd {
     /// Stop token id ending every sequence (default: the tokenizer's first stop token).
     #[arg(long, value_name = "ID")]
     stop_token: Option<u32>,
-    /// structgen: masks computed at compile time, `K` most expensive states or `all`.
-    #[arg(long, value_name = "K|all", default_value = "16", value_parser = precompute_arg)]
+    /// structgen: masks computed at compile time: `auto` (a new tool list's name trie and the
+    /// costliest states the shared pool already holds), the `K` most expensive states, or `all`.
+    #[arg(long, value_name = "auto|K|all", default_value = "auto", value_parser = precompute_arg)]
     jit_precompute: Precompute,
     /// structgen: no mask sharing between the grammars of a file.
     #[arg(long)]
@@ -91,14 +92,16 @@ fn threshold_arg(text: &str) -> Result<Threshold, String> {
         .map_err(|_| "expected a number or `off`".into())
 }
 
-/// `--jit-precompute`: `K` or `all`.
+/// `--jit-precompute`: `auto`, `K` or `all`.
 fn precompute_arg(text: &str) -> Result<Precompute, String> {
-    if text == "all" {
-        return Ok(Precompute::All);
+    match text {
+        "all" => Ok(Precompute::All),
+        "auto" => Ok(Precompute::Auto),
+        _ => text
+            .parse()
+            .map(Precompute::Top)
+            .map_err(|_| "expected `auto`, a number or `all`".into()),
     }
-    text.parse()
-        .map(Precompute::Top)
-        .map_err(|_| "expected a number or `all`".into())
 }
 
 struct Setup {

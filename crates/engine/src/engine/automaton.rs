@@ -97,6 +97,12 @@ impl Automaton {
         self.dispatcher[caller.index()] && self.dispatched[callee.index()]
     }
 
+    /// Whether `rule`'s body holds a TagDispatch (free text between tags).
+    #[inline]
+    pub fn is_dispatcher(&self, rule: RuleId) -> bool {
+        self.dispatcher[rule.index()]
+    }
+
     /// Whether some TagDispatch calls `rule` as a tag rule.
     #[inline]
     pub fn is_dispatched(&self, rule: RuleId) -> bool {

@@ -34,6 +34,14 @@ pub enum Precompute {
     Top(usize),
     /// Every state that can need one, at compile time (ahead of time).
     All,
+    /// Only masks that are surely needed, cheap now, or costly mid-generation: the costliest
+    /// states of TagDispatch rules (the free text every request of a tool-calling format starts
+    /// in and returns to) and those the shared pool already holds (a lookup each), at most
+    /// 16, plus the first masks of a tool list's name trie that the pool does
+    /// not hold yet (entered right after a trigger, the slowest first mask a request would
+    /// meet); every other mask on first use. A state that may never be reached (most of a JSON
+    /// Schema's) costs nothing at compile time. The default.
+    Auto,
 }
 
 /// How a [`GrammarCompiler`] compiles.
@@ -53,15 +61,15 @@ pub struct CompileOptions {
 /// Mixes an iteration count into a counted state's pool key.
 const COUNT_KEY: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835;
 
-/// Default number of masks [`Precompute::Top`] computes at compile time: a tool-calling grammar's
-/// whole-vocabulary states (free text before a call, whitespace, string contents) fit in it, and
-/// once in the shared pool they cost a lookup each.
+/// Most masks [`Precompute::Auto`] computes or looks up at compile time besides a new name trie's:
+/// a tool-calling grammar's whole-vocabulary states (free text before a call, whitespace, string
+/// contents) fit in it.
 pub const DEFAULT_PRECOMPUTE: usize = 16;
 
 impl Default for CompileOptions {
     fn default() -> Self {
         CompileOptions {
-            precompute: Precompute::Top(DEFAULT_PRECOMPUTE),
+            precompute: Precompute::Auto,
             cross_grammar_cache: true,
             grammar_cache_entries: 256,
             repetition_threshold: Some(REPETITION_THRESHOLD),
@@ -281,7 +289,7 @@ impl CompiledGrammar {
             return Ok(());
         }
         let mut states = self.consulted_states();
-        if let Precompute::Top(n) = precompute {
+        if precompute != Precompute::All {
             let mut scored: Vec<(usize, StateId)> =
                 states.iter().map(|&s| (self.fan_out(s), s)).collect();
             // Costliest first; among equals the lower state, nearer its rule's start (the automata
@@ -300,8 +308,20 @@ impl CompiledGrammar {
                 }
                 _ => false,
             };
+            let pooled = |s: StateId| match (&self.pool, &self.keys) {
+                (Some(pool), Some(keys)) => pool.contains(keys.states[s.index()]),
+                _ => false,
+            };
             let large = self.vocab.size() / 16;
-            let mut chosen: Vec<StateId> = scored.iter().take(n).map(|&(_, s)| s).collect();
+            let mut chosen: Vec<StateId> = match precompute {
+                Precompute::Top(n) => scored.iter().take(n).map(|&(_, s)| s).collect(),
+                _ => scored
+                    .iter()
+                    .filter(|&&(_, s)| pooled(s) || self.automaton.is_dispatcher(fsm.rule_of(s)))
+                    .take(DEFAULT_PRECOMPUTE)
+                    .map(|&(_, s)| s)
+                    .collect(),
+            };
             let tags: Vec<StateId> = scored
                 .iter()
                 .filter(|&&(c, s)| c >= large && !chosen.contains(&s) && new_in_tag(s))
