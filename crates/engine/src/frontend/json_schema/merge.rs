@@ -188,9 +188,6 @@ fn merge_objects(a: &ObjectSpec, b: &ObjectSpec) -> ObjectSpec {
     }
 }
 
-/// How the error of a product past `max_schema_alternatives` begins.
-const TOO_MANY: &str = "allOf/anyOf/oneOf combine into";
-
 /// How many required properties deep [`Merger::unsatisfiable`] looks into nested schemas.
 const MAX_PROBE_DEPTH: usize = 2;
 
@@ -322,7 +319,7 @@ impl<'d> Merger<'d> {
         depth: usize,
     ) -> Result<Vec<Alternative>, SchemaError> {
         match self.product(&left, &right, path, depth) {
-            Err(SchemaError::Invalid { message, .. }) if message.starts_with(TOO_MANY) => {
+            Err(SchemaError::TooManyAlternatives { .. }) => {
                 self.warn(
                     member,
                     format!(
@@ -390,15 +387,11 @@ impl<'d> Merger<'d> {
                     }
                 }
                 if out.len() > self.limits.max_schema_alternatives {
-                    return Err(SchemaError::invalid(
-                        path,
-                        format!(
-                            "{TOO_MANY} {} alternatives, more than the limit \
-                             `max_schema_alternatives` = {}",
-                            out.len(),
-                            self.limits.max_schema_alternatives
-                        ),
-                    ));
+                    return Err(SchemaError::TooManyAlternatives {
+                        path: path.to_string(),
+                        count: out.len(),
+                        limit: self.limits.max_schema_alternatives,
+                    });
                 }
             }
         }

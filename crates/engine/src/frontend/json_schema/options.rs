@@ -91,6 +91,21 @@ pub enum SchemaError {
         /// The configured limit.
         limit: usize,
     },
+    /// `allOf` / `anyOf` / `oneOf` multiplied out past `Limits::max_schema_alternatives` (a
+    /// member that does so is left out with a warning; this error only leaves the merger).
+    #[error(
+        "{}: allOf/anyOf/oneOf combine into {count} alternatives, more than the limit \
+         `max_schema_alternatives` = {limit}",
+        if path.is_empty() { "/" } else { path }
+    )]
+    TooManyAlternatives {
+        /// The schema object whose members were combined.
+        path: String,
+        /// How many alternatives there were when the limit was passed.
+        count: usize,
+        /// The configured limit.
+        limit: usize,
+    },
     /// The grammar builder refused (e.g. too many rules).
     #[error(transparent)]
     Grammar(#[from] GrammarError),
