@@ -388,9 +388,15 @@ fn regex_and_schema_sources() {
         "{}",
         text(&out.stdout)
     );
+    let out = structgen(&["grammar", "--regex", "(?!ab)[a-c]{2}"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_clean_error(
+        &structgen(&["grammar", "--regex", "(a(?=b))"]),
+        "at offset 2: look-around is only supported outside groups",
+    );
     assert_clean_error(
         &structgen(&["grammar", "--regex", "a(?=b)"]),
-        "at offset 1: look-around",
+        "cannot match any finite string",
     );
     let bad = temp_file(
         "bad.schema.json",

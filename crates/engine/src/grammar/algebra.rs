@@ -86,6 +86,21 @@ impl Language {
     }
 }
 
+/// The boundaries of the byte ranges on which `states` all step alike (with 0 and 256): each
+/// window of two consecutive cuts is one range to step together.
+fn byte_cuts<'d>(states: impl Iterator<Item = &'d DState>) -> Vec<u16> {
+    let mut cuts: Vec<u16> = vec![0, 256];
+    for s in states {
+        for &(lo, hi, _) in &s.bytes {
+            cuts.push(u16::from(lo));
+            cuts.push(u16::from(hi) + 1);
+        }
+    }
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
 /// The automaton of the empty string alone.
 pub fn empty_string() -> Dfa {
     Dfa {
@@ -136,16 +151,10 @@ pub fn concat_dfa(a: &Dfa, b: &Dfa, limits: &Limits) -> Result<Dfa, GrammarError
     while i < sets.len() {
         let set = sets[i].clone();
         i += 1;
-        let mut cuts: Vec<u16> = vec![0, 256];
-        for &s in &set {
+        let cuts = byte_cuts(set.iter().map(|&s| {
             let d = if s & IN_B == 0 { a } else { b };
-            for &(lo, hi, _) in &d.states[(s & !IN_B) as usize].bytes {
-                cuts.push(u16::from(lo));
-                cuts.push(u16::from(hi) + 1);
-            }
-        }
-        cuts.sort_unstable();
-        cuts.dedup();
+            &d.states[(s & !IN_B) as usize]
+        }));
         let mut bytes = Vec::new();
         for w in cuts.windows(2) {
             let byte = w[0] as u8;
@@ -210,17 +219,12 @@ pub fn product_dfa(da: &Dfa, db: &Dfa, op: Op, limits: &Limits) -> Result<Dfa, G
     while i < pairs.len() {
         let (sa, sb) = pairs[i];
         i += 1;
-        let mut cuts: Vec<u16> = vec![0, 256];
-        for s in [(sa, da), (sb, db)] {
-            if s.0 != SINK {
-                for &(lo, hi, _) in &s.1.states[s.0 as usize].bytes {
-                    cuts.push(u16::from(lo));
-                    cuts.push(u16::from(hi) + 1);
-                }
-            }
-        }
-        cuts.sort_unstable();
-        cuts.dedup();
+        let cuts = byte_cuts(
+            [(sa, da), (sb, db)]
+                .into_iter()
+                .filter(|s| s.0 != SINK)
+                .map(|(s, d)| &d.states[s as usize]),
+        );
         let mut bytes = Vec::new();
         for w in cuts.windows(2) {
             let byte = w[0] as u8;
