@@ -28,10 +28,69 @@ pub fn optimize(g: Grammar) -> Grammar {
 pub fn normalize(g: Grammar) -> Grammar {
     let (mut rules, root) = g.into_parts();
     for rule in &mut rules {
-        rule.body = normalize_expr(std::mem::replace(&mut rule.body, Expr::Empty));
-        rule.lookahead = rule.lookahead.take().map(normalize_expr);
+        // Most rules are normal already (imported schema fragments, the second pass of a compile):
+        // checking costs a walk, rebuilding an allocation per node.
+        if !is_normal(&rule.body) {
+            rule.body = normalize_expr(std::mem::replace(&mut rule.body, Expr::Empty));
+        }
+        if !rule.lookahead.as_ref().is_none_or(is_normal) {
+            rule.lookahead = rule.lookahead.take().map(normalize_expr);
+        }
     }
     Grammar::from_parts(rules, root)
+}
+
+/// Whether `normalize_expr` would return `e` unchanged (its conditions, checked without
+/// rebuilding anything).
+fn is_normal(e: &Expr) -> bool {
+    match e {
+        Expr::Class(CharClass {
+            negated: false,
+            ranges,
+        }) => !(is_single(ranges) && char::from_u32(ranges[0].0).is_some()),
+        Expr::Seq(items) => {
+            items.len() >= 2
+                && items
+                    .iter()
+                    .all(|i| !matches!(i, Expr::Seq(_) | Expr::Empty) && is_normal(i))
+                && !items
+                    .windows(2)
+                    .any(|w| matches!(w, [Expr::Literal(_), Expr::Literal(_)]))
+        }
+        Expr::Alt(items) => {
+            items.len() != 1
+                && items
+                    .iter()
+                    .all(|i| !matches!(i, Expr::Alt(_)) && is_normal(i))
+                && all_distinct(items)
+        }
+        Expr::Repeat { body, min, max } => {
+            let folds = match &**body {
+                Expr::Empty => true,
+                Expr::Repeat {
+                    min: imin,
+                    max: imax,
+                    ..
+                } => folds_to_star(*imin, *imax, *min, *max),
+                _ => false,
+            };
+            !folds && !matches!((min, max), (0, Some(0)) | (1, Some(1))) && is_normal(body)
+        }
+        _ => true,
+    }
+}
+
+/// Whether no two of `items` are equal.
+fn all_distinct(items: &[Expr]) -> bool {
+    if items.len() <= 8 {
+        return items
+            .iter()
+            .enumerate()
+            .all(|(i, a)| items[i + 1..].iter().all(|b| a != b));
+    }
+    let mut seen: FxHashSet<&Expr> =
+        FxHashSet::with_capacity_and_hasher(items.len(), Default::default());
+    items.iter().all(|i| seen.insert(i))
 }
 
 fn normalize_expr(e: Expr) -> Expr {
@@ -348,6 +407,55 @@ mod tests {
     fn opt(src: &str) -> String {
         let g = ebnf::parse(src, "root", &Limits::default()).expect("test grammar parses");
         print_grammar(&optimize(g))
+    }
+
+    /// `is_normal` agrees with what `normalize_expr` does: every normalized expression is normal,
+    /// and a normal one comes back unchanged.
+    #[test]
+    fn normal_form_check_matches_normalization() {
+        let sources = [
+            "root ::= a b [c] (\"d\" (\"e\"))\na ::= \"x\"\nb ::= a\n",
+            "root ::= (\"a\"*)* r | r | (\"b\"?)+ | \"c\"{1} | \"d\"{0} | (\"e\" | (\"f\" | \"e\"))\nr ::= \"(\" r \")\" | \"\"\n",
+            "root ::= [a] [b-c] [^d] \"\" (\"x\" \"\") ((\"y\")) (\"\")* ([a]+)?\n",
+            "root ::= (\"a\" | \"b\" | \"c\" | \"d\" | \"e\" | \"f\" | \"g\" | \"h\" | \"i\" | \"a\")\n",
+        ];
+        let mut normal_seen = 0;
+        for src in sources {
+            let g = ebnf::parse(src, "root", &Limits::default()).expect("test grammar parses");
+            for rule in g.rules() {
+                let once = normalize_expr(rule.body.clone());
+                assert!(is_normal(&once), "{once:?} from {:?}", rule.body);
+                assert_eq!(normalize_expr(once.clone()), once);
+                if is_normal(&rule.body) {
+                    normal_seen += 1;
+                    assert_eq!(normalize_expr(rule.body.clone()), rule.body);
+                }
+            }
+        }
+        assert!(normal_seen > 0);
+        let raw = |e: Expr| (is_normal(&e), normalize_expr(e.clone()) == e);
+        let lit = |s: &str| Expr::Literal(s.into());
+        for e in [
+            Expr::Seq(vec![lit("a"), lit("b")]),
+            Expr::Seq(vec![
+                lit("a"),
+                Expr::Empty,
+                Expr::Ref(crate::util::RuleId(0)),
+            ]),
+            Expr::Seq(vec![lit("a")]),
+            Expr::Alt(vec![lit("a"), lit("a")]),
+            Expr::Alt(vec![lit("a")]),
+            Expr::Alt(Vec::new()),
+            Expr::Class(CharClass::new(false, vec![(0x61, 0x61)])),
+            Expr::Repeat {
+                body: Box::new(lit("a")),
+                min: 1,
+                max: Some(1),
+            },
+        ] {
+            let (normal, unchanged) = raw(e.clone());
+            assert_eq!(normal, unchanged, "{e:?}");
+        }
     }
 
     #[test]
