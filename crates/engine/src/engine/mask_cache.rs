@@ -25,7 +25,9 @@
 //! where the walk stands at the isolated item alone in a state that loops on a byte class
 //! ([`crate::grammar::fsm::CompactFsm::loop_class`]), a token whose rest is in the class is
 //! accepted by one comparison ([`Vocab::class_tails`]), and the tokens after it that stand in the
-//! same loop are taken in one tight run.
+//! same loop are taken in one tight run. Where a token's first byte enters such a loop, the tokens
+//! of that first byte made wholly of the loop's class are taken without a walk and only the others
+//! are visited.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -36,7 +38,7 @@ use super::automaton::Automaton;
 use super::lookahead::{has_byte, ByteSet};
 use super::set_walk::{SetWalk, NO_STATE};
 use crate::util::{is_continuation, StateId};
-use crate::vocab::{Vocab, UNKNOWN_TAIL};
+use crate::vocab::{Tails, Vocab, UNKNOWN_TAIL};
 
 /// Accepted tokens of one state, in whichever form is smallest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,10 +137,10 @@ impl Uncertain {
 struct Loops<'a> {
     a: &'a Automaton,
     vocab: &'a Vocab,
-    /// Tail starts per state looked up so far (`None`: no recorded loop, or no room for its class).
-    seen: FxHashMap<u32, Option<Arc<[u8]>>>,
-    /// The last state asked about and its tail starts (consecutive tokens mostly ask for one).
-    last: (u32, Option<Arc<[u8]>>),
+    /// Tails per state looked up so far (`None`: no recorded loop, or no room for its class).
+    seen: FxHashMap<u32, Option<Arc<Tails>>>,
+    /// The last state asked about and its tails (consecutive tokens mostly ask for one).
+    last: (u32, Option<Arc<Tails>>),
 }
 
 impl<'a> Loops<'a> {
@@ -166,6 +168,7 @@ impl<'a> Loops<'a> {
         let (item, Some(tails)) = (self.last.0, &self.last.1) else {
             return i;
         };
+        let tails = &tails.starts;
         let lcp = self.vocab.sorted_lcp();
         let sorted = self.vocab.sorted();
         while i < end {
@@ -188,22 +191,28 @@ impl<'a> Loops<'a> {
             return false;
         }
         if item != self.last.0 {
-            let (a, vocab) = (self.a, self.vocab);
-            let tails = self
-                .seen
-                .entry(item)
-                .or_insert_with(|| {
-                    a.fsm()
-                        .loop_class(StateId(item))
-                        .and_then(|c| vocab.class_tails(c))
-                })
-                .clone();
-            self.last = (item, tails);
+            self.last = (item, self.tails(item));
         }
         self.last
             .1
             .as_ref()
-            .is_some_and(|t| rest_loops(t, self.vocab, pos, depth))
+            .is_some_and(|t| rest_loops(&t.starts, self.vocab, pos, depth))
+    }
+
+    /// The tails of the class `item` loops on, if it records one (and the vocabulary has room).
+    fn tails(&mut self, item: u32) -> Option<Arc<Tails>> {
+        if item == NO_STATE {
+            return None;
+        }
+        let (a, vocab) = (self.a, self.vocab);
+        self.seen
+            .entry(item)
+            .or_insert_with(|| {
+                a.fsm()
+                    .loop_class(StateId(item))
+                    .and_then(|c| vocab.class_tails(c))
+            })
+            .clone()
     }
 }
 
@@ -219,6 +228,44 @@ fn rest_loops(tails: &[u8], vocab: &Vocab, pos: usize, depth: usize) -> bool {
             .sorted_bytes(pos)
             .get(depth)
             .is_some_and(|&b| is_continuation(b))
+}
+
+/// Fewest whole tokens in a first-byte run for the walk to take them without visiting them (below
+/// that, finding them costs about what walking them does).
+const MIN_BULK: usize = 32;
+
+/// The accepted tokens (distinct ids) in whichever [`TokenSet`] form is smallest.
+fn token_set(vocab: &Vocab, mut listed: Vec<u32>) -> TokenSet {
+    let words = vocab.size().div_ceil(32);
+    let count = listed.len();
+    let others = vocab.sorted().len() - count;
+    if count <= others && count < words {
+        listed.sort_unstable();
+        return TokenSet::Accepted(listed.into());
+    }
+    let mut bits = vec![0u32; words];
+    for &t in &listed {
+        bits[t as usize / 32] |= 1 << (t % 32);
+    }
+    if others < words {
+        // The text tokens outside the accepted bits, in increasing id order.
+        let text = vocab.text_words();
+        return TokenSet::Rejected(ids_of(&bits, |w| text[w] & !bits[w]).into());
+    }
+    TokenSet::Bitset(bits.into())
+}
+
+/// The ids whose bit is set in `word(w)` for each word index `w` of `bits`, increasing.
+fn ids_of(bits: &[u32], word: impl Fn(usize) -> u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for w in 0..bits.len() {
+        let mut left = word(w);
+        while left != 0 {
+            out.push(w as u32 * 32 + left.trailing_zeros());
+            left &= left - 1;
+        }
+    }
+    out
 }
 
 /// What one state decides about every text token, before the follow-byte filter.
@@ -251,14 +298,55 @@ impl AdaptiveMask {
                 continue;
             }
             let run = vocab.first_byte_run(b);
+            if run.is_empty() {
+                continue;
+            }
+            // When the first byte enters a loop alone (the same loop or another), every token of
+            // the run made wholly of the loop's class is consumed by looping: those are taken
+            // without a walk, and only the others are visited. A refused token never shares its
+            // refused prefix with a whole one (that prefix would be class bytes, which the loop
+            // never refuses), so the ranges skipped after a refusal hold others only.
+            let bulk = match walk.step(token_at(run.start), 0) {
+                true => loops.tails(walk.point(1).item),
+                false => None,
+            };
+            walk.truncate(0);
+            let within = |v: &[u32]| {
+                v.partition_point(|&p| (p as usize) < run.start)
+                    ..v.partition_point(|&p| (p as usize) < run.end)
+            };
+            let bulk = bulk.filter(|t| within(&t.whole).len() >= MIN_BULK);
+            // Visit `k` of the run: its position in `Vocab::sorted` and its common prefix with the
+            // visit before.
+            let (visits, position, shared) = match &bulk {
+                Some(t) => {
+                    let whole = within(&t.whole);
+                    accepted.extend(t.whole[whole].iter().map(|&p| sorted[p as usize].0));
+                    (within(&t.others), &t.others[..], &t.others_lcp[..])
+                }
+                None => (run.clone(), &[][..], lcp),
+            };
+            let at = |k: usize| {
+                if bulk.is_some() {
+                    position[k] as usize
+                } else {
+                    k
+                }
+            };
+            // The first visit at or after sorted position `p`, from visit `from` on.
+            let visit_from = |p: usize, from: usize| match &bulk {
+                Some(_) => from + position[from..visits.end].partition_point(|&q| (q as usize) < p),
+                None => p,
+            };
             let mut depth = 0usize;
-            let mut i = run.start;
-            while i < run.end {
+            let mut k = visits.start;
+            while k < visits.end {
+                let i = at(k);
                 let bytes = token_at(i);
-                let keep = if i == run.start {
+                let keep = if k == visits.start {
                     0
                 } else {
-                    depth.min(lcp[i] as usize)
+                    depth.min(shared[k] as usize)
                 };
                 walk.truncate(keep);
                 depth = keep;
@@ -275,10 +363,10 @@ impl AdaptiveMask {
                 }
                 let Some(d) = refused_at else {
                     accepted.push(sorted[i].0);
-                    i += 1;
-                    if depth < bytes.len() {
-                        // Consumed by a loop: the next tokens standing in it go in bulk.
-                        i = loops.accept_run(&walk, i, run.end, &mut depth, &mut accepted);
+                    k += 1;
+                    if depth < bytes.len() && bulk.is_none() {
+                        // Consumed by a loop: the next tokens standing in it go in a tight run.
+                        k = loops.accept_run(&walk, k, run.end, &mut depth, &mut accepted);
                     }
                     continue;
                 };
@@ -294,38 +382,12 @@ impl AdaptiveMask {
                 if (1..=d).any(|j| walk.point(j).opaque) {
                     opaque.extend((i..end).map(|p| p as u32));
                 }
-                i = end;
+                k = visit_from(end, k);
             }
             walk.truncate(0);
         }
-        let words = vocab.size().div_ceil(32);
-        let accepted_count = accepted.len();
-        let others = sorted.len() - accepted_count;
-        let accepted = if accepted_count <= others && accepted_count < words {
-            accepted.sort_unstable();
-            TokenSet::Accepted(accepted.into())
-        } else {
-            let mut bits = vec![0u32; words];
-            for &t in &accepted {
-                bits[t as usize / 32] |= 1 << (t % 32);
-            }
-            if others < words {
-                // The text tokens outside the accepted bits, in increasing id order.
-                let mut rest: Vec<u32> = Vec::with_capacity(others);
-                for (w, (&text, &acc)) in vocab.text_words().iter().zip(&bits).enumerate() {
-                    let mut left = text & !acc;
-                    while left != 0 {
-                        rest.push(w as u32 * 32 + left.trailing_zeros());
-                        left &= left - 1;
-                    }
-                }
-                TokenSet::Rejected(rest.into())
-            } else {
-                TokenSet::Bitset(bits.into())
-            }
-        };
         AdaptiveMask {
-            accepted,
+            accepted: token_set(vocab, accepted),
             ends: ends.into(),
             opaque: opaque.into(),
         }

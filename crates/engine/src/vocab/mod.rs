@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use crate::util::marker::{MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::{LoopClass, TokenId};
 use tails::ClassTails;
-pub use tails::UNKNOWN_TAIL;
+pub use tails::{Tails, UNKNOWN_TAIL};
 
 /// What a token id is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,11 +359,18 @@ impl Vocab {
     }
 
     /// For each entry of [`Vocab::sorted`], the smallest `d` such that its bytes from `d` on are
-    /// members of `class` ([`LoopClass::tail_start`]), or [`UNKNOWN_TAIL`]; computed once per
-    /// class and kept (a bounded number of classes: `None` past it).
-    pub fn class_tails(&self, class: &LoopClass) -> Option<std::sync::Arc<[u8]>> {
-        self.tails
-            .get(class, (0..self.sorted.len()).map(|i| self.sorted_bytes(i)))
+    /// members of `class` ([`LoopClass::tail_start`]), or [`UNKNOWN_TAIL`], with the split into
+    /// whole entries and others ([`Tails`]); computed once per class and kept (a bounded number of
+    /// classes: `None` past it).
+    pub fn class_tails(&self, class: &LoopClass) -> Option<std::sync::Arc<Tails>> {
+        self.tails.get(class, || {
+            Tails::build(
+                class,
+                self.sorted.len(),
+                |i| self.sorted_bytes(i),
+                &self.lcp,
+            )
+        })
     }
 
     /// Length in bytes of the longest text token.

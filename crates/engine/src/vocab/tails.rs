@@ -1,16 +1,19 @@
 //! Per loop class, one byte per sorted token: where its tail of class members begins
 //! ([`LoopClass::tail_start`]), so that the mask walk accepts a token in one comparison when the
-//! automaton loops on the class.
+//! automaton loops on the class; and the split of the vocabulary it implies for a walk whose first
+//! byte enters the loop: the tokens made wholly of class members (taken without a walk) and the
+//! others (sorted positions with their common prefixes, the only ones walked).
 //!
-//! [`ClassTails`] owns a bounded cache of these arrays, indexed like [`super::Vocab::sorted`].
-//! Invariant: a stored value is exact, or [`UNKNOWN_TAIL`] (too large for a byte), which never
-//! admits the shortcut.
+//! [`ClassTails`] owns a bounded cache of these, indexed like [`super::Vocab::sorted`].
+//! Invariant: a stored start is exact, or [`UNKNOWN_TAIL`] (too large for a byte), which never
+//! admits the shortcut; a token is whole exactly when its start is 0 and its first byte does not
+//! continue a character.
 
 use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
-use crate::util::LoopClass;
+use crate::util::{is_continuation, LoopClass};
 
 /// A stored tail start that is too large for a byte: the shortcut never applies.
 pub const UNKNOWN_TAIL: u8 = u8::MAX;
@@ -18,10 +21,61 @@ pub const UNKNOWN_TAIL: u8 = u8::MAX;
 /// Most classes kept per vocabulary; a class past it gets no shortcut (the walk steps).
 const MAX_CLASSES: usize = 64;
 
-/// The cache of tail starts per loop class (see the module docs).
+/// What the mask walk knows about one loop class (see the module docs).
+#[derive(Debug)]
+pub struct Tails {
+    /// Per entry of [`super::Vocab::sorted`]: where its tail of class members begins, or
+    /// [`UNKNOWN_TAIL`].
+    pub starts: Box<[u8]>,
+    /// Sorted positions of the entries made wholly of class members, increasing.
+    pub whole: Box<[u32]>,
+    /// Sorted positions of the other entries, increasing.
+    pub others: Box<[u32]>,
+    /// For each of `others`, the length of its common prefix with the one before it (0 for the
+    /// first): the minimum of the common-prefix array over the entries in between.
+    pub others_lcp: Box<[u32]>,
+}
+
+impl Tails {
+    /// The tails of `class` over the `n` sorted entries (`bytes(i)`, `lcp[i]`) of a vocabulary.
+    pub fn build<'v>(
+        class: &LoopClass,
+        n: usize,
+        bytes: impl Fn(usize) -> &'v [u8],
+        lcp: &[u32],
+    ) -> Tails {
+        let mut starts = Vec::with_capacity(n);
+        let (mut whole, mut others, mut others_lcp) = (Vec::new(), Vec::new(), Vec::new());
+        let mut shared = u32::MAX;
+        for (i, &common) in lcp.iter().enumerate().take(n) {
+            let b = bytes(i);
+            let start = u8::try_from(class.tail_start(b))
+                .ok()
+                .filter(|&s| s != UNKNOWN_TAIL)
+                .unwrap_or(UNKNOWN_TAIL);
+            starts.push(start);
+            shared = shared.min(common);
+            if start == 0 && !b.first().is_some_and(|&f| is_continuation(f)) {
+                whole.push(i as u32);
+            } else {
+                others.push(i as u32);
+                others_lcp.push(if others.len() == 1 { 0 } else { shared });
+                shared = u32::MAX;
+            }
+        }
+        Tails {
+            starts: starts.into(),
+            whole: whole.into(),
+            others: others.into(),
+            others_lcp: others_lcp.into(),
+        }
+    }
+}
+
+/// The cache of [`Tails`] per loop class (see the module docs).
 #[derive(Debug, Default)]
 pub struct ClassTails {
-    map: Mutex<FxHashMap<LoopClass, Arc<[u8]>>>,
+    map: Mutex<FxHashMap<LoopClass, Arc<Tails>>>,
 }
 
 impl Clone for ClassTails {
@@ -32,13 +86,9 @@ impl Clone for ClassTails {
 }
 
 impl ClassTails {
-    /// The tail starts for `class`, computed on first use from the sorted tokens `tokens`; `None`
-    /// once [`MAX_CLASSES`] other classes are kept.
-    pub fn get<'v>(
-        &self,
-        class: &LoopClass,
-        tokens: impl Iterator<Item = &'v [u8]>,
-    ) -> Option<Arc<[u8]>> {
+    /// The tails of `class`, built by `build` on first use; `None` once [`MAX_CLASSES`] other
+    /// classes are kept.
+    pub fn get(&self, class: &LoopClass, build: impl FnOnce() -> Tails) -> Option<Arc<Tails>> {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = map.get(class) {
             return Some(t.clone());
@@ -46,15 +96,66 @@ impl ClassTails {
         if map.len() >= MAX_CLASSES {
             return None;
         }
-        let starts: Arc<[u8]> = tokens
-            .map(|bytes| {
-                u8::try_from(class.tail_start(bytes))
-                    .ok()
-                    .filter(|&s| s != UNKNOWN_TAIL)
-                    .unwrap_or(UNKNOWN_TAIL)
+        let tails = Arc::new(build());
+        map.insert(*class, tails.clone());
+        Some(tails)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_entries_and_the_others_split_the_sorted_vocabulary() {
+        let mut letters = [0u64; 4];
+        for b in b'a'..=b'z' {
+            letters[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
+        let class = LoopClass {
+            bytes: letters,
+            wide: false,
+        };
+        let mut entries: Vec<&[u8]> = vec![
+            b"ab", b"abc", b"ab\"", b"a\"b", b"b", b"\"x", b"x y", b"xyz", b"\x80a", b"zz", b"z1",
+        ];
+        entries.sort();
+        let lcp: Vec<u32> = (0..entries.len())
+            .map(|i| match i {
+                0 => 0,
+                _ => entries[i - 1]
+                    .iter()
+                    .zip(entries[i])
+                    .take_while(|(x, y)| x == y)
+                    .count() as u32,
             })
             .collect();
-        map.insert(*class, starts.clone());
-        Some(starts)
+        let t = Tails::build(&class, entries.len(), |i| entries[i], &lcp);
+        let (mut whole, mut others) = (Vec::new(), Vec::new());
+        for (i, e) in entries.iter().enumerate() {
+            assert_eq!(usize::from(t.starts[i]), class.tail_start(e), "{e:?}");
+            if e.iter().all(|b| b.is_ascii_lowercase()) {
+                whole.push(i as u32);
+            } else {
+                others.push(i as u32);
+            }
+        }
+        assert_eq!(*t.whole, *whole);
+        assert_eq!(*t.others, *others);
+        let others: Vec<usize> = others.iter().map(|&p| p as usize).collect();
+        for (k, w) in others.windows(2).enumerate() {
+            let common = entries[w[0]]
+                .iter()
+                .zip(entries[w[1]])
+                .take_while(|(x, y)| x == y)
+                .count() as u32;
+            assert_eq!(
+                t.others_lcp[k + 1],
+                common,
+                "{:?} {:?}",
+                entries[w[0]],
+                entries[w[1]]
+            );
+        }
     }
 }
