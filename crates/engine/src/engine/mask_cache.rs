@@ -306,9 +306,10 @@ impl AdaptiveMask {
             // without a walk, and only the others are visited. A refused token never shares its
             // refused prefix with a whole one (that prefix would be class bytes, which the loop
             // never refuses), so the ranges skipped after a refusal hold others only.
-            let bulk = match walk.step(token_at(run.start), 0) {
-                true => loops.tails(walk.point(1).item),
-                false => None,
+            let bulk = if walk.step(token_at(run.start), 0) {
+                loops.tails(walk.point(1).item)
+            } else {
+                None
             };
             walk.truncate(0);
             let within = |v: &[u32]| {
