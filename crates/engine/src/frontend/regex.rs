@@ -128,19 +128,7 @@ impl SearchMatcher {
 
     /// Whether the pattern matches somewhere in `text`.
     pub fn is_match(&self, text: &str) -> bool {
-        let mut state = 0usize;
-        for b in text.bytes() {
-            let next = self.dfa.states[state]
-                .bytes
-                .iter()
-                .find(|&&(lo, hi, _)| lo <= b && b <= hi)
-                .map(|e| e.2 as usize);
-            match next {
-                Some(t) => state = t,
-                None => return false,
-            }
-        }
-        self.dfa.states[state].accept
+        self.dfa.accepts(text.as_bytes())
     }
 }
 

@@ -88,7 +88,7 @@ impl Language {
 
 /// The boundaries of the byte ranges on which `states` all step alike (with 0 and 256): each
 /// window of two consecutive cuts is one range to step together.
-fn byte_cuts<'d>(states: impl Iterator<Item = &'d DState>) -> Vec<u16> {
+fn byte_cuts<'d>(states: impl IntoIterator<Item = &'d DState>) -> Vec<u16> {
     let mut cuts: Vec<u16> = vec![0, 256];
     for s in states {
         for &(lo, hi, _) in &s.bytes {
@@ -112,7 +112,7 @@ pub fn empty_string() -> Dfa {
 }
 
 /// The automaton of no string.
-fn nothing() -> Dfa {
+pub fn nothing() -> Dfa {
     Dfa {
         states: vec![DState::default()],
     }
@@ -124,72 +124,87 @@ fn nothing() -> Dfa {
 pub fn concat_dfa(a: &Dfa, b: &Dfa, limits: &Limits) -> Result<Dfa, GrammarError> {
     // A member `s` is a state of `a`, `s | IN_B` one of `b`.
     const IN_B: u32 = 1 << 31;
+    let state = |s: u32| {
+        let d = if s & IN_B == 0 { a } else { b };
+        &d.states[(s & !IN_B) as usize]
+    };
     let close = |mut set: Vec<u32>| {
-        if set
-            .iter()
-            .any(|&s| s & IN_B == 0 && a.states[s as usize].accept)
-        {
+        if set.iter().any(|&s| s & IN_B == 0 && state(s).accept) {
             set.push(IN_B);
         }
         set.sort_unstable();
         set.dedup();
         set
     };
-    let step = |s: u32, byte: u8| -> Option<u32> {
-        let (d, tag) = if s & IN_B == 0 { (a, 0) } else { (b, IN_B) };
-        d.states[(s & !IN_B) as usize]
-            .bytes
-            .iter()
-            .find(|&&(lo, hi, _)| lo <= byte && byte <= hi)
-            .map(|e| e.2 | tag)
-    };
-    let mut sets = vec![close(vec![0])];
-    let mut index: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
-    index.insert(sets[0].clone(), 0);
+    let dfa = explore(
+        close(vec![0]),
+        "concatenation",
+        limits,
+        |set| set.iter().map(|&s| state(s)).collect(),
+        |set, byte| {
+            let next: Vec<u32> = set
+                .iter()
+                .filter_map(|&s| state(s).next(byte).map(|t| t | (s & IN_B)))
+                .collect();
+            (!next.is_empty()).then(|| close(next))
+        },
+        |set| set.iter().any(|&s| s & IN_B != 0 && state(s).accept),
+    )?;
+    Ok(dfa.minimize())
+}
+
+/// Builds the automaton whose states are the keys reachable from `start` (numbered in the order
+/// found, `start` first): `parts(k)` are the automaton states a key stands for (their byte edges
+/// cut the byte range into the pieces stepped together), `step(k, b)` the key after byte `b` (or
+/// none), `accept(k)` whether it accepts. Trimmed to states that can still accept; past
+/// `max_nfa_states_per_rule` keys, an error naming `rule`.
+fn explore<'d, K: Clone + Eq + std::hash::Hash>(
+    start: K,
+    rule: &str,
+    limits: &Limits,
+    parts: impl Fn(&K) -> Vec<&'d DState>,
+    step: impl Fn(&K, u8) -> Option<K>,
+    accept: impl Fn(&K) -> bool,
+) -> Result<Dfa, GrammarError> {
+    let mut keys = vec![start.clone()];
+    let mut index: FxHashMap<K, u32> = FxHashMap::default();
+    index.insert(start, 0);
     let mut states: Vec<DState> = Vec::new();
     let mut i = 0;
-    while i < sets.len() {
-        let set = sets[i].clone();
+    while i < keys.len() {
+        let key = keys[i].clone();
         i += 1;
-        let cuts = byte_cuts(set.iter().map(|&s| {
-            let d = if s & IN_B == 0 { a } else { b };
-            &d.states[(s & !IN_B) as usize]
-        }));
+        let cuts = byte_cuts(parts(&key));
         let mut bytes = Vec::new();
         for w in cuts.windows(2) {
             let byte = w[0] as u8;
-            let next: Vec<u32> = set.iter().filter_map(|&s| step(s, byte)).collect();
-            if next.is_empty() {
+            let Some(next) = step(&key, byte) else {
                 continue;
-            }
-            let next = close(next);
+            };
             let n = match index.get(&next) {
                 Some(&n) => n,
                 None => {
-                    if sets.len() >= limits.max_nfa_states_per_rule {
+                    if keys.len() >= limits.max_nfa_states_per_rule {
                         return Err(GrammarError::RuleTooLarge {
-                            rule: "concatenation".into(),
+                            rule: rule.into(),
                             limit: limits.max_nfa_states_per_rule,
                         });
                     }
-                    let n = sets.len() as u32;
+                    let n = keys.len() as u32;
                     index.insert(next.clone(), n);
-                    sets.push(next);
+                    keys.push(next);
                     n
                 }
             };
             bytes.push((byte, (w[1] - 1) as u8, n));
         }
-        let accept = set
-            .iter()
-            .any(|&s| s & IN_B != 0 && b.states[(s & !IN_B) as usize].accept);
         states.push(DState {
-            accept,
+            accept: accept(&key),
             bytes,
             refs: Vec::new(),
         });
     }
-    Ok(Dfa { states }.trim(&[]).unwrap_or_else(nothing).minimize())
+    Ok(Dfa { states }.trim(&[]).unwrap_or_else(nothing))
 }
 
 /// The byte DFA of a reference-free expression.
@@ -199,73 +214,39 @@ pub fn to_dfa(e: &Expr, limits: &Limits) -> Result<Dfa, GrammarError> {
 
 /// The product automaton of `da op db`, trimmed to states that can still accept.
 pub fn product_dfa(da: &Dfa, db: &Dfa, op: Op, limits: &Limits) -> Result<Dfa, GrammarError> {
+    // A side that has left its automaton is `SINK`.
     const SINK: u32 = u32::MAX;
-    let step = |d: &Dfa, s: u32, byte: u8| -> u32 {
-        if s == SINK {
-            return SINK;
-        }
-        d.states[s as usize]
-            .bytes
-            .iter()
-            .find(|&&(lo, hi, _)| lo <= byte && byte <= hi)
-            .map_or(SINK, |e| e.2)
+    let step = |d: &Dfa, s: u32, byte: u8| match s {
+        SINK => SINK,
+        _ => d.states[s as usize].next(byte).unwrap_or(SINK),
     };
     let accepts = |d: &Dfa, s: u32| s != SINK && d.states[s as usize].accept;
-    let mut index: FxHashMap<(u32, u32), u32> = FxHashMap::default();
-    let mut pairs = vec![(0u32, 0u32)];
-    index.insert((0, 0), 0);
-    let mut states: Vec<DState> = Vec::new();
-    let mut i = 0;
-    while i < pairs.len() {
-        let (sa, sb) = pairs[i];
-        i += 1;
-        let cuts = byte_cuts(
+    explore(
+        (0u32, 0u32),
+        "intersection",
+        limits,
+        |&(sa, sb)| {
             [(sa, da), (sb, db)]
                 .into_iter()
                 .filter(|s| s.0 != SINK)
-                .map(|(s, d)| &d.states[s as usize]),
-        );
-        let mut bytes = Vec::new();
-        for w in cuts.windows(2) {
-            let byte = w[0] as u8;
+                .map(|(s, d)| &d.states[s as usize])
+                .collect()
+        },
+        |&(sa, sb), byte| {
             let (ta, tb) = (step(da, sa, byte), step(db, sb, byte));
             let live = match op {
                 Op::Intersect => ta != SINK && tb != SINK,
                 Op::Minus => ta != SINK,
                 Op::Union => ta != SINK || tb != SINK,
             };
-            if !live {
-                continue;
-            }
-            let next = match index.get(&(ta, tb)) {
-                Some(&n) => n,
-                None => {
-                    if pairs.len() >= limits.max_nfa_states_per_rule {
-                        return Err(GrammarError::RuleTooLarge {
-                            rule: "intersection".into(),
-                            limit: limits.max_nfa_states_per_rule,
-                        });
-                    }
-                    let n = pairs.len() as u32;
-                    index.insert((ta, tb), n);
-                    pairs.push((ta, tb));
-                    n
-                }
-            };
-            bytes.push((byte, (w[1] - 1) as u8, next));
-        }
-        let accept = match op {
+            live.then_some((ta, tb))
+        },
+        |&(sa, sb)| match op {
             Op::Intersect => accepts(da, sa) && accepts(db, sb),
             Op::Minus => accepts(da, sa) && !accepts(db, sb),
             Op::Union => accepts(da, sa) || accepts(db, sb),
-        };
-        states.push(DState {
-            accept,
-            bytes,
-            refs: Vec::new(),
-        });
-    }
-    Ok(Dfa { states }.trim(&[]).unwrap_or_else(nothing))
+        },
+    )
 }
 
 /// Adds right-linear rules (named from `base`) matching exactly the strings of `dfa`, which must

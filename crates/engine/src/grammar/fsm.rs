@@ -31,6 +31,16 @@ pub struct DState {
     pub refs: Vec<(RuleId, u32)>,
 }
 
+impl DState {
+    /// The target of the byte edge taking `b`, if any.
+    pub fn next(&self, b: u8) -> Option<u32> {
+        self.bytes
+            .iter()
+            .find(|&&(lo, hi, _)| lo <= b && b <= hi)
+            .map(|e| e.2)
+    }
+}
+
 /// Above this many states [`Dfa::minimize`] only renumbers.
 pub const MINIMIZE_LIMIT: usize = 4096;
 
@@ -566,14 +576,13 @@ impl CompactFsm {
     }
 }
 
-#[cfg(test)]
 impl Dfa {
     /// Whether the automaton, run from its start over `text` by byte edges alone, accepts it.
-    pub(crate) fn accepts(&self, text: &[u8]) -> bool {
+    pub fn accepts(&self, text: &[u8]) -> bool {
         let mut s = 0usize;
         for &b in text {
-            match self.states[s].bytes.iter().find(|e| e.0 <= b && b <= e.1) {
-                Some(e) => s = e.2 as usize,
+            match self.states[s].next(b) {
+                Some(t) => s = t as usize,
                 None => return false,
             }
         }

@@ -20,7 +20,9 @@
 use std::sync::Arc;
 
 use super::{lower_regex, Anchoring, RegexError, RegexMode};
-use crate::grammar::algebra::{concat_dfa, empty_string, product_dfa, to_dfa, Language, Op};
+use crate::grammar::algebra::{
+    concat_dfa, empty_string, nothing, product_dfa, to_dfa, Language, Op,
+};
 use crate::grammar::fsm::Dfa;
 use crate::util::Limits;
 
@@ -250,14 +252,16 @@ fn split(pattern: &str) -> Result<Vec<Branch>, (usize, String)> {
 /// One element of a branch, as an automaton.
 enum Elem {
     Piece(Dfa),
-    /// A constraint on the rest of the string (`ahead`) or on the string so far; `negated` takes
-    /// the strings outside the language.
-    Look {
-        ahead: bool,
-        negated: bool,
-        lang: Dfa,
-        offset: usize,
-    },
+    Look(Assertion),
+}
+
+/// A constraint on the rest of the string (`ahead`) or on the string so far; `negated` takes the
+/// strings outside the language. `offset`: where its body starts in the pattern.
+struct Assertion {
+    ahead: bool,
+    negated: bool,
+    lang: Dfa,
+    offset: usize,
 }
 
 struct Build<'a> {
@@ -321,12 +325,12 @@ impl Build<'_> {
                     let lang = self
                         .lower(&text, mode, from.saturating_sub(shift))
                         .map_err(|e| self.err(e.offset.max(from), e.message))?;
-                    Elem::Look {
+                    Elem::Look(Assertion {
                         ahead,
                         negated,
                         lang,
                         offset: from,
-                    }
+                    })
                 }
             });
         }
@@ -337,17 +341,15 @@ impl Build<'_> {
     }
 
     /// Applies a look-around's constraint to `acc`.
-    fn constrain(
-        &self,
-        acc: &Dfa,
-        negated: bool,
-        lang: &Dfa,
-        at: usize,
-    ) -> Result<Dfa, RegexError> {
-        let op = if negated { Op::Minus } else { Op::Intersect };
-        product_dfa(acc, lang, op, self.limits)
+    fn constrain(&self, acc: &Dfa, look: &Assertion) -> Result<Dfa, RegexError> {
+        let op = if look.negated {
+            Op::Minus
+        } else {
+            Op::Intersect
+        };
+        product_dfa(acc, &look.lang, op, self.limits)
             .map(|d| d.minimize())
-            .map_err(|e| self.err(at, e.to_string()))
+            .map_err(|e| self.err(look.offset, e.to_string()))
     }
 
     fn concat(&self, a: &Dfa, b: &Dfa, at: usize) -> Result<Dfa, RegexError> {
@@ -367,14 +369,14 @@ impl Build<'_> {
         let leading: Vec<Elem> = elems.drain(..first).collect();
         let split = elems
             .iter()
-            .rposition(|e| matches!(e, Elem::Look { ahead: false, .. }))
+            .rposition(|e| matches!(e, Elem::Look(l) if !l.ahead))
             .map_or(0, |p| p + 1);
-        if let Some(Elem::Look { offset, .. }) = elems[..split]
+        if let Some(Elem::Look(l)) = elems[..split]
             .iter()
-            .find(|e| matches!(e, Elem::Look { ahead: true, .. }))
+            .find(|e| matches!(e, Elem::Look(l) if l.ahead))
         {
             return Err(self.err(
-                *offset,
+                l.offset,
                 "a look-ahead followed by a look-behind inside the pattern is not supported".into(),
             ));
         }
@@ -382,24 +384,14 @@ impl Build<'_> {
         for e in &elems[..split] {
             prefix = match e {
                 Elem::Piece(d) => self.concat(&prefix, d, 0)?,
-                Elem::Look {
-                    negated,
-                    lang,
-                    offset,
-                    ..
-                } => self.constrain(&prefix, *negated, lang, *offset)?,
+                Elem::Look(l) => self.constrain(&prefix, l)?,
             };
         }
         let mut suffix = empty_string();
         for e in elems[split..].iter().rev() {
             suffix = match e {
                 Elem::Piece(d) => self.concat(d, &suffix, 0)?,
-                Elem::Look {
-                    negated,
-                    lang,
-                    offset,
-                    ..
-                } => self.constrain(&suffix, *negated, lang, *offset)?,
+                Elem::Look(l) => self.constrain(&suffix, l)?,
             };
         }
         let mut acc = self.concat(&prefix, &suffix, 0)?;
@@ -410,19 +402,11 @@ impl Build<'_> {
             .map(|e| (e, true))
             .chain(trailing.iter().map(|e| (e, false)));
         for (e, at_start) in ends {
-            if let Elem::Look {
-                ahead,
-                negated,
-                lang,
-                offset,
-            } = e
-            {
-                if *ahead == at_start {
-                    acc = self.constrain(&acc, *negated, lang, *offset)?;
-                } else if lang.states[0].accept == *negated {
-                    acc = Dfa {
-                        states: vec![Default::default()],
-                    };
+            if let Elem::Look(l) = e {
+                if l.ahead == at_start {
+                    acc = self.constrain(&acc, l)?;
+                } else if l.lang.states[0].accept == l.negated {
+                    acc = nothing();
                 }
             }
         }
