@@ -18,7 +18,7 @@ use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
 use crate::util::marker::{token_marker, MARKER_BYTE};
-use crate::util::TokenBitmask;
+use crate::util::TokenBitmaskMut;
 use crate::vocab::{common_prefix, Vocab};
 
 /// Sets the bit of every normal token whose bytes the parser can scan from its current set. The
@@ -28,7 +28,7 @@ pub fn fill_text_tokens(
     g: &Automaton,
     vocab: &Vocab,
     parser: &mut EarleyParser,
-    mask: &mut TokenBitmask,
+    mask: &mut TokenBitmaskMut,
 ) {
     let sorted = vocab.sorted();
     let first_bytes = parser.next_bytes(g);
@@ -53,7 +53,7 @@ pub fn fill_marked_tokens(
     g: &Automaton,
     vocab: &Vocab,
     parser: &mut EarleyParser,
-    mask: &mut TokenBitmask,
+    mask: &mut TokenBitmaskMut,
 ) {
     if !g.takes_whole_tokens() {
         return;
@@ -79,7 +79,7 @@ pub fn fill_listed_tokens(
     vocab: &Vocab,
     parser: &mut EarleyParser,
     positions: &[u32],
-    mask: &mut TokenBitmask,
+    mask: &mut TokenBitmaskMut,
 ) {
     let sorted = vocab.sorted();
     walk_sorted(

@@ -17,7 +17,7 @@ use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
 use super::mask;
 use crate::util::marker::{token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
-use crate::util::{LimitError, StateId, TokenBitmask, TokenId};
+use crate::util::{LimitError, StateId, TokenBitmask, TokenBitmaskMut, TokenId};
 use crate::vocab::TokenKind;
 
 /// Scans `bytes` as one step; on refusal (or empty input) the parser is restored and `false` returned.
@@ -292,7 +292,14 @@ impl GrammarMatcher {
     /// grammar's vocabulary). A token is allowed as text, or by id where a whole-token terminal
     /// takes it (the only way a special token is ever allowed); stop tokens are allowed by id or
     /// when the input so far is complete (never as text); padding never; nothing once terminated.
-    pub fn fill_next_token_bitmask(&mut self, mask: &mut TokenBitmask) {
+    ///
+    /// `mask` owns its words or borrows them ([`TokenBitmask::from_words`]: a row of a caller's
+    /// buffer, filled in place).
+    pub fn fill_next_token_bitmask<W: AsRef<[u32]> + AsMut<[u32]>>(
+        &mut self,
+        mask: &mut TokenBitmask<W>,
+    ) {
+        let mask = &mut mask.view_mut();
         mask.clear();
         if self.is_terminated() || self.overflow.is_some() {
             return;
@@ -304,7 +311,11 @@ impl GrammarMatcher {
     /// [`GrammarMatcher::fill_next_token_bitmask`] without the adaptive cache: every token is walked
     /// against the full Earley state. The same result, much slower; the reference the cache is
     /// tested against.
-    pub fn fill_next_token_bitmask_uncached(&mut self, mask: &mut TokenBitmask) {
+    pub fn fill_next_token_bitmask_uncached<W: AsRef<[u32]> + AsMut<[u32]>>(
+        &mut self,
+        mask: &mut TokenBitmask<W>,
+    ) {
+        let mask = &mut mask.view_mut();
         mask.clear();
         if self.is_terminated() || self.overflow.is_some() {
             return;
@@ -321,7 +332,7 @@ impl GrammarMatcher {
     /// parse already went through it — except the start of a tag rule a TagDispatch switches to,
     /// which the dispatching item's parse does not enter. An item that can only go on by calls is
     /// consulted through its callees' starts when [`CompiledGrammar::stand_ins`] allows.
-    fn fill_cached_text_tokens(&mut self, mask: &mut TokenBitmask) {
+    fn fill_cached_text_tokens(&mut self, mask: &mut TokenBitmaskMut) {
         let g: &CompiledGrammar = &self.grammar;
         let a = g.automaton();
         let fsm = a.fsm();
@@ -417,7 +428,7 @@ impl GrammarMatcher {
     }
 
     /// Stop tokens and whole-token terminals, after the text tokens are in `mask`.
-    fn finish_mask(&mut self, mask: &mut TokenBitmask) {
+    fn finish_mask(&mut self, mask: &mut TokenBitmaskMut) {
         for &t in &self.stop_tokens {
             mask.unset(t);
         }

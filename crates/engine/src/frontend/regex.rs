@@ -140,31 +140,62 @@ pub fn lower_regex(pattern: &str, mode: RegexMode, limits: &Limits) -> Result<Ex
         message,
     };
     let nest = u32::try_from(limits.max_nesting).unwrap_or(u32::MAX);
+    let (rewritten, origin) = ecma_class_literals(pattern);
+    let at = |offset: usize| origin.get(offset).copied().unwrap_or(pattern.len());
     let mut ast = ast::parse::ParserBuilder::new()
         .nest_limit(nest)
         .build()
-        .parse(pattern)
+        .parse(&rewritten)
         .map_err(|e| {
-            let offset = e.span().start.offset;
+            let offset = at(e.span().start.offset);
             if pattern[offset..].starts_with("\\k<") {
                 return err(offset, "backreferences are not supported".into());
             }
             err(offset, e.kind().to_string())
         })?;
-    check_assertions(&ast, true, true).map_err(|(o, m)| err(o, m))?;
-    check_repetitions(&ast, limits.max_repeat).map_err(|(o, m)| err(o, m))?;
+    check_assertions(&ast, true, true).map_err(|(o, m)| err(at(o), m))?;
+    check_repetitions(&ast, limits.max_repeat).map_err(|(o, m)| err(at(o), m))?;
     rewrite_ecma(&mut ast);
     let hir = hir::translate::TranslatorBuilder::new()
         .unicode(true)
         .utf8(true)
         .build()
-        .translate(pattern, &ast)
-        .map_err(|e| err(e.span().start.offset, e.kind().to_string()))?;
+        .translate(&rewritten, &ast)
+        .map_err(|e| err(at(e.span().start.offset), e.kind().to_string()))?;
     let lowering = Lowering {
         mode,
         max_repeat: limits.max_repeat,
     };
     lowering.top(&hir).map_err(|m| err(0, m))
+}
+
+/// ECMA-262 (the dialect of JSON Schema patterns) reads `[`, `&` and `~` inside a character class
+/// as themselves; `regex-syntax` reads `[` there as a nested class and `&&` / `~~` as set
+/// operations. Escapes them, and returns the rewritten pattern with, per byte of it, the byte
+/// offset in `pattern` it comes from (for error offsets).
+fn ecma_class_literals(pattern: &str) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(pattern.len());
+    let mut origin = Vec::with_capacity(pattern.len() + 1);
+    let (mut in_class, mut escaped) = (false, false);
+    for (i, c) in pattern.char_indices() {
+        if in_class && !escaped && matches!(c, '[' | '&' | '~') {
+            out.push('\\');
+            origin.push(i);
+        }
+        out.push(c);
+        origin.extend(std::iter::repeat_n(i, c.len_utf8()));
+        if escaped {
+            escaped = false;
+        } else if c == '\\' {
+            escaped = true;
+        } else if c == '[' {
+            in_class = true;
+        } else if c == ']' {
+            in_class = false;
+        }
+    }
+    origin.push(pattern.len());
+    (out, origin)
 }
 
 fn is_start(a: &Ast) -> bool {
@@ -609,5 +640,18 @@ mod tests {
             .unwrap_err()
             .message
             .contains("backreferences"));
+    }
+
+    #[test]
+    fn ecma_class_brackets_and_set_operators_are_literal() {
+        let limits = Limits::default();
+        // ECMA-262: `[` inside a class is itself, and `&&` / `~~` are two characters.
+        assert_eq!(is_match(r"^[@[\].]+$", "@[.]", &limits), Ok(true));
+        assert_eq!(is_match(r"^[a&&b]$", "&", &limits), Ok(true));
+        assert_eq!(is_match(r"^[a~~b]$", "~", &limits), Ok(true));
+        assert_eq!(is_match(r"^[a-c]\[x$", "b[x", &limits), Ok(true));
+        // Offsets still point into the pattern as written.
+        let e = full(r"[[&]a**").unwrap_err();
+        assert_eq!(e.offset, 6, "{e}");
     }
 }

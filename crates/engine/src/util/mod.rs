@@ -18,7 +18,7 @@ mod limits;
 mod loop_class;
 pub(crate) mod marker;
 
-pub use bitmask::TokenBitmask;
+pub use bitmask::{TokenBitmask, TokenBitmaskMut};
 pub use fingerprint::{fingerprint, hash_json, json_fingerprint, Fingerprint};
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
 pub use limits::{Budget, LimitError, Limits};

@@ -16,7 +16,7 @@
 #[cfg(feature = "tokenizers")]
 pub(crate) mod bpe;
 #[cfg(feature = "tokenizers")]
-pub(crate) mod decode;
+pub mod decode;
 #[cfg(feature = "gguf")]
 pub mod gguf;
 #[cfg(feature = "gguf")]

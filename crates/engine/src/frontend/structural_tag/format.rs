@@ -180,6 +180,18 @@ pub fn parse_structural_tag(v: &Value) -> Result<Node, TagError> {
     }
 }
 
+/// Refuses field `key` unless it is absent or `default` (a bound or mode the engine does not
+/// implement must not be dropped silently).
+fn unsupported(f: &Fields, key: &str, default: &Value) -> Result<(), TagError> {
+    match f.get(key) {
+        Some(v) if v != default => Err(invalid(
+            &f.at(key),
+            format!("{key} = {v} is not supported by structgen"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Deepest nesting of formats accepted.
 const MAX_DEPTH: usize = 100;
 
@@ -360,17 +372,24 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
                     ))
                 }
             };
-            let max_whitespace = match f.get("max_whitespace") {
-                None => None,
+            // `max_whitespace_cnt` is xgrammar's name for the same bound.
+            let key = if f.get("max_whitespace").is_some() {
+                "max_whitespace"
+            } else {
+                "max_whitespace_cnt"
+            };
+            let max_whitespace = match f.get(key) {
+                None | Some(Value::Null) => None,
                 Some(v) => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
                     || {
                         invalid(
-                            &f.at("max_whitespace"),
+                            &f.at(key),
                             format!("expected a count of characters, found {v}"),
                         )
                     },
                 )?),
             };
+            unsupported(&f, "any_order", &Value::Bool(false))?;
             Format::JsonSchema {
                 schema: schema.clone(),
                 style,
@@ -379,9 +398,13 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
         }
         "grammar" => Format::Grammar(nonempty_string(&f, "grammar")?),
         "regex" => Format::Regex(nonempty_string(&f, "pattern")?),
-        "any_text" => Format::AnyText {
-            excludes: f.strings("excludes", false)?,
-        },
+        "any_text" => {
+            unsupported(&f, "max_tokens", &Value::Null)?;
+            unsupported(&f, "max_chars", &Value::Null)?;
+            Format::AnyText {
+                excludes: f.strings("excludes", false)?,
+            }
+        }
         "sequence" => Format::Sequence(list("elements")?),
         "or" => Format::Or(list("elements")?),
         "tag" => Format::Tag(parse_tag(v, path, depth)?),
@@ -465,7 +488,10 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
         }
         "token" => Format::Token(token_ref(f.required("token")?, &f.at("token"))?),
         "exclude_token" => Format::ExcludeToken(f.tokens("exclude_tokens", false)?),
-        "any_tokens" => Format::AnyTokens(f.tokens("exclude_tokens", false)?),
+        "any_tokens" => {
+            unsupported(&f, "max_tokens", &Value::Null)?;
+            Format::AnyTokens(f.tokens("exclude_tokens", false)?)
+        }
         "token_triggered_tags" => {
             let triggers = f.tokens("trigger_tokens", true)?;
             if triggers.is_empty() {

@@ -1,0 +1,67 @@
+//! `structgen._core`: the native half of the `structgen` Python package.
+//!
+//! It owns the objects whose work happens in Rust — a vocabulary ([`vocab::Vocabulary`]), grammars
+//! and the compiler ([`compile`]), matchers and mask filling ([`matcher`]) — and nothing of the
+//! xgrammar-shaped API itself: `python/structgen/*.py` builds `TokenizerInfo`, `GrammarCompiler`,
+//! `GrammarMatcher` and the bitmask helpers on top of these, so names, defaults and argument checks
+//! live in one place.
+//!
+//! Invariants: every long computation (compiling, filling masks) runs with the GIL released
+//! (`Python::detach`); a mask is written straight into the caller's int32 buffer, whose address and
+//! length the Python layer has checked (dtype, contiguity, device, shape) before handing them over;
+//! every engine error becomes a [`StructgenError`] (a `RuntimeError`, as xgrammar raises) carrying
+//! the message the CLI prints for the same input.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use structgen_engine::Limits;
+
+mod compile;
+mod matcher;
+mod vocab;
+
+create_exception!(
+    _core,
+    StructgenError,
+    PyRuntimeError,
+    "An input structgen cannot compile or match (the message names what and where)."
+);
+
+/// The nesting depth `set_max_recursion_depth` allows (xgrammar's recursion limit), applied to
+/// EBNF groups, regexes and structural-tag formats; the engine's own bound still caps it.
+static NESTING: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// The limits every grammar is built and compiled under.
+fn limits() -> Limits {
+    let mut l = Limits::default();
+    l.max_nesting = l.max_nesting.min(NESTING.load(Ordering::Relaxed));
+    l
+}
+
+/// Sets the nesting depth grammars may reach (xgrammar's `set_max_recursion_depth`).
+#[pyfunction]
+fn set_nesting_limit(depth: usize) {
+    NESTING.store(depth, Ordering::Relaxed);
+}
+
+/// A `StructgenError` with `message`.
+fn error(message: impl std::fmt::Display) -> PyErr {
+    StructgenError::new_err(message.to_string())
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("StructgenError", m.py().get_type::<StructgenError>())?;
+    m.add_class::<vocab::Vocabulary>()?;
+    m.add_class::<compile::Grammar>()?;
+    m.add_class::<compile::Compiler>()?;
+    m.add_class::<compile::Compiled>()?;
+    m.add_class::<matcher::Matcher>()?;
+    m.add_function(wrap_pyfunction!(set_nesting_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(matcher::batch_fill, m)?)?;
+    m.add_function(wrap_pyfunction!(matcher::apply_mask, m)?)?;
+    Ok(())
+}

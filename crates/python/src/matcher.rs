@@ -1,0 +1,312 @@
+//! [`Matcher`]: one sequence's position in a compiled grammar, and the mask kernels that write
+//! into caller memory ([`batch_fill`], [`apply_mask`]).
+//!
+//! Invariant: a buffer reaches Rust as an address and a length in elements that the Python layer
+//! derived from a live, C-contiguous CPU array of the right dtype (`structgen/_buffers.py`); the
+//! caller holds a reference to that array for the whole call, so the memory stays valid while the
+//! GIL is released. Nothing here keeps an address past the call.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rayon::prelude::*;
+use structgen_engine::{GrammarMatcher, TokenBitmask, TokenId};
+
+use crate::compile::Compiled;
+use crate::error;
+
+/// A C-contiguous run of `len` elements at `addr` in a caller's array.
+#[derive(Clone, Copy)]
+struct Raw {
+    addr: usize,
+    len: usize,
+}
+
+impl Raw {
+    /// # Safety
+    /// `addr` must point to `len` writable, aligned `T`s that nothing else touches during the
+    /// borrow (guaranteed by the Python layer, see the module invariant).
+    unsafe fn slice<'a, T>(self) -> &'a mut [T] {
+        std::slice::from_raw_parts_mut(self.addr as *mut T, self.len)
+    }
+}
+
+/// Fills `words` (a row of a bitmask) for `m`; whether any token is masked out.
+fn fill_row(m: &mut GrammarMatcher, words: &mut [u32], vocab_size: usize) -> PyResult<bool> {
+    let held = words.len();
+    let mut mask = TokenBitmask::from_words(words, vocab_size).ok_or_else(|| {
+        error(format!(
+            "bitmask: a row holds {held} int32 words, {} are needed for a vocabulary of {vocab_size}",
+            vocab_size.div_ceil(32)
+        ))
+    })?;
+    m.fill_next_token_bitmask(&mut mask);
+    Ok(mask.count_allowed() < vocab_size)
+}
+
+/// The matcher of one sequence.
+#[pyclass(module = "structgen._core")]
+pub struct Matcher {
+    inner: GrammarMatcher,
+    compiled: Py<Compiled>,
+    /// The sequence ends where the grammar is complete, without a stop token.
+    terminate_without_stop_token: bool,
+}
+
+impl Matcher {
+    /// Whether a stop token has been accepted (nothing more can be).
+    fn stopped(&self) -> bool {
+        self.inner.is_terminated()
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.inner.grammar().vocab().size()
+    }
+}
+
+#[pymethods]
+impl Matcher {
+    /// A matcher at the start of `compiled`; `override_stop_tokens` replaces the vocabulary's stop
+    /// tokens; with `terminate_without_stop_token` the sequence ends as soon as the grammar is
+    /// complete (no stop token is allowed or needed).
+    #[new]
+    #[pyo3(signature = (compiled, override_stop_tokens=None, terminate_without_stop_token=false))]
+    fn new(
+        compiled: Py<Compiled>,
+        override_stop_tokens: Option<Vec<i64>>,
+        terminate_without_stop_token: bool,
+    ) -> PyResult<Self> {
+        let grammar = Arc::clone(&compiled.get().compiled);
+        let size = grammar.vocab().size();
+        let stop = match (terminate_without_stop_token, override_stop_tokens) {
+            (true, _) => Vec::new(),
+            (false, None) => grammar.vocab().stop_tokens().to_vec(),
+            (false, Some(ids)) => ids
+                .into_iter()
+                .map(|t| {
+                    usize::try_from(t)
+                        .ok()
+                        .filter(|&u| u < size)
+                        .map(|u| TokenId(u as u32))
+                        .ok_or_else(|| {
+                            error(format!(
+                                "override_stop_tokens: {t} is not a token id of this vocabulary (size {size})"
+                            ))
+                        })
+                })
+                .collect::<PyResult<_>>()?,
+        };
+        Ok(Matcher {
+            inner: GrammarMatcher::with_stop_tokens(grammar, stop),
+            compiled,
+            terminate_without_stop_token,
+        })
+    }
+
+    /// Accepts one token; `False` (nothing changes) when the grammar does not allow it.
+    fn accept_token(&mut self, token_id: i64) -> bool {
+        if self.stopped() {
+            return false;
+        }
+        match u32::try_from(token_id) {
+            Ok(t) if (t as usize) < self.vocab_size() => self.inner.accept_token(TokenId(t)),
+            _ => false,
+        }
+    }
+
+    /// Accepts text (`str` as UTF-8, or `bytes`) as one step; `False` (nothing changes) when the
+    /// grammar does not allow all of it. The empty text is accepted (no step) until a stop token.
+    fn accept_bytes(&mut self, text: &[u8]) -> bool {
+        !self.stopped() && (text.is_empty() || self.inner.accept_bytes(text))
+    }
+
+    /// Writes the next-token mask into `len` int32 words at `addr` (one bitmask row); whether
+    /// any token is masked out.
+    fn fill_raw(&mut self, py: Python<'_>, addr: usize, len: usize) -> PyResult<bool> {
+        let raw = Raw { addr, len };
+        let size = self.vocab_size();
+        let m = &mut self.inner;
+        py.detach(|| {
+            // SAFETY: the module invariant.
+            let words = unsafe { raw.slice::<u32>() };
+            fill_row(m, words, size)
+        })
+    }
+
+    /// The allowed token ids for the next token, increasing.
+    fn allowed_token_ids(&mut self, py: Python<'_>) -> Vec<u32> {
+        let mut mask = TokenBitmask::new(self.vocab_size());
+        let m = &mut self.inner;
+        py.detach(|| m.fill_next_token_bitmask(&mut mask));
+        mask.allowed_ids()
+    }
+
+    /// The longest text every continuation starts with (UTF-8 bytes).
+    fn find_jump_forward_bytes<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.find_jump_forward_bytes())
+    }
+
+    /// Undoes the last `num_tokens` steps.
+    fn rollback(&mut self, num_tokens: usize) -> PyResult<()> {
+        self.inner.rollback(num_tokens).map_err(error)
+    }
+
+    /// Whether the sequence has ended (a stop token accepted, or with
+    /// `terminate_without_stop_token` the grammar complete).
+    fn is_terminated(&self) -> bool {
+        self.stopped() || (self.terminate_without_stop_token && self.inner.is_completed())
+    }
+
+    /// Whether a stop token has been accepted.
+    fn stop_accepted(&self) -> bool {
+        self.stopped()
+    }
+
+    /// Whether the input so far is a complete match (a stop token may follow).
+    fn is_completed(&self) -> bool {
+        self.inner.is_completed()
+    }
+
+    /// Back to the start of the grammar.
+    fn reset(&mut self) {
+        self.inner.reset();
+    }
+
+    /// An independent copy at the same position.
+    fn fork(&self, py: Python<'_>) -> Matcher {
+        Matcher {
+            inner: self.inner.fork(),
+            compiled: self.compiled.clone_ref(py),
+            terminate_without_stop_token: self.terminate_without_stop_token,
+        }
+    }
+
+    /// The stop tokens this matcher accepts.
+    #[getter]
+    fn stop_token_ids(&self) -> Vec<u32> {
+        self.inner.stop_tokens().iter().map(|t| t.0).collect()
+    }
+
+    /// The compiled grammar.
+    #[getter]
+    fn compiled(&self, py: Python<'_>) -> Py<Compiled> {
+        self.compiled.clone_ref(py)
+    }
+
+    /// Steps accepted so far (tokens and strings), what `rollback` can undo.
+    #[getter]
+    fn num_steps(&self) -> usize {
+        self.inner.num_steps()
+    }
+
+    /// A one-line description of the parser's position, for error messages and debugging.
+    fn describe_state(&self) -> String {
+        self.inner.describe_state()
+    }
+}
+
+/// Fills the rows `rows[i]` of a bitmask (`addr`: its first word; `row_words` words per row,
+/// `total` words in all) for `matchers[i]`, in parallel; per matcher, whether any token is
+/// masked out.
+#[pyfunction]
+pub fn batch_fill(
+    py: Python<'_>,
+    matchers: Vec<PyRefMut<'_, Matcher>>,
+    addr: usize,
+    row_words: usize,
+    total: usize,
+    rows: Vec<usize>,
+) -> PyResult<Vec<bool>> {
+    if matchers.len() != rows.len() {
+        return Err(error(format!(
+            "indices: {} given for {} matchers",
+            rows.len(),
+            matchers.len()
+        )));
+    }
+    let mut seen = vec![false; total.div_ceil(row_words.max(1))];
+    for &r in &rows {
+        if (r + 1) * row_words > total {
+            return Err(error(format!("indices: row {r} is outside the bitmask")));
+        }
+        if std::mem::replace(&mut seen[r], true) {
+            return Err(error(format!("indices: row {r} is given twice")));
+        }
+    }
+    let mut matchers = matchers;
+    let mut jobs: Vec<(&mut Matcher, usize)> = matchers
+        .iter_mut()
+        .map(|m| &mut **m)
+        .zip(rows.iter().copied())
+        .collect();
+    py.detach(|| {
+        jobs.par_iter_mut()
+            .map(|(m, row)| {
+                let raw = Raw {
+                    addr: addr + *row * row_words * 4,
+                    len: row_words,
+                };
+                // SAFETY: the module invariant; rows are distinct and inside the buffer (checked
+                // above), so no two jobs share a word.
+                let words = unsafe { raw.slice::<u32>() };
+                let size = m.vocab_size();
+                fill_row(&mut m.inner, words, size)
+            })
+            .collect()
+    })
+}
+
+/// Sets to -inf every logit below `vocab_size` (float32 rows of `width` at `logits`, `stride`
+/// elements apart) whose token the bitmask (int32, `row_words` words per row at `mask`) refuses,
+/// for the logits rows `indices` (logits row `indices[i]` takes mask row `mask_rows[i]`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn apply_mask(
+    py: Python<'_>,
+    logits: usize,
+    rows: usize,
+    stride: usize,
+    mask: usize,
+    row_words: usize,
+    indices: Vec<usize>,
+    mask_rows: Vec<usize>,
+    vocab_size: usize,
+) -> PyResult<()> {
+    if indices.len() != mask_rows.len() || indices.iter().any(|&i| i >= rows) {
+        return Err(error("indices: a row index is outside the logits"));
+    }
+    if vocab_size > row_words * 32 || (rows > 0 && vocab_size > stride) {
+        return Err(error(format!(
+            "vocab_size {vocab_size} exceeds the bitmask ({} tokens) or the logits row ({stride})",
+            row_words * 32
+        )));
+    }
+    let mask_total = mask_rows.iter().map(|&r| r + 1).max().unwrap_or(0) * row_words;
+    let logits = Raw {
+        addr: logits,
+        len: if rows == 0 {
+            0
+        } else {
+            (rows - 1) * stride + vocab_size
+        },
+    };
+    let mask = Raw {
+        addr: mask,
+        len: mask_total,
+    };
+    py.detach(|| {
+        // SAFETY: the module invariant (the Python layer checked both shapes and strides).
+        let (logits, mask) = unsafe { (logits.slice::<f32>(), mask.slice::<u32>()) };
+        for (&i, &r) in indices.iter().zip(&mask_rows) {
+            let row = &mut logits[i * stride..i * stride + vocab_size];
+            let words = &mask[r * row_words..(r + 1) * row_words];
+            for (t, x) in row.iter_mut().enumerate() {
+                if words[t / 32] & (1 << (t % 32)) == 0 {
+                    *x = f32::NEG_INFINITY;
+                }
+            }
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,186 @@
+"""pytest plugin that runs xgrammar's own test files against the structgen package.
+
+Loaded with `-p conftest` by scripts/xgrammar-tests.sh (the test files stay unchanged, outside
+the repository). It
+- makes `import xgrammar` and `import xgrammar.<sub>` load `structgen` and `structgen.<sub>`;
+- provides what xgrammar's own conftest gives its tests (`_hf_token_available`,
+  `_hf_token_explicitly_disabled`, the `num_parallel_threads` fixture, the markers);
+- deselects the tests listed in deselect.txt (each with its reason), and reports a test that
+  needs the Hugging Face hub or CUDA as deselected ("needs the hub" / "needs CUDA") instead of
+  failed, so that other xgrammar test files run here too;
+- writes one JSON line per file (passed / failed / deselected with reasons) to
+  $XGRAMMAR_TESTS_REPORT when set.
+"""
+
+import importlib
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+
+class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """`xgrammar[.x]` is `structgen[.x]`: the same module objects under a second name."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "xgrammar" or name.startswith("xgrammar."):
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return importlib.import_module("structgen" + spec.name[len("xgrammar"):])
+
+    def exec_module(self, module):
+        pass
+
+
+sys.meta_path.insert(0, _Alias())
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _hf_token_available() -> bool:
+    """No hub here: tests that need it are deselected."""
+    return False
+
+
+def _hf_token_explicitly_disabled(config) -> bool:
+    return True
+
+
+@pytest.fixture
+def num_parallel_threads() -> int:
+    return 1
+
+
+def pytest_configure(config):
+    for marker in ("thread_unsafe", "hf_token_required", "nightly"):
+        config.addinivalue_line("markers", f"{marker}: marker used by xgrammar's tests")
+
+
+def _load_deselections():
+    path = Path(__file__).with_name("deselect.txt")
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry, _, reason = line.partition("#")
+        entry = entry.strip()
+        if entry:
+            out[entry] = reason.strip()
+    return out
+
+
+_DESELECT = _load_deselections()
+_REPORT = defaultdict(lambda: {"passed": 0, "failed": 0, "deselected": 0, "reasons": {}, "failures": []})
+
+
+def _short(nodeid: str) -> str:
+    """`file.py::test[params]` without the file's directory (params may hold slashes)."""
+    path, sep, rest = nodeid.partition("::")
+    return path.rsplit("/", 1)[-1] + sep + rest
+
+
+def _listed(nodeid: str):
+    name = _short(nodeid)
+    for entry, reason in _DESELECT.items():
+        if name == entry or name.startswith(entry + "["):
+            return reason
+    return None
+
+
+def _file_of(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+
+
+def _deselect(nodeid: str, reason: str) -> None:
+    r = _REPORT[_file_of(nodeid)]
+    r["deselected"] += 1
+    key = reason.split(":", 1)[0]
+    r["reasons"][key] = r["reasons"].get(key, 0) + 1
+
+
+def pytest_collection_modifyitems(config, items):
+    kept, dropped = [], []
+    for item in items:
+        reason = _listed(item.nodeid)
+        if reason is None:
+            kept.append(item)
+        else:
+            dropped.append(item)
+            _deselect(item.nodeid, reason)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+_HUB_SIGNS = ("offline mode", "huggingface.co", "hf_hub", "HF_HUB_OFFLINE", "cannot find the requested files",
+              "We couldn't connect", "is not a local folder and is not a valid model identifier",
+              "Cannot access gated repo", "LocalEntryNotFoundError", "OfflineModeIsEnabled")
+_CUDA_SIGNS = ("Torch not compiled with CUDA", "No CUDA GPUs are available", "Found no NVIDIA driver",
+               "CUDA driver", "cuda is not available", "triton")
+
+
+def _runtime_reason(report):
+    text = str(report.longrepr) if report.longrepr is not None else ""
+    if any(s in text for s in _HUB_SIGNS):
+        return "HUB: needs the Hugging Face hub (recognised at run time)"
+    if any(s.lower() in text.lower() for s in _CUDA_SIGNS):
+        return "CUDA: needs CUDA (recognised at run time)"
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        reason = _runtime_reason(report)
+        if reason is not None:
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), item.location[1] or 0, f"deselected: {reason}")
+            report.structgen_deselected = reason
+
+
+def pytest_runtest_logreport(report):
+    name = _file_of(report.nodeid)
+    reason = getattr(report, "structgen_deselected", None)
+    if reason is not None:
+        if report.when == "call" or report.when == "setup":
+            _deselect(report.nodeid, reason)
+        return
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        r = _REPORT[name]
+        if report.passed:
+            r["passed"] += 1
+        elif report.skipped:
+            _deselect(report.nodeid, "SKIP: skipped by the test itself (" + _skip_text(report) + ")")
+        else:
+            r["failed"] += 1
+            r["failures"].append(report.nodeid)
+
+
+def _skip_text(report) -> str:
+    lr = report.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:
+        return str(lr[2])
+    return str(lr)[:80]
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        r = _REPORT[_file_of(report.nodeid) or "?"]
+        r["failed"] += 1
+        r["failures"].append(f"{report.nodeid} (collection error)")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = os.environ.get("XGRAMMAR_TESTS_REPORT")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        for name, r in sorted(_REPORT.items()):
+            f.write(json.dumps({"file": name, **r}) + "\n")
