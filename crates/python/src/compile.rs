@@ -297,6 +297,43 @@ impl Compiled {
         self.compiled.automaton().fsm().num_states()
     }
 
+    /// The compiled rules' automata as text: per rule its start and accepting states, then one
+    /// line per state with its byte-range and rule-call edges.
+    fn fsm_text(&self) -> String {
+        use std::fmt::Write;
+        let a = self.compiled.automaton();
+        let (g, fsm) = (a.grammar(), a.fsm());
+        let mut out = String::new();
+        for rule in g.rules().iter().enumerate() {
+            let (r, rule) = rule;
+            let id = structgen_engine::RuleId(r as u32);
+            let states = fsm.rule_states(id);
+            let accept: Vec<usize> = states
+                .clone()
+                .filter(|&s| fsm.is_accept(structgen_engine::StateId(s as u32)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{}: start {}, accept {:?}",
+                rule.name,
+                fsm.start(id).0,
+                accept
+            );
+            for s in states {
+                let sid = structgen_engine::StateId(s as u32);
+                let mut edges = Vec::new();
+                for e in fsm.byte_edges(sid) {
+                    edges.push(format!("[{:#04x}-{:#04x}] -> {}", e.lo, e.hi, e.target.0));
+                }
+                for (callee, next) in fsm.ref_edges(sid) {
+                    edges.push(format!("{} -> {}", g.rule(*callee).name, next.0));
+                }
+                let _ = writeln!(out, "  {s}: {}", edges.join(", "));
+            }
+        }
+        out
+    }
+
     /// Ids of the compiled rules that can match the empty string.
     fn nullable_rule_ids(&self) -> Vec<usize> {
         let nullable = self.compiled.automaton().nullable_rules();

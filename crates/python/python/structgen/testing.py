@@ -10,7 +10,7 @@ from .compiler import CompiledGrammar, GrammarCompiler
 from .grammar import Grammar, _schema_text
 from .matcher import GrammarMatcher
 from .tokenizer_info import TokenizerInfo
-from . import _core
+
 
 
 def _as_grammar(grammar: Union[Grammar, str]) -> Grammar:
@@ -182,3 +182,10 @@ def _ebnf_to_grammar_no_normalization(ebnf_string: str, root_rule_name: str = "r
 def _get_allow_empty_rule_ids(compiled_grammar: CompiledGrammar) -> List[int]:
     """Ids of the rules that can match the empty string."""
     return compiled_grammar._handle.nullable_rule_ids()
+
+
+def _print_grammar_fsms(grammar: Union[Grammar, str]) -> str:
+    """The automaton of every rule of the grammar as compiled (structgen's per-rule DFAs): start
+    and accepting states, then each state's byte-range and rule-call edges."""
+    compiler = GrammarCompiler(TokenizerInfo([]), cache_enabled=False)
+    return compiler.compile_grammar(_as_grammar(grammar))._handle.fsm_text()

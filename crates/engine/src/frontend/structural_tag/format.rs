@@ -32,6 +32,13 @@ pub enum Style {
     Json,
     /// Qwen3-Coder's `<parameter=NAME>value</parameter>` members.
     QwenXml,
+    /// MiniMax-M2's `<parameter name="NAME">value</parameter>` members.
+    MinimaxXml,
+    /// DeepSeek-V3.2's `<｜DSML｜parameter name="NAME" string="true|false">value</｜DSML｜parameter>`
+    /// members (`true`: a string written raw; `false`: JSON).
+    DeepseekXml,
+    /// GLM-4.7's `<arg_key>NAME</arg_key><arg_value>value</arg_value>` members.
+    GlmXml,
 }
 
 /// `{"type": "tag", "begin", "content", "end"}`.
@@ -365,10 +372,13 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
                 (_, None) => Style::Json,
                 (_, Some(Value::String(s))) if s == "json" => Style::Json,
                 (_, Some(Value::String(s))) if s == "qwen_xml" => Style::QwenXml,
+                (_, Some(Value::String(s))) if s == "minimax_xml" => Style::MinimaxXml,
+                (_, Some(Value::String(s))) if s == "deepseek_xml" => Style::DeepseekXml,
+                (_, Some(Value::String(s))) if s == "glm_xml" => Style::GlmXml,
                 (_, Some(other)) => {
                     return Err(invalid(
                         &f.at("style"),
-                        format!("expected \"json\" or \"qwen_xml\", found {other}"),
+                        format!("expected \"json\", \"qwen_xml\", \"minimax_xml\", \"deepseek_xml\" or \"glm_xml\", found {other}"),
                     ))
                 }
             };

@@ -275,7 +275,7 @@ impl<'a> Lowering<'a> {
                 max_whitespace,
             } => match style {
                 Style::Json => self.schema_rule(schema, path, *max_whitespace)?,
-                Style::QwenXml => self.qwen_xml(schema, path)?,
+                xml => self.xml_args(schema, path, *xml)?,
             },
             Format::Grammar(src) => {
                 let g = ebnf::parse(src, "root", self.limits).map_err(|error| TagError::Ebnf {
@@ -583,11 +583,11 @@ impl<'a> Lowering<'a> {
         Ok(Expr::Ref(rule))
     }
 
-    /// Qwen3-Coder arguments: for each property in schema order (required ones must appear),
-    /// `<parameter=NAME>value</parameter>` with up to `max_whitespace` spaces / newlines around
-    /// each part; string values raw (any text without `</parameter>`), string enums bare, other
-    /// values as JSON of their schema.
-    fn qwen_xml(&mut self, schema: &Value, path: &str) -> Result<Expr, TagError> {
+    /// XML-style arguments (Qwen3-Coder, MiniMax-M2, DeepSeek-V3.2 DSML, GLM-4.7): for each
+    /// property in schema order (required ones must appear) an element naming it around its value,
+    /// with up to `max_whitespace` spaces / newlines around each part; string values raw (any text
+    /// without the closing tag), string enums bare, other values as JSON of their schema.
+    fn xml_args(&mut self, schema: &Value, path: &str, style: Style) -> Result<Expr, TagError> {
         let root = resolve(schema, schema);
         let ws = Expr::Repeat {
             body: Box::new(Expr::Class(CharClass::new(false, vec![(9, 10), (32, 32)]))),
@@ -605,20 +605,34 @@ impl<'a> Lowering<'a> {
             .map(|r| r.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
         if let Some(missing) = required.iter().find(|r| !properties.contains_key(**r)) {
-            return Err(invalid(&format!("{path}/json_schema/required"), format!("required property {missing:?} is not in `properties` (Qwen XML arguments list only known properties)")));
+            return Err(invalid(&format!("{path}/json_schema/required"), format!("required property {missing:?} is not in `properties` (XML arguments list only known properties)")));
         }
+        let close = match style {
+            Style::MinimaxXml | Style::QwenXml | Style::Json => "</parameter>",
+            Style::DeepseekXml => "</｜DSML｜parameter>",
+            Style::GlmXml => "</arg_value>",
+        };
         let mut members = Vec::new();
         for (name, sub) in &properties {
             let sub_path = format!("{path}/json_schema/properties/{name}");
-            let value = self.qwen_value(schema, resolve(schema, sub), &sub_path)?;
-            let member = seq(vec![
-                ws.clone(),
-                Expr::Literal(format!("<parameter={name}>")),
-                ws.clone(),
-                value,
-                ws.clone(),
-                Expr::Literal("</parameter>".into()),
-            ]);
+            let sub = resolve(schema, sub);
+            let (value, raw) = self.xml_value(schema, sub, &sub_path, close)?;
+            let open = match style {
+                Style::MinimaxXml => vec![Expr::Literal(format!("<parameter name=\"{name}\">"))],
+                Style::DeepseekXml => vec![Expr::Literal(format!(
+                    "<｜DSML｜parameter name=\"{name}\" string=\"{raw}\">"
+                ))],
+                Style::GlmXml => vec![
+                    Expr::Literal(format!("<arg_key>{name}</arg_key>")),
+                    ws.clone(),
+                    Expr::Literal("<arg_value>".into()),
+                ],
+                Style::QwenXml | Style::Json => vec![Expr::Literal(format!("<parameter={name}>"))],
+            };
+            let mut parts = vec![ws.clone()];
+            parts.extend(open);
+            parts.extend([ws.clone(), value, ws.clone(), Expr::Literal(close.into())]);
+            let member = seq(parts);
             members.push(if required.contains(&name.as_str()) {
                 member
             } else {
@@ -626,10 +640,17 @@ impl<'a> Lowering<'a> {
             });
         }
         members.push(ws);
-        self.rule("qwen_xml_args", seq(members))
+        self.rule("xml_args", seq(members))
     }
 
-    fn qwen_value(&mut self, root: &Value, sub: &Value, path: &str) -> Result<Expr, TagError> {
+    /// The value of one XML argument, and whether it is written raw (a string) rather than JSON.
+    fn xml_value(
+        &mut self,
+        root: &Value,
+        sub: &Value,
+        path: &str,
+        close: &str,
+    ) -> Result<(Expr, bool), TagError> {
         let types: Vec<&str> = match sub.get("type") {
             Some(Value::String(t)) => vec![t.as_str()],
             Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
@@ -642,12 +663,17 @@ impl<'a> Lowering<'a> {
                     .filter_map(Value::as_str)
                     .map(|s| Expr::Literal(s.to_string()))
                     .collect();
-                return Ok(alt(bare));
+                return Ok((alt(bare), true));
             }
         }
         if types.contains(&"string") {
-            return Ok(self.free_text(vec![text_pattern("</parameter>")]));
+            return Ok((self.free_text(vec![text_pattern(close)]), true));
         }
+        Ok((self.qwen_value(root, sub, path)?, false))
+    }
+
+    /// A non-string XML argument value: JSON of its schema.
+    fn qwen_value(&mut self, root: &Value, sub: &Value, path: &str) -> Result<Expr, TagError> {
         // Other values are JSON; the sub-schema keeps the root's definitions for its `$ref`s.
         let mut standalone = sub.clone();
         if let (Value::Object(target), Value::Object(r)) = (&mut standalone, root) {
