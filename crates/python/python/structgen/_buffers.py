@@ -15,8 +15,31 @@ def is_torch(x: Any) -> bool:
     return type(x).__module__.startswith("torch")
 
 
+# The last bitmask checked and its (address, words per row, rows). A NumPy array keeps its data
+# address while it lives (it cannot be resized while this entry holds a reference to it), so a
+# decoder that fills the same array every step is checked once; a torch tensor is re-checked
+# whenever its data pointer or shape changed.
+_last: Tuple[Any, Any, Tuple[int, int, int]] = (None, None, (0, 0, 0))
+
+
 def int32_rows(bitmask: Any) -> Tuple[int, int, int]:
     """(address, words per row, rows) of a 1-D or 2-D int32 bitmask on the CPU."""
+    global _last
+    cached, key, out = _last
+    if bitmask is cached:
+        if not is_torch(bitmask):
+            if not bitmask.flags.writeable:
+                raise ValueError("bitmask: the array is read-only")
+            return out
+        if key == (bitmask.data_ptr(), bitmask.shape):
+            return out
+    out = _int32_rows(bitmask)
+    key = (bitmask.data_ptr(), bitmask.shape) if is_torch(bitmask) else None
+    _last = (bitmask, key, out)
+    return out
+
+
+def _int32_rows(bitmask: Any) -> Tuple[int, int, int]:
     if is_torch(bitmask):
         import torch
 

@@ -183,6 +183,10 @@ pub fn parse_structural_tag(v: &Value) -> Result<Node, TagError> {
                 .ok_or_else(|| invalid("", "missing field `format`"))?;
             parse_format(format, "/format", 0)
         }
+        // `{"format": F}`: the wrapper with its `type` left out (xgrammar reads it so too).
+        None if map.contains_key("format") && !map.contains_key("begin") => {
+            parse_format(&map["format"], "/format", 0)
+        }
         _ => parse_format(v, "", 0),
     }
 }

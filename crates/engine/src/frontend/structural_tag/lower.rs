@@ -639,8 +639,60 @@ impl<'a> Lowering<'a> {
                 opt(member)
             });
         }
+        if admits_free_keys(root) {
+            members.push(Expr::Repeat {
+                body: Box::new(self.xml_free_member(style, close, &ws)?),
+                min: 0,
+                max: None,
+            });
+        }
         members.push(ws);
         self.rule("xml_args", seq(members))
+    }
+
+    /// One argument the schema does not list (it admits any): a key `[A-Za-z_][A-Za-z0-9_]*`
+    /// and its value as raw text (DeepSeek: raw with `string="true"`, any JSON with `"false"`).
+    fn xml_free_member(&mut self, style: Style, close: &str, ws: &Expr) -> Result<Expr, TagError> {
+        let head = CharClass::new(false, vec![(65, 90), (95, 95), (97, 122)]);
+        let tail = CharClass::new(false, vec![(48, 57), (65, 90), (95, 95), (97, 122)]);
+        let key = seq(vec![
+            Expr::Class(head),
+            Expr::Repeat {
+                body: Box::new(Expr::Class(tail)),
+                min: 0,
+                max: None,
+            },
+        ]);
+        let raw = self.free_text(vec![text_pattern(close)]);
+        let lit = |s: &str| Expr::Literal(s.to_string());
+        let (open, value) = match style {
+            Style::DeepseekXml => {
+                let json = self.schema_rule(&Value::Bool(true), "/free_argument", None)?;
+                (
+                    vec![lit("<｜DSML｜parameter name=\""), key, lit("\" string=\"")],
+                    alt(vec![
+                        seq(vec![lit("true\">"), raw]),
+                        seq(vec![lit("false\">"), ws.clone(), json, ws.clone()]),
+                    ]),
+                )
+            }
+            Style::MinimaxXml => (vec![lit("<parameter name=\""), key, lit("\">")], raw),
+            Style::GlmXml => (
+                vec![
+                    lit("<arg_key>"),
+                    key,
+                    lit("</arg_key>"),
+                    ws.clone(),
+                    lit("<arg_value>"),
+                ],
+                raw,
+            ),
+            Style::QwenXml | Style::Json => (vec![lit("<parameter="), key, lit(">")], raw),
+        };
+        let mut parts = vec![ws.clone()];
+        parts.extend(open);
+        parts.extend([value, lit(close)]);
+        Ok(seq(parts))
     }
 
     /// The value of one XML argument, and whether it is written raw (a string) rather than JSON.
@@ -684,6 +736,20 @@ impl<'a> Lowering<'a> {
             }
         }
         self.schema_rule(&standalone, path, None)
+    }
+}
+
+/// Whether an arguments schema admits properties it does not list: `true`, or an object schema
+/// listing none whose `additionalProperties` is not `false`.
+fn admits_free_keys(schema: &Value) -> bool {
+    match schema {
+        Value::Bool(b) => *b,
+        Value::Object(o) => {
+            !o.contains_key("properties")
+                && !o.contains_key("patternProperties")
+                && o.get("additionalProperties") != Some(&Value::Bool(false))
+        }
+        _ => false,
     }
 }
 

@@ -1,0 +1,179 @@
+"""Tests of the structgen Python package on its own (NumPy buffers, no torch): a real Llama 3
+vocabulary, a tool list, masks along a tool call, errors, buffers, batches.
+
+Run by scripts/python-tests.sh (and CI) in a virtual environment with the built wheel."""
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import structgen as sg
+from structgen.testing import _is_grammar_accept_string
+
+SHARED = Path(os.environ.get("STRUCTGEN_SHARED", Path(__file__).resolve().parents[4] / "shared"))
+LLAMA3 = SHARED / "tokenizers" / "llama3.tokenizer.json"
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"]}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}},
+]
+
+
+@pytest.fixture(scope="module")
+def llama3():
+    if not LLAMA3.exists():
+        pytest.fail(f"{LLAMA3} is missing (run beside ../shared)")
+    info = sg.TokenizerInfo.from_tokenizer_json(str(LLAMA3))
+    tokenizers = pytest.importorskip("tokenizers")
+    return info, tokenizers.Tokenizer.from_file(str(LLAMA3))
+
+
+def allowed(bitmask: np.ndarray, row: int = 0) -> np.ndarray:
+    bits = np.unpackbits(bitmask[row].view(np.uint8), bitorder="little")
+    return np.flatnonzero(bits)
+
+
+def test_vocabulary_from_tokenizer_json(llama3):
+    info, _ = llama3
+    assert info.vocab_size == 128256
+    assert info.vocab_type == sg.VocabType.BYTE_LEVEL
+    assert 128009 in info.stop_token_ids
+    assert info.decoded_vocab[1131] == b"..."
+
+
+def test_tool_call_masks_along_the_call(llama3):
+    info, tok = llama3
+    compiler = sg.GrammarCompiler(info)
+    compiled = compiler.compile_tools(TOOLS, "llama", tool_choice="required")
+    matcher = sg.GrammarMatcher(compiled)
+    bitmask = np.zeros(sg.get_bitmask_shape(1, info.vocab_size), dtype=np.int32)
+    call = '<function=get_weather>{"city": "Paris", "days": 3}</function>'
+    ids = tok.encode(call, add_special_tokens=False).ids + [128009]
+    for t in ids:
+        need_apply = matcher.fill_next_token_bitmask(bitmask)
+        assert need_apply
+        ok = allowed(bitmask)
+        assert t in ok, f"token {t} ({tok.id_to_token(t)!r}) not allowed"
+        assert matcher.accept_token(t)
+    assert matcher.is_terminated()
+    with pytest.raises(RuntimeError, match="terminated"):
+        matcher.fill_next_token_bitmask(bitmask)
+    matcher.rollback(1)
+    assert not matcher.is_terminated() and matcher.is_completed()
+
+
+def test_refused_token_and_arguments(llama3):
+    info, tok = llama3
+    compiled = sg.GrammarCompiler(info).compile_tools(TOOLS, "llama", tool_choice="required")
+    matcher = sg.GrammarMatcher(compiled)
+    assert matcher.accept_string('<function=get_time>{"zone": ')
+    assert not matcher.accept_string("42")  # zone is a string
+    assert matcher.accept_string('"UTC"}</function>')
+    assert not matcher.accept_string('<function=get_weather>{"days": 1}</function>x')
+
+
+def test_masks_match_the_brute_force_oracle(llama3):
+    """Every allowed token is accepted by a fork, every refused one is not (a sample)."""
+    info, tok = llama3
+    compiled = sg.GrammarCompiler(info).compile_json_schema(
+        json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        any_whitespace=False,
+    )
+    matcher = sg.GrammarMatcher(compiled)
+    bitmask = np.zeros(sg.get_bitmask_shape(1, info.vocab_size), dtype=np.int32)
+    rng = np.random.default_rng(7)
+    for piece in ['{"n": ', "12", "}"]:
+        matcher.fill_next_token_bitmask(bitmask)
+        ok = set(allowed(bitmask).tolist())
+        for t in rng.choice(info.vocab_size, 300, replace=False).tolist() + sorted(ok)[:50]:
+            assert matcher.fork().accept_token(t) == (t in ok), f"token {t}"
+        assert matcher.accept_string(piece)
+    assert matcher.is_completed()
+
+
+def test_jump_forward_and_batch(llama3):
+    info, _ = llama3
+    compiler = sg.GrammarCompiler(info)
+    g = compiler.compile_json_schema(
+        json.dumps({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+        any_whitespace=False,
+    )
+    m = sg.GrammarMatcher(g)
+    assert m.find_jump_forward_string() == '{"name": "'
+    matchers = [sg.GrammarMatcher(g) for _ in range(3)]
+    matchers[1].accept_string('{"name": "a')
+    batch = np.zeros(sg.get_bitmask_shape(4, info.vocab_size), dtype=np.int32)
+    sg.BatchGrammarMatcher().batch_fill_next_token_bitmask(matchers, batch, indices=[3, 0, 1])
+    one = np.zeros(sg.get_bitmask_shape(1, info.vocab_size), dtype=np.int32)
+    for m, row in zip(matchers, [3, 0, 1]):
+        m.fill_next_token_bitmask(one)
+        assert np.array_equal(one[0], batch[row])
+    assert not batch[2].any()
+
+
+def test_errors_name_what_and_where():
+    with pytest.raises(RuntimeError, match=r"EBNF: 2:8: "):
+        sg.Grammar.from_ebnf('root ::= "a"\nb ::= (')
+    with pytest.raises(sg.StructgenError, match=r"/properties/n"):
+        sg.Grammar.from_json_schema({"type": "object", "properties": {"n": {"type": "integr"}}})
+    with pytest.raises(RuntimeError, match="offset"):
+        sg.Grammar.from_regex("a(")
+    with pytest.raises(RuntimeError, match="not supported"):
+        sg.Grammar.from_structural_tag(
+            {"type": "structural_tag", "format": {"type": "any_text", "max_tokens": 3}})
+
+
+def test_bitmask_buffers_are_checked():
+    info = sg.TokenizerInfo(["a", "b", "</s>"])
+    m = sg.GrammarMatcher(sg.GrammarCompiler(info).compile_grammar('root ::= "a"+'))
+    with pytest.raises(TypeError, match="int32"):
+        m.fill_next_token_bitmask(np.zeros((1, 1), dtype=np.int64))
+    ro = np.zeros((1, 1), dtype=np.int32)
+    ro.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        m.fill_next_token_bitmask(ro)
+    with pytest.raises(RuntimeError, match="index"):
+        m.fill_next_token_bitmask(np.zeros((1, 1), dtype=np.int32), index=1)
+    mask = np.zeros((2, 1), dtype=np.int32)
+    m.fill_next_token_bitmask(mask, index=1)
+    assert mask[0, 0] == 0 and mask[1, 0] == 0b001
+    assert m.accept_string("aa") and m.is_completed()
+    m.fill_next_token_bitmask(mask)
+    assert mask[0, 0] == 0b101  # "a" or the stop token
+
+
+def test_mask_filling_releases_the_gil(llama3):
+    """Another Python thread makes progress while masks are filled."""
+    info, _ = llama3
+    g = sg.GrammarCompiler(info).compile_builtin_json_grammar()
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(1)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    bitmask = np.zeros(sg.get_bitmask_shape(1, info.vocab_size), dtype=np.int32)
+    for _ in range(30):
+        m = sg.GrammarMatcher(g)
+        m.fill_next_token_bitmask(bitmask)
+    stop.set()
+    t.join()
+    assert ticks
+
+
+def test_grammar_helpers():
+    assert _is_grammar_accept_string(sg.Grammar.union(
+        sg.Grammar.from_ebnf('root ::= "a"'), sg.Grammar.from_regex("b+")), "bbb")
+    assert str(sg.Grammar.from_ebnf('root ::= "x" | "y"')).startswith("root ::=")
+    with sg.max_recursion_depth(50):
+        assert sg.get_max_recursion_depth() == 50
+    assert sg.get_max_recursion_depth() == 10000
