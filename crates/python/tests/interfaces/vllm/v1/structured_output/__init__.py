@@ -1,0 +1,5 @@
+"""Stand-in: the engine module that names the xgrammar backend class it builds."""
+
+
+class XgrammarBackend:
+    pass
