@@ -1,4 +1,5 @@
-//! Structural tags in detail: malformed tags give errors with their JSON path; a literal that is a
+//! Structural tags in detail: malformed tags give errors with their JSON path; every format type and
+//! XML argument style converts and accepts what it should; a literal that is a
 //! special token's text matches the token by id (not its text); TagDispatch's automaton grows
 //! linearly with the total length of its tags.
 
@@ -208,6 +209,44 @@ fn every_format_type_converts() {
             "<parameter=city>a</parameter><parameter=n>x</parameter>",
             "<parameter=zip>1</parameter>",
         ],
+    );
+    let city = json!({"type": "object", "properties": {"city": {"type": "string"}, "n": {"type": "integer"}}, "required": ["city"]});
+    check(
+        json!({"type": "json_schema", "json_schema": city, "style": "minimax_xml"}),
+        &["<parameter name=\"city\">Lyon</parameter>\n<parameter name=\"n\">2</parameter>"],
+        &[
+            "<parameter=city>Lyon</parameter>",
+            "<parameter name=\"n\">2</parameter>",
+        ],
+    );
+    check(
+        json!({"type": "json_schema", "json_schema": city, "style": "deepseek_xml"}),
+        &["<｜DSML｜parameter name=\"city\" string=\"true\">Lyon</｜DSML｜parameter><｜DSML｜parameter name=\"n\" string=\"false\">2</｜DSML｜parameter>"],
+        &["<｜DSML｜parameter name=\"city\" string=\"false\">Lyon</｜DSML｜parameter>", "<｜DSML｜parameter name=\"city\" string=\"true\">a</｜DSML｜parameter><｜DSML｜parameter name=\"n\" string=\"true\">2</｜DSML｜parameter>"],
+    );
+    check(
+        json!({"type": "json_schema", "json_schema": city, "style": "glm_xml"}),
+        &["<arg_key>city</arg_key>\n<arg_value>Lyon</arg_value><arg_key>n</arg_key><arg_value>2</arg_value>"],
+        &["<arg_key>city</arg_key><arg_value>a</arg_value></arg_value>", "<arg_key>n</arg_key><arg_value>2</arg_value>"],
+    );
+    check(
+        json!({"type": "json_schema", "json_schema": city, "style": "kimi_k3_xml"}),
+        &["<|open|>argument key=\"city\" type=\"string\"<|sep|>Ly<|close|>on<|close|>argument<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>2<|close|>argument<|sep|>"],
+        &[
+            "<|open|>argument key=\"city\" type=\"object\"<|sep|>{}<|close|>argument<|sep|>",
+            "<|open|>argument key=\"city\" type=\"string\"<|sep|>a<|close|>argument<|sep|><|open|>argument key=\"n\" type=\"integer\"<|sep|>2<|close|>argument<|sep|>",
+        ],
+    );
+    // A schema that admits any keys: free arguments, each value of the type its attribute names.
+    check(
+        json!({"type": "json_schema", "json_schema": true, "style": "kimi_k3_xml"}),
+        &["<|open|>argument key=\"k\" type=\"boolean\"<|sep|>true<|close|>argument<|sep|><|open|>argument key=\"s\" type=\"string\"<|sep|>x<|close|>argument<|sep|>"],
+        &["<|open|>argument key=\"k\" type=\"boolean\"<|sep|>yes<|close|>argument<|sep|>"],
+    );
+    check(
+        json!({"type": "json_schema", "json_schema": true, "style": "qwen_xml"}),
+        &["<parameter=q>{\"type\": \"string\"}</parameter>"],
+        &["<parameter=1q>x</parameter>"],
     );
     check(
         json!({"type": "triggered_tags", "triggers": ["<f"], "tags": [t("<f1>", "</f>")], "at_least_one": true, "stop_after_first": true}),

@@ -12,6 +12,8 @@
 //!   those) and appears twice becomes one shared rule.
 //! - literals are split around special-token texts, which become whole-token terminals.
 
+mod xml;
+
 use std::hash::Hash;
 
 use rustc_hash::FxHashMap;
@@ -21,7 +23,6 @@ use super::format::{Delimiter, Format, Node, Style, Tag, TokenRef};
 use super::TagError;
 use crate::frontend::json_schema::{add_schema_rule, JsonSchemaOptions, SchemaFragments};
 use crate::frontend::regex::{regex_language, Anchoring, RegexMode};
-use crate::grammar::dispatch::text_pattern;
 use crate::grammar::exprs::{alt, opt};
 use crate::grammar::{
     ebnf, CharClass, Expr, GrammarBuilder, Pattern, Symbol, TagDispatch, TokenSet,
@@ -581,175 +582,6 @@ impl<'a> Lowering<'a> {
         self.warnings
             .extend(warnings.iter().map(|w| format!("{path}/json_schema{w}")));
         Ok(Expr::Ref(rule))
-    }
-
-    /// XML-style arguments (Qwen3-Coder, MiniMax-M2, DeepSeek-V3.2 DSML, GLM-4.7): for each
-    /// property in schema order (required ones must appear) an element naming it around its value,
-    /// with up to `max_whitespace` spaces / newlines around each part; string values raw (any text
-    /// without the closing tag), string enums bare, other values as JSON of their schema.
-    fn xml_args(&mut self, schema: &Value, path: &str, style: Style) -> Result<Expr, TagError> {
-        let root = resolve(schema, schema);
-        let ws = Expr::Repeat {
-            body: Box::new(Expr::Class(CharClass::new(false, vec![(9, 10), (32, 32)]))),
-            min: 0,
-            max: Some(self.options.max_whitespace.unwrap_or(2)),
-        };
-        let properties = root
-            .get("properties")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let required: Vec<&str> = root
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if let Some(missing) = required.iter().find(|r| !properties.contains_key(**r)) {
-            return Err(invalid(&format!("{path}/json_schema/required"), format!("required property {missing:?} is not in `properties` (XML arguments list only known properties)")));
-        }
-        let close = match style {
-            Style::MinimaxXml | Style::QwenXml | Style::Json => "</parameter>",
-            Style::DeepseekXml => "</｜DSML｜parameter>",
-            Style::GlmXml => "</arg_value>",
-        };
-        let mut members = Vec::new();
-        for (name, sub) in &properties {
-            let sub_path = format!("{path}/json_schema/properties/{name}");
-            let sub = resolve(schema, sub);
-            let (value, raw) = self.xml_value(schema, sub, &sub_path, close)?;
-            let open = match style {
-                Style::MinimaxXml => vec![Expr::Literal(format!("<parameter name=\"{name}\">"))],
-                Style::DeepseekXml => vec![Expr::Literal(format!(
-                    "<｜DSML｜parameter name=\"{name}\" string=\"{raw}\">"
-                ))],
-                Style::GlmXml => vec![
-                    Expr::Literal(format!("<arg_key>{name}</arg_key>")),
-                    ws.clone(),
-                    Expr::Literal("<arg_value>".into()),
-                ],
-                Style::QwenXml | Style::Json => vec![Expr::Literal(format!("<parameter={name}>"))],
-            };
-            let mut parts = vec![ws.clone()];
-            parts.extend(open);
-            parts.extend([ws.clone(), value, ws.clone(), Expr::Literal(close.into())]);
-            let member = seq(parts);
-            members.push(if required.contains(&name.as_str()) {
-                member
-            } else {
-                opt(member)
-            });
-        }
-        if admits_free_keys(root) {
-            members.push(Expr::Repeat {
-                body: Box::new(self.xml_free_member(style, close, &ws)?),
-                min: 0,
-                max: None,
-            });
-        }
-        members.push(ws);
-        self.rule("xml_args", seq(members))
-    }
-
-    /// One argument the schema does not list (it admits any): a key `[A-Za-z_][A-Za-z0-9_]*`
-    /// and its value as raw text (DeepSeek: raw with `string="true"`, any JSON with `"false"`).
-    fn xml_free_member(&mut self, style: Style, close: &str, ws: &Expr) -> Result<Expr, TagError> {
-        let head = CharClass::new(false, vec![(65, 90), (95, 95), (97, 122)]);
-        let tail = CharClass::new(false, vec![(48, 57), (65, 90), (95, 95), (97, 122)]);
-        let key = seq(vec![
-            Expr::Class(head),
-            Expr::Repeat {
-                body: Box::new(Expr::Class(tail)),
-                min: 0,
-                max: None,
-            },
-        ]);
-        let raw = self.free_text(vec![text_pattern(close)]);
-        let lit = |s: &str| Expr::Literal(s.to_string());
-        let (open, value) = match style {
-            Style::DeepseekXml => {
-                let json = self.schema_rule(&Value::Bool(true), "/free_argument", None)?;
-                (
-                    vec![lit("<｜DSML｜parameter name=\""), key, lit("\" string=\"")],
-                    alt(vec![
-                        seq(vec![lit("true\">"), raw]),
-                        seq(vec![lit("false\">"), ws.clone(), json, ws.clone()]),
-                    ]),
-                )
-            }
-            Style::MinimaxXml => (vec![lit("<parameter name=\""), key, lit("\">")], raw),
-            Style::GlmXml => (
-                vec![
-                    lit("<arg_key>"),
-                    key,
-                    lit("</arg_key>"),
-                    ws.clone(),
-                    lit("<arg_value>"),
-                ],
-                raw,
-            ),
-            Style::QwenXml | Style::Json => (vec![lit("<parameter="), key, lit(">")], raw),
-        };
-        let mut parts = vec![ws.clone()];
-        parts.extend(open);
-        parts.extend([value, lit(close)]);
-        Ok(seq(parts))
-    }
-
-    /// The value of one XML argument, and whether it is written raw (a string) rather than JSON.
-    fn xml_value(
-        &mut self,
-        root: &Value,
-        sub: &Value,
-        path: &str,
-        close: &str,
-    ) -> Result<(Expr, bool), TagError> {
-        let types: Vec<&str> = match sub.get("type") {
-            Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        };
-        if let Some(values) = sub.get("enum").and_then(Value::as_array) {
-            if !values.is_empty() && values.iter().all(Value::is_string) {
-                let bare = values
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(|s| Expr::Literal(s.to_string()))
-                    .collect();
-                return Ok((alt(bare), true));
-            }
-        }
-        if types.contains(&"string") {
-            return Ok((self.free_text(vec![text_pattern(close)]), true));
-        }
-        Ok((self.qwen_value(root, sub, path)?, false))
-    }
-
-    /// A non-string XML argument value: JSON of its schema.
-    fn qwen_value(&mut self, root: &Value, sub: &Value, path: &str) -> Result<Expr, TagError> {
-        // Other values are JSON; the sub-schema keeps the root's definitions for its `$ref`s.
-        let mut standalone = sub.clone();
-        if let (Value::Object(target), Value::Object(r)) = (&mut standalone, root) {
-            for key in ["$defs", "definitions"] {
-                if let (Some(defs), false) = (r.get(key), target.contains_key(key)) {
-                    target.insert(key.to_string(), defs.clone());
-                }
-            }
-        }
-        self.schema_rule(&standalone, path, None)
-    }
-}
-
-/// Whether an arguments schema admits properties it does not list: `true`, or an object schema
-/// listing none whose `additionalProperties` is not `false`.
-fn admits_free_keys(schema: &Value) -> bool {
-    match schema {
-        Value::Bool(b) => *b,
-        Value::Object(o) => {
-            !o.contains_key("properties")
-                && !o.contains_key("patternProperties")
-                && o.get("additionalProperties") != Some(&Value::Bool(false))
-        }
-        _ => false,
     }
 }
 
