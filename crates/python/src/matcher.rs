@@ -15,6 +15,7 @@ use structgen_engine::{GrammarMatcher, TokenBitmask, TokenId};
 
 use crate::compile::Compiled;
 use crate::error;
+use crate::vocab::token_ids;
 
 /// A C-contiguous run of `len` elements at `addr` in a caller's array.
 #[derive(Clone, Copy)]
@@ -82,20 +83,7 @@ impl Matcher {
         let stop = match (terminate_without_stop_token, override_stop_tokens) {
             (true, _) => Vec::new(),
             (false, None) => grammar.vocab().stop_tokens().to_vec(),
-            (false, Some(ids)) => ids
-                .into_iter()
-                .map(|t| {
-                    usize::try_from(t)
-                        .ok()
-                        .filter(|&u| u < size)
-                        .map(|u| TokenId(u as u32))
-                        .ok_or_else(|| {
-                            error(format!(
-                                "override_stop_tokens: {t} is not a token id of this vocabulary (size {size})"
-                            ))
-                        })
-                })
-                .collect::<PyResult<_>>()?,
+            (false, Some(ids)) => token_ids("override_stop_tokens", &ids, size)?,
         };
         Ok(Matcher {
             inner: GrammarMatcher::with_stop_tokens(grammar, stop),

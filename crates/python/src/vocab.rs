@@ -41,9 +41,9 @@ fn scheme(name: &str) -> PyResult<ByteScheme> {
     }
 }
 
-/// `stop` as token ids, each checked against `size`.
-fn stop_ids(stop: &[i64], size: usize) -> PyResult<Vec<TokenId>> {
-    stop.iter()
+/// `ids` (the argument `what`) as token ids, each checked against `size`.
+pub(crate) fn token_ids(what: &str, ids: &[i64], size: usize) -> PyResult<Vec<TokenId>> {
+    ids.iter()
         .map(|&t| {
             usize::try_from(t)
                 .ok()
@@ -51,7 +51,7 @@ fn stop_ids(stop: &[i64], size: usize) -> PyResult<Vec<TokenId>> {
                 .map(|u| TokenId(u as u32))
                 .ok_or_else(|| {
                     error(format!(
-                        "stop_token_ids: {t} is not a token id of this vocabulary (size {size})"
+                        "{what}: {t} is not a token id of this vocabulary (size {size})"
                     ))
                 })
         })
@@ -86,7 +86,7 @@ impl Vocabulary {
         };
         let vocab = match stop_token_ids {
             Some(stop) => {
-                let ids = stop_ids(&stop, vocab.size())?;
+                let ids = token_ids("stop_token_ids", &stop, vocab.size())?;
                 let ids: Vec<u32> = ids.iter().map(|t| t.0).collect();
                 vocab.with_stop_tokens(&ids).map_err(error)?
             }
@@ -115,8 +115,8 @@ impl Vocabulary {
                 pieces.len()
             )));
         }
-        let special = stop_ids(&special_ids, vocab_size)?;
-        let stop = stop_ids(&stop_token_ids, vocab_size)?;
+        let special = token_ids("special_ids", &special_ids, vocab_size)?;
+        let stop = token_ids("stop_token_ids", &stop_token_ids, vocab_size)?;
         let mut is_special = vec![false; vocab_size];
         for t in &special {
             is_special[t.index()] = true;

@@ -7,7 +7,7 @@ engine reads (`structgen --structural-tag`, `compile_structural_tag`).
 """
 
 import json
-from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type, Union, get_args
 
 from pydantic import BaseModel, Field
 from typing_extensions import Annotated
@@ -208,20 +208,8 @@ Format = Annotated[
     Field(discriminator="type"),
 ]
 
-for _model in (
-    SequenceFormat,
-    OrFormat,
-    TagFormat,
-    TriggeredTagsFormat,
-    TokenTriggeredTagsFormat,
-    TagsWithSeparatorFormat,
-    OptionalFormat,
-    PlusFormat,
-    StarFormat,
-    RepeatFormat,
-    DispatchFormat,
-    TokenDispatchFormat,
-):
+# The formats that contain formats refer to `Format` before it exists: resolve them now.
+for _model in get_args(get_args(Format)[0]):
     _model.model_rebuild()
 
 

@@ -4,14 +4,7 @@ released), float16 / bfloat16 by torch operations."""
 from typing import Any, List, Optional
 
 from .. import _core
-
-
-def _checked_indices(indices: Any) -> Optional[List[int]]:
-    if indices is None:
-        return None
-    if hasattr(indices, "tolist"):
-        indices = indices.tolist()
-    return [int(i) for i in indices]
+from . import _as_rows
 
 
 def apply_token_bitmask_inplace_cpu(
@@ -36,11 +29,7 @@ def apply_token_bitmask_inplace_cpu(
         raise ValueError(f"bitmask should be 1D or 2D, but got {bitmask.dim()}D")
     if logits.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ValueError("logits must be of type float32 or bfloat16/float16")
-    indices = _checked_indices(indices)
-    logits2 = logits.unsqueeze(0) if logits.dim() == 1 else logits
-    bitmask2 = bitmask.unsqueeze(0) if bitmask.dim() == 1 else bitmask
-    if vocab_size is None:
-        vocab_size = min(logits2.shape[-1], bitmask2.shape[-1] * 32)
+    logits2, bitmask2, vocab_size, indices = _as_rows(logits, bitmask, vocab_size, indices)
     if vocab_size > bitmask2.shape[-1] * 32 or vocab_size > logits2.shape[-1]:
         raise RuntimeError(
             f"vocab_size {vocab_size} exceeds the bitmask ({bitmask2.shape[-1] * 32} tokens) "

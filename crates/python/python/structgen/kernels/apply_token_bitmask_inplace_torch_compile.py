@@ -3,6 +3,8 @@ bits are unpacked to a boolean mask and the refused logits filled with -inf."""
 
 from typing import Any, List, Optional
 
+from . import _as_rows
+
 
 def apply_token_bitmask_inplace_torch_compile(
     logits: Any,
@@ -14,12 +16,7 @@ def apply_token_bitmask_inplace_torch_compile(
     (default `min(logits.shape[-1], bitmask.shape[-1] * 32)`), on every row or on `indices`."""
     import torch
 
-    logits2 = logits.unsqueeze(0) if logits.dim() == 1 else logits
-    bitmask2 = bitmask.unsqueeze(0) if bitmask.dim() == 1 else bitmask
-    if vocab_size is None:
-        vocab_size = min(logits2.shape[-1], bitmask2.shape[-1] * 32)
-    if hasattr(indices, "tolist"):
-        indices = indices.tolist()
+    logits2, bitmask2, vocab_size, indices = _as_rows(logits, bitmask, vocab_size, indices)
     shifts = torch.arange(32, device=bitmask2.device, dtype=torch.int32)
     bits = (bitmask2.unsqueeze(-1) >> shifts) & 1
     allowed = bits.reshape(bitmask2.shape[0], -1)[:, :vocab_size].bool()
