@@ -43,8 +43,23 @@ fn fill_row(m: &mut GrammarMatcher, words: &mut [u32], vocab_size: usize) -> PyR
         ))
     })?;
     m.fill_next_token_bitmask(&mut mask);
-    Ok(mask.count_allowed() < vocab_size)
+    Ok(refuses_any(mask.words(), vocab_size))
 }
+
+/// Whether a filled mask refuses any of the first `vocab_size` tokens (stops at the first word
+/// with a refused token: almost always the first).
+fn refuses_any(words: &[u32], vocab_size: usize) -> bool {
+    let full = vocab_size / 32;
+    if words[..full].iter().any(|&w| w != u32::MAX) {
+        return true;
+    }
+    let tail = vocab_size % 32;
+    let low = (1u32 << tail).wrapping_sub(1);
+    tail != 0 && words[full] & low != low
+}
+
+/// The error of a mask asked for after the stop token (xgrammar's wording).
+const TERMINATED: &str = "GrammarMatcher has terminated after accepting the stop token, but is trying to find the next token mask";
 
 /// The matcher of one sequence.
 #[pyclass(module = "structgen._core")]
@@ -112,6 +127,9 @@ impl Matcher {
     /// Writes the next-token mask into `len` int32 words at `addr` (one bitmask row); whether
     /// any token is masked out.
     fn fill_raw(&mut self, py: Python<'_>, addr: usize, len: usize) -> PyResult<bool> {
+        if self.stopped() {
+            return Err(error(TERMINATED));
+        }
         let raw = Raw { addr, len };
         let size = self.vocab_size();
         let m = &mut self.inner;

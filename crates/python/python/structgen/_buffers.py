@@ -27,7 +27,7 @@ def int32_rows(bitmask: Any) -> Tuple[int, int, int]:
     global _last
     cached, key, out = _last
     if bitmask is cached:
-        if not is_torch(bitmask):
+        if key is None:  # NumPy
             if not bitmask.flags.writeable:
                 raise ValueError("bitmask: the array is read-only")
             return out

@@ -142,11 +142,6 @@ class GrammarMatcher:
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0, *, debug_print: bool = False) -> bool:
         """Writes the next-token mask into row `index` of `bitmask` (CPU int32, torch or NumPy);
         returns whether any token is refused (False: applying the mask would change nothing)."""
-        if self._handle.stop_accepted():
-            raise RuntimeError(
-                "GrammarMatcher has terminated after accepting the stop token, but is trying to "
-                "find the next token mask"
-            )
         addr, row_words, rows = int32_rows(bitmask)
         if not 0 <= index < rows:
             raise RuntimeError(f"index {index} is out of the bitmask's {rows} rows")
