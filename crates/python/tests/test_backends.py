@@ -75,6 +75,9 @@ def test_vllm_backend_runs_each_request_type(tok):
         grammar.rollback(1)
         grammar.reset()
         assert grammar.num_processed_tokens == 0
+    stop = backend.compile_grammar(O.GRAMMAR, 'root ::= "yes" | "no"', stop_token_ids={128001})
+    assert stop.accept_tokens("r", _ids(tok, "no")) and not stop.accept_tokens("r", [128009])
+    assert stop.accept_tokens("r", [128001]) and stop.is_terminated()
     bad = backend.compile_grammar(O.GRAMMAR, 'root ::= "yes" | "no"')
     assert not bad.accept_tokens("r", _ids(tok, "yes") + _ids(tok, "yes"))
     assert bad.accept_tokens("r", _ids(tok, "yes")), "a refused batch leaves no token behind"
@@ -110,13 +113,23 @@ def test_sglang_backend_is_registered_and_runs(tok):
     new = _ids(tok, '{"city": "Rome"}')
     g.jump_and_retokenize(old, new[: len(old) + 1], state)
     copy = g.copy()
-    mask = np.zeros(sg.get_bitmask_shape(1, 128256), dtype=np.int32)
+    mask = np.zeros(sg.get_bitmask_shape(3, 128256), dtype=np.int32)
     copy.fill_vocab_mask(mask, 0)
     assert new[0] in allowed(mask)
+    row = SimpleNamespace
+    g.fill_vocab_mask_batched([row(grammar=copy, row=2), row(grammar=g, row=1)], mask)
+    assert np.array_equal(mask[0], mask[2]) and not mask[0].all() and mask[1].any()
+    g.reset_vocab_mask(mask)
+    assert (mask == -1).all()
     with pytest.raises(ValueError, match="not allowed"):
         g.accept_token(_ids(tok, "\n")[0])  # a raw newline inside a JSON string
-    assert backend.dispatch_json("$$ANY$$") is not base.INVALID_GRAMMAR_OBJ
-    assert backend.dispatch_regex("(") is getattr(base, "INVALID_GRAMMAR_OBJ", None)
+    def invalid(g):
+        if hasattr(base, "InvalidGrammarObject"):
+            return isinstance(g, base.InvalidGrammarObject) and "regex" in g.error_message
+        return g is getattr(base, "INVALID_GRAMMAR_OBJ", None)
+
+    assert isinstance(backend.dispatch_json("$$ANY$$"), sgl.StructgenGrammarObject)
+    assert invalid(backend.dispatch_regex("("))
     e = backend.dispatch_ebnf('root ::= "a"')
     e.accept_token(_ids(tok, "a")[0])
     e.accept_token(128009)

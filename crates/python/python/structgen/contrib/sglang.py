@@ -19,8 +19,15 @@ from sglang.srt.constrained.base_grammar_backend import BaseGrammarBackend, Base
 import structgen as sg
 
 logger = logging.getLogger(__name__)
-# What a failed compile returns: SGLang's invalid-grammar marker where it has one.
-_INVALID = getattr(base, "INVALID_GRAMMAR_OBJ", None)
+
+
+def _invalid(message: str) -> Any:
+    """What a failed compile returns: SGLang's `InvalidGrammarObject(message)` (≥ 0.5), its
+    `INVALID_GRAMMAR_OBJ` marker (earlier), or None (the oldest interface)."""
+    if hasattr(base, "InvalidGrammarObject"):
+        return base.InvalidGrammarObject(message)
+    return getattr(base, "INVALID_GRAMMAR_OBJ", None)
+
 
 
 class StructgenGrammarObject(BaseGrammarObject):
@@ -48,6 +55,20 @@ class StructgenGrammarObject(BaseGrammarObject):
 
     def fill_vocab_mask(self, vocab_mask: Any, idx: int) -> None:
         self.matcher.fill_next_token_bitmask(vocab_mask, idx)
+
+    @staticmethod
+    def fill_vocab_mask_batched(entries: List[Any], vocab_mask: Any) -> None:
+        """Fills row `entry.row` for each `entry.grammar`, in parallel (rows not listed stay)."""
+        if not entries:
+            return
+        sg.BatchGrammarMatcher().batch_fill_next_token_bitmask(
+            [e.grammar.matcher for e in entries], vocab_mask, indices=[e.row for e in entries]
+        )
+
+    @staticmethod
+    def reset_vocab_mask(vocab_mask: Any) -> None:
+        """Every token allowed again."""
+        sg.reset_token_bitmask(vocab_mask)
 
     @staticmethod
     def move_vocab_mask(vocab_mask: Any, device: Any) -> Any:
@@ -94,7 +115,7 @@ class StructgenGrammarBackend(BaseGrammarBackend):
             return StructgenGrammarObject(compile_fn(), self.vocab_size, key)
         except (RuntimeError, ValueError) as e:
             logger.warning("structgen: cannot compile %s grammar: %s", key[0], e)
-            return _INVALID
+            return _invalid(f"structgen: {e}")
 
     def dispatch_json(self, key_string: str) -> Any:
         if key_string == "$$ANY$$":

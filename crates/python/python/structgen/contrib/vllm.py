@@ -16,7 +16,7 @@ must be forked from the one that called `install()`, or set VLLM_ENABLE_V1_MULTI
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Set
 
 from vllm.v1.structured_output.backend_types import (
     StructuredOutputBackend,
@@ -108,7 +108,13 @@ class StructgenBackend(StructuredOutputBackend):
         info = sg.TokenizerInfo.from_huggingface(self.tokenizer, vocab_size=self.vocab_size)
         self.compiler = sg.GrammarCompiler(info)
 
-    def compile_grammar(self, request_type: StructuredOutputOptions, grammar_spec: str) -> StructgenGrammar:
+    def compile_grammar(
+        self,
+        request_type: StructuredOutputOptions,
+        grammar_spec: str,
+        stop_token_ids: Optional[Set[int]] = None,
+    ) -> StructgenGrammar:
+        """The request's grammar; `stop_token_ids` (vLLM ≥ 0.33) replace the vocabulary's."""
         c = self.compiler
         if request_type == StructuredOutputOptions.JSON:
             compiled = c.compile_json_schema(grammar_spec, any_whitespace=self.any_whitespace)
@@ -124,7 +130,8 @@ class StructgenBackend(StructuredOutputBackend):
             compiled = c.compile_structural_tag(_structural_tag(grammar_spec))
         else:
             raise ValueError(f"structgen: unsupported structured output type {request_type}")
-        return StructgenGrammar(sg.GrammarMatcher(compiled))
+        stop = sorted(stop_token_ids) if stop_token_ids else None
+        return StructgenGrammar(sg.GrammarMatcher(compiled, override_stop_tokens=stop))
 
     def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
         return sg.allocate_token_bitmask(max_num_seqs, self.vocab_size)

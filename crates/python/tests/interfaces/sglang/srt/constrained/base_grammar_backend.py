@@ -23,6 +23,15 @@ class BaseGrammarObject:
         raise NotImplementedError
 
     @staticmethod
+    def fill_vocab_mask_batched(entries: List[Any], vocab_mask: Any) -> None:
+        for entry in entries:
+            entry.grammar.fill_vocab_mask(vocab_mask, entry.row)
+
+    @staticmethod
+    def reset_vocab_mask(vocab_mask: Any) -> None:
+        raise NotImplementedError
+
+    @staticmethod
     def move_vocab_mask(vocab_mask: Any, device: Any) -> Any:
         raise NotImplementedError
 

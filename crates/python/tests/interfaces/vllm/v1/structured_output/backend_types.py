@@ -42,7 +42,9 @@ class StructuredOutputBackend(ABC):
     vocab_size: int
 
     @abstractmethod
-    def compile_grammar(self, request_type: StructuredOutputOptions, grammar_spec: str) -> StructuredOutputGrammar: ...
+    def compile_grammar(
+        self, request_type: StructuredOutputOptions, grammar_spec: str, stop_token_ids: Optional[set] = None
+    ) -> StructuredOutputGrammar: ...
 
     @abstractmethod
     def allocate_token_bitmask(self, max_num_seqs: int) -> Any: ...
