@@ -170,14 +170,37 @@ pub fn lower_regex(pattern: &str, mode: RegexMode, limits: &Limits) -> Result<Ex
 }
 
 /// ECMA-262 (the dialect of JSON Schema patterns) reads `[`, `&` and `~` inside a character class
-/// as themselves; `regex-syntax` reads `[` there as a nested class and `&&` / `~~` as set
-/// operations. Escapes them, and returns the rewritten pattern with, per byte of it, the byte
+/// as themselves, `[]` as the class of nothing and `[^]` as any character; `regex-syntax` reads
+/// `[` there as a nested class, `&&` / `~~` as set operations, and `[]...` / `[^]...` as classes
+/// holding `]`. Rewrites them for regex-syntax, and returns the rewritten pattern with, per byte of it, the byte
 /// offset in `pattern` it comes from (for error offsets).
 fn ecma_class_literals(pattern: &str) -> (String, Vec<usize>) {
     let mut out = String::with_capacity(pattern.len());
     let mut origin = Vec::with_capacity(pattern.len() + 1);
-    let (mut in_class, mut escaped) = (false, false);
+    let (mut in_class, mut escaped, mut skip) = (false, false, 0usize);
     for (i, c) in pattern.char_indices() {
+        if skip > 0 {
+            skip -= 1;
+            continue;
+        }
+        if !in_class && !escaped && c == '[' {
+            // ECMA-262's `[]` matches nothing and `[^]` any character; regex-syntax reads both
+            // as the start of a class that contains `]`.
+            let rest = &pattern[i + 1..];
+            let whole = if rest.starts_with(']') {
+                Some((r"[^\s\S]", 1))
+            } else if rest.starts_with("^]") {
+                Some((r"[\s\S]", 2))
+            } else {
+                None
+            };
+            if let Some((class, extra)) = whole {
+                out.push_str(class);
+                origin.extend(std::iter::repeat_n(i, class.len()));
+                skip = extra;
+                continue;
+            }
+        }
         if in_class && !escaped && matches!(c, '[' | '&' | '~') {
             out.push('\\');
             origin.push(i);
@@ -650,6 +673,10 @@ mod tests {
         assert_eq!(is_match(r"^[a&&b]$", "&", &limits), Ok(true));
         assert_eq!(is_match(r"^[a~~b]$", "~", &limits), Ok(true));
         assert_eq!(is_match(r"^[a-c]\[x$", "b[x", &limits), Ok(true));
+        // `[^]` is any character, `[]` none.
+        assert_eq!(is_match(r"^a[^]c$", "a\nc", &limits), Ok(true));
+        assert_eq!(is_match(r"^a[]?c$", "ac", &limits), Ok(true));
+        assert_eq!(is_match(r"^a[]c$", "a]c", &limits), Ok(false));
         // Offsets still point into the pattern as written.
         let e = full(r"[[&]a**").unwrap_err();
         assert_eq!(e.offset, 6, "{e}");
