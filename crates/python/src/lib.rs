@@ -60,6 +60,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<compile::Compiler>()?;
     m.add_class::<compile::Compiled>()?;
     m.add_class::<matcher::Matcher>()?;
+    m.add_class::<matcher::Pool>()?;
     m.add_function(wrap_pyfunction!(set_nesting_limit, m)?)?;
     m.add_function(wrap_pyfunction!(matcher::batch_fill, m)?)?;
     m.add_function(wrap_pyfunction!(matcher::apply_mask, m)?)?;

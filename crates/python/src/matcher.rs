@@ -216,6 +216,7 @@ impl Matcher {
 /// `total` words in all) for `matchers[i]`, in parallel; per matcher, whether any token is
 /// masked out.
 #[pyfunction]
+#[pyo3(signature = (matchers, addr, row_words, total, rows, pool=None))]
 pub fn batch_fill(
     py: Python<'_>,
     matchers: Vec<PyRefMut<'_, Matcher>>,
@@ -223,6 +224,7 @@ pub fn batch_fill(
     row_words: usize,
     total: usize,
     rows: Vec<usize>,
+    pool: Option<PyRef<'_, Pool>>,
 ) -> PyResult<Vec<bool>> {
     if matchers.len() != rows.len() {
         return Err(error(format!(
@@ -241,12 +243,13 @@ pub fn batch_fill(
         }
     }
     let mut matchers = matchers;
-    let mut jobs: Vec<(&mut Matcher, usize)> = matchers
+    let jobs: Vec<(&mut Matcher, usize)> = matchers
         .iter_mut()
         .map(|m| &mut **m)
         .zip(rows.iter().copied())
         .collect();
-    py.detach(|| {
+    let fill = move || -> PyResult<Vec<bool>> {
+        let mut jobs = jobs;
         jobs.par_iter_mut()
             .map(|(m, row)| {
                 let raw = Raw {
@@ -260,7 +263,46 @@ pub fn batch_fill(
                 fill_row(&mut m.inner, words, size)
             })
             .collect()
+    };
+    let pool = pool.as_deref().map(|p| &p.inner);
+    py.detach(|| match pool {
+        Some(pool) => pool.install(fill),
+        None => fill(),
     })
+}
+
+/// Threads of their own for batch mask filling (`BatchGrammarMatcher(max_threads=N)`); without
+/// one, batches run on rayon's global pool (one thread per core).
+#[pyclass(module = "structgen._core", frozen)]
+pub struct Pool {
+    inner: rayon::ThreadPool,
+}
+
+#[pymethods]
+impl Pool {
+    /// A pool of `threads` worker threads (at least 1).
+    #[new]
+    fn new(threads: usize) -> PyResult<Self> {
+        if threads == 0 {
+            return Err(error("max_threads must be at least 1"));
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("structgen-batch-{i}"))
+            .build()
+            .map(|inner| Pool { inner })
+            .map_err(|e| {
+                error(format!(
+                    "max_threads {threads}: cannot start the threads: {e}"
+                ))
+            })
+    }
+
+    /// How many worker threads the pool runs.
+    #[getter]
+    fn threads(&self) -> usize {
+        self.inner.current_num_threads()
+    }
 }
 
 /// Sets to -inf every logit below `vocab_size` (float32 rows of `width` at `logits`, `stride`

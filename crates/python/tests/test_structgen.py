@@ -115,6 +115,14 @@ def test_jump_forward_and_batch(llama3):
         m.fill_next_token_bitmask(one)
         assert np.array_equal(one[0], batch[row])
     assert not batch[2].any()
+    # A pool of its own gives the same rows; a bad size is refused.
+    own = np.zeros_like(batch)
+    sg.BatchGrammarMatcher(max_threads=2).batch_fill_next_token_bitmask(matchers, own, indices=[3, 0, 1])
+    assert np.array_equal(own, batch)
+    assert sg.BatchGrammarMatcher(max_threads=3)._pool.threads == 3
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(RuntimeError, match="max_threads"):
+            sg.BatchGrammarMatcher(max_threads=bad)
 
 
 def test_errors_name_what_and_where():

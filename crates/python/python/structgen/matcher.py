@@ -189,13 +189,16 @@ class GrammarMatcher:
 
 
 class BatchGrammarMatcher:
-    """Batch operations over many matchers; masks are filled in parallel (rayon, all cores:
-    `max_threads` is accepted for xgrammar compatibility)."""
+    """Batch operations over many matchers; masks are filled in parallel, on `max_threads`
+    threads of this object's own, or with `"auto"` on one shared thread per core."""
 
     def __init__(self, max_threads: Union[int, str] = "auto") -> None:
-        if max_threads != "auto" and (not isinstance(max_threads, int) or max_threads < 1):
+        if max_threads != "auto" and (
+            isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1
+        ):
             raise RuntimeError(f"max_threads must be 'auto' or a positive integer, got {max_threads!r}")
         self._max_threads = max_threads
+        self._pool = None if max_threads == "auto" else _core.Pool(max_threads)
 
     def batch_fill_next_token_bitmask(
         self,
@@ -213,7 +216,9 @@ class BatchGrammarMatcher:
                     "GrammarMatcher has terminated after accepting the stop token, but is trying "
                     "to find the next token mask"
                 )
-        _core.batch_fill([m._handle for m in matchers], addr, row_words, rows * row_words, rows_of)
+        _core.batch_fill(
+            [m._handle for m in matchers], addr, row_words, rows * row_words, rows_of, self._pool
+        )
 
     @staticmethod
     def batch_accept_token(
