@@ -237,6 +237,40 @@ fn every_format_type_converts() {
             "<|open|>argument key=\"city\" type=\"string\"<|sep|>a<|close|>argument<|sep|><|open|>argument key=\"n\" type=\"integer\"<|sep|>2<|close|>argument<|sep|>",
         ],
     );
+    // Cohere: strings raw, objects and arrays as nested elements (items without names), other
+    // values JSON; a recursive `$ref` is one rule.
+    let nested = json!({"type": "object", "properties": {
+        "where": {"type": "object", "properties": {"city": {"type": "string"}, "ok": {"type": "boolean"}}, "required": ["city"]},
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2},
+        "n": {"anyOf": [{"type": "integer"}, {"type": "string", "enum": ["many"]}]},
+        "tree": {"$ref": "#/$defs/node"}},
+        "required": ["where"],
+        "$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "additionalProperties": false}}});
+    check(
+        json!({"type": "json_schema", "json_schema": nested, "style": "cohere_xml"}),
+        &[
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"raw\">Oslo \"N\"</cofl:value></cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\">\n <cofl:value name=\"city\" type=\"raw\">a</cofl:value><cofl:value name=\"ok\" type=\"json\"> true </cofl:value></cofl:value><cofl:value name=\"tags\" type=\"list\"><cofl:value type=\"raw\">x</cofl:value><cofl:value type=\"raw\">y</cofl:value></cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"raw\">a</cofl:value></cofl:value><cofl:value name=\"n\" type=\"raw\">many</cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"raw\">a</cofl:value></cofl:value><cofl:value name=\"n\" type=\"json\">12</cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"raw\">a</cofl:value></cofl:value><cofl:value name=\"tree\" type=\"dict\"><cofl:value name=\"kids\" type=\"list\"><cofl:value type=\"dict\"></cofl:value></cofl:value></cofl:value>",
+        ],
+        &[
+            "<cofl:value name=\"where\" type=\"raw\">Oslo</cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"ok\" type=\"json\">true</cofl:value></cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"json\">\"a\"</cofl:value></cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"raw\">a</cofl:value></cofl:value><cofl:value name=\"tags\" type=\"list\"></cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"raw\">a</cofl:value></cofl:value><cofl:value name=\"tags\" type=\"list\"><cofl:value name=\"0\" type=\"raw\">x</cofl:value></cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"raw\">a</cofl:value></cofl:value><cofl:value name=\"n\" type=\"raw\">12</cofl:value>",
+            "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"raw\">a</cofl:value></cofl:value><cofl:value name=\"tree\" type=\"dict\"><cofl:value name=\"x\" type=\"json\">1</cofl:value></cofl:value>",
+        ],
+    );
+    // Without a parameters schema any members are taken, raw or JSON.
+    check(
+        json!({"type": "json_schema", "json_schema": true, "style": "cohere_xml"}),
+        &["<cofl:value name=\"q\" type=\"json\">[1, 2]</cofl:value><cofl:value name=\"s\" type=\"raw\">x</cofl:value>"],
+        &["<cofl:value name=\"q\" type=\"json\">[1,</cofl:value>", "<cofl:value type=\"raw\">x</cofl:value>"],
+    );
     // A schema that admits any keys: free arguments, each value of the type its attribute names.
     check(
         json!({"type": "json_schema", "json_schema": true, "style": "kimi_k3_xml"}),

@@ -69,7 +69,7 @@ fn any_content() -> Expr {
 }
 
 /// The regex of each supported `format`, over the decoded string.
-fn format_regex(format: &str) -> Option<&'static str> {
+pub(crate) fn format_regex(format: &str) -> Option<&'static str> {
     const DATE: &str = concat!(
         r"([0-9]{4}-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|[0-9]{4}-(0[469]|11)-(0[1-9]|[12][0-9]|30)",
         r"|[0-9]{4}-02-(0[1-9]|1[0-9]|2[0-8])",

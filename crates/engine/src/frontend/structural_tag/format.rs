@@ -39,6 +39,9 @@ pub enum Style {
     DeepseekXml,
     /// GLM-4.7's `<arg_key>NAME</arg_key><arg_value>value</arg_value>` members.
     GlmXml,
+    /// Cohere's `<cofl:value name="NAME" type="T">value</cofl:value>` members (`T`: `raw` text,
+    /// `dict` and `list` nested elements, `json` JSON).
+    CohereXml,
     /// Kimi-K3's `<|open|>argument key="NAME" type="T"<|sep|>value<|close|>argument<|sep|>`
     /// members (`T` names the value's JSON type: `string` raw, the others JSON).
     KimiK3Xml,
@@ -383,10 +386,11 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
                 (_, Some(Value::String(s))) if s == "deepseek_xml" => Style::DeepseekXml,
                 (_, Some(Value::String(s))) if s == "glm_xml" => Style::GlmXml,
                 (_, Some(Value::String(s))) if s == "kimi_k3_xml" => Style::KimiK3Xml,
+                (_, Some(Value::String(s))) if s == "cohere_xml" => Style::CohereXml,
                 (_, Some(other)) => {
                     return Err(invalid(
                         &f.at("style"),
-                        format!("expected \"json\", \"qwen_xml\", \"minimax_xml\", \"deepseek_xml\", \"glm_xml\" or \"kimi_k3_xml\", found {other}"),
+                        format!("expected \"json\", \"qwen_xml\", \"minimax_xml\", \"deepseek_xml\", \"glm_xml\", \"cohere_xml\" or \"kimi_k3_xml\", found {other}"),
                     ))
                 }
             };

@@ -7,11 +7,14 @@
 //!   TagDispatch of its rules.
 //! - `json_schema` → the JSON Schema converter's rule (`max_whitespace`, our extension, overrides
 //!   the options' bound); with `style: qwen_xml`, members are written
-//!   `<parameter=NAME>value</parameter>` (strings raw, other values as JSON).
+//!   `<parameter=NAME>value</parameter>` (strings raw, other values as JSON), and likewise in the
+//!   other XML styles (`lower/xml.rs`); `cohere_xml` nests elements for objects and arrays
+//!   (`lower/cohere.rs`).
 //! - a format that depends on nothing around it (regex, schema, sequences and alternatives of
 //!   those) and appears twice becomes one shared rule.
 //! - literals are split around special-token texts, which become whole-token terminals.
 
+mod cohere;
 mod xml;
 
 use std::hash::Hash;
@@ -276,6 +279,7 @@ impl<'a> Lowering<'a> {
                 max_whitespace,
             } => match style {
                 Style::Json => self.schema_rule(schema, path, *max_whitespace)?,
+                Style::CohereXml => self.cohere_args(schema, path)?,
                 xml => self.xml_args(schema, path, *xml)?,
             },
             Format::Grammar(src) => {

@@ -48,7 +48,8 @@ impl Lowering<'_> {
             return Err(invalid(&format!("{path}/json_schema/required"), format!("required property {missing:?} is not in `properties` (XML arguments list only known properties)")));
         }
         let close = match style {
-            Style::MinimaxXml | Style::QwenXml | Style::Json => "</parameter>",
+            // Json and CohereXml are lowered elsewhere (`Lowering::node`, `cohere.rs`).
+            Style::MinimaxXml | Style::QwenXml | Style::Json | Style::CohereXml => "</parameter>",
             Style::DeepseekXml => "</｜DSML｜parameter>",
             Style::GlmXml => "</arg_value>",
             Style::KimiK3Xml => "<|close|>argument<|sep|>",
@@ -79,7 +80,7 @@ impl Lowering<'_> {
                     ws.clone(),
                     Expr::Literal("<arg_value>".into()),
                 ],
-                Style::QwenXml | Style::Json | Style::KimiK3Xml => {
+                Style::QwenXml | Style::Json | Style::KimiK3Xml | Style::CohereXml => {
                     vec![Expr::Literal(format!("<parameter={name}>"))]
                 }
             };
@@ -160,7 +161,9 @@ impl Lowering<'_> {
                     alt(kinds),
                 )
             }
-            Style::QwenXml | Style::Json => (vec![lit("<parameter="), key, lit(">")], raw),
+            Style::QwenXml | Style::Json | Style::CohereXml => {
+                (vec![lit("<parameter="), key, lit(">")], raw)
+            }
         };
         let mut parts = vec![ws.clone()];
         parts.extend(open);
@@ -243,7 +246,12 @@ impl Lowering<'_> {
     }
 
     /// A non-string XML argument value: JSON of its schema.
-    fn qwen_value(&mut self, root: &Value, sub: &Value, path: &str) -> Result<Expr, TagError> {
+    pub(super) fn qwen_value(
+        &mut self,
+        root: &Value,
+        sub: &Value,
+        path: &str,
+    ) -> Result<Expr, TagError> {
         // Other values are JSON; the sub-schema keeps the root's definitions for its `$ref`s.
         let mut standalone = sub.clone();
         if let (Value::Object(target), Value::Object(r)) = (&mut standalone, root) {
