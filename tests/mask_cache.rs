@@ -281,3 +281,53 @@ fn batch_fill_equals_one_by_one() {
         }
     }
 }
+
+#[test]
+fn grammar_cache_keeps_within_its_byte_bound() {
+    let grammar = |n: usize| {
+        let alts: Vec<String> = (0..n).map(|i| format!("\"word{i}\"")).collect();
+        structgen::grammar::ebnf::parse(
+            &format!("root ::= ({})+", alts.join(" | ")),
+            "root",
+            &Limits::default(),
+        )
+        .expect("parses")
+    };
+    let options = |bytes| CompileOptions {
+        precompute: Precompute::Top(0),
+        cross_grammar_cache: false,
+        grammar_cache_bytes: bytes,
+        ..CompileOptions::default()
+    };
+    let compile = |c: &GrammarCompiler, n: usize| {
+        c.compile_cached(n as u128, || {
+            Ok::<_, structgen::grammar::GrammarError>(grammar(n))
+        })
+        .expect("compiles")
+    };
+    // Unbounded: every grammar is kept and counted.
+    let all = GrammarCompiler::new(common::byte_vocab(), Limits::default(), options(None));
+    let sizes: Vec<usize> = (20..23).map(|n| compile(&all, n).heap_bytes()).collect();
+    assert!(sizes.iter().all(|&b| b > 0));
+    assert_eq!(all.cache_bytes(), sizes.iter().sum::<usize>());
+    // Room for two: the least recently used goes, and compiling it again is a miss.
+    let bound = sizes[1] + sizes[2];
+    let two = GrammarCompiler::new(
+        common::byte_vocab(),
+        Limits::default(),
+        options(Some(bound)),
+    );
+    for n in 20..23 {
+        compile(&two, n);
+    }
+    assert_eq!(two.cache_bytes(), bound);
+    compile(&two, 22);
+    assert_eq!(two.grammar_cache_hits(), 1);
+    compile(&two, 20);
+    assert_eq!(
+        two.grammar_cache_hits(),
+        1,
+        "the oldest grammar was evicted"
+    );
+    assert!(two.cache_bytes() <= bound);
+}

@@ -51,6 +51,17 @@ pub struct Automaton {
 }
 
 impl Automaton {
+    /// Heap bytes held (an estimate for the grammar's expressions).
+    pub fn heap_bytes(&self) -> usize {
+        self.grammar.heap_bytes()
+            + self.fsm.heap_bytes()
+            + self.lookahead.heap_bytes()
+            + self.nullable.capacity()
+            + self.dispatcher.capacity()
+            + self.dispatched.capacity()
+            + self.counted.capacity() * std::mem::size_of::<Option<Counted>>()
+    }
+
     /// The grammar after steps 1 and 2 (optimized, repetitions compressed).
     pub fn grammar(&self) -> &Grammar {
         &self.grammar

@@ -53,6 +53,9 @@ pub struct CompileOptions {
     pub cross_grammar_cache: bool,
     /// Most whole compiled grammars kept for [`GrammarCompiler::compile_cached`].
     pub grammar_cache_entries: usize,
+    /// Most heap bytes those grammars may hold together ([`CompiledGrammar::heap_bytes`]; least
+    /// recently used out first); `None`: bounded by entries only.
+    pub grammar_cache_bytes: Option<usize>,
     /// Repetitions with a bound above this become counted rules
     /// ([`crate::grammar::repetition`]); `None` unrolls every repetition.
     pub repetition_threshold: Option<u32>,
@@ -72,6 +75,7 @@ impl Default for CompileOptions {
             precompute: Precompute::Auto,
             cross_grammar_cache: true,
             grammar_cache_entries: 256,
+            grammar_cache_bytes: None,
             repetition_threshold: Some(REPETITION_THRESHOLD),
         }
     }
@@ -99,6 +103,36 @@ pub struct CompiledGrammar {
 }
 
 impl CompiledGrammar {
+    /// Heap bytes this grammar holds by itself: its automaton, the per-state tables, and the masks
+    /// it computed that no shared pool holds (a pool's masks are counted once, by the pool).
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let own_masks: usize = match self.pool {
+            Some(_) => 0,
+            None => {
+                let counted = self.lock_counted();
+                self.masks
+                    .iter()
+                    .filter_map(OnceLock::get)
+                    .chain(counted.values())
+                    .map(|m| m.mask.bytes() + m.uncertain.heap_bytes())
+                    .sum()
+            }
+        };
+        let stand_ins: usize = self
+            .stand_ins
+            .iter()
+            .filter_map(|s| s.get().and_then(Option::as_ref))
+            .map(|s| s.len() * size_of::<StateId>())
+            .sum();
+        self.automaton.heap_bytes()
+            + self.keys.as_ref().map_or(0, StructuralHashes::heap_bytes)
+            + self.masks.capacity() * size_of::<OnceLock<StateMask>>()
+            + self.stand_ins.capacity() * size_of::<OnceLock<Option<Box<[StateId]>>>>()
+            + stand_ins
+            + own_masks
+    }
+
     /// The vocabulary-free automaton the masks are computed from.
     #[inline]
     pub fn automaton(&self) -> &Automaton {
@@ -380,7 +414,11 @@ pub struct GrammarCompiler {
 
 #[derive(Debug, Default)]
 struct GrammarCache {
-    map: FxHashMap<u128, (Arc<CompiledGrammar>, u64)>,
+    /// Per key: the grammar, when it was last used, and under a byte bound its heap bytes when it
+    /// was kept (0 without one: nothing reads them).
+    map: FxHashMap<u128, (Arc<CompiledGrammar>, u64, usize)>,
+    /// Sum of the kept grammars' bytes under a byte bound.
+    bytes: usize,
     tick: u64,
     hits: u64,
 }
@@ -422,6 +460,15 @@ impl GrammarCompiler {
     /// Counters of the shared mask pool (`None` without the cross-grammar cache).
     pub fn pool_stats(&self) -> Option<PoolStats> {
         self.pool.as_ref().map(|p| p.stats())
+    }
+
+    /// Heap bytes held by what this compiler keeps between grammars: the compiled grammars of
+    /// its grammar cache and the shared mask pool.
+    pub fn cache_bytes(&self) -> usize {
+        let grammars: Vec<Arc<CompiledGrammar>> =
+            self.lock().map.values().map(|e| Arc::clone(&e.0)).collect();
+        let bytes: usize = grammars.iter().map(|g| g.heap_bytes()).sum();
+        bytes + self.pool_stats().map_or(0, |s| s.bytes)
     }
 
     /// How many [`GrammarCompiler::compile_cached`] calls were answered from the grammar cache.
@@ -484,7 +531,7 @@ impl GrammarCompiler {
             let mut cache = self.lock();
             cache.tick += 1;
             let tick = cache.tick;
-            if let Some((g, used)) = cache.map.get_mut(&key) {
+            if let Some((g, used, _)) = cache.map.get_mut(&key) {
                 *used = tick;
                 let g = Arc::clone(g);
                 cache.hits += 1;
@@ -492,23 +539,36 @@ impl GrammarCompiler {
             }
         }
         let compiled = self.compile_owned(build()?)?;
+        let max_bytes = self.options.grammar_cache_bytes.unwrap_or(usize::MAX);
+        let bytes = match self.options.grammar_cache_bytes {
+            Some(_) => compiled.heap_bytes(),
+            None => 0,
+        };
         let mut cache = self.lock();
-        if self.options.grammar_cache_entries == 0 {
+        if self.options.grammar_cache_entries == 0 || bytes > max_bytes {
             return Ok(compiled);
         }
-        while cache.map.len() >= self.options.grammar_cache_entries {
+        while cache.map.len() >= self.options.grammar_cache_entries
+            || cache.bytes + bytes > max_bytes
+        {
             let Some(oldest) = cache
                 .map
                 .iter()
-                .min_by_key(|(_, (_, used))| *used)
+                .min_by_key(|(_, (_, used, _))| *used)
                 .map(|(k, _)| *k)
             else {
                 break;
             };
-            cache.map.remove(&oldest);
+            if let Some((_, _, freed)) = cache.map.remove(&oldest) {
+                cache.bytes -= freed;
+            }
         }
         let tick = cache.tick;
-        cache.map.insert(key, (Arc::clone(&compiled), tick));
+        cache.bytes += bytes;
+        if let Some((_, _, replaced)) = cache.map.insert(key, (Arc::clone(&compiled), tick, bytes))
+        {
+            cache.bytes -= replaced;
+        }
         Ok(compiled)
     }
 }

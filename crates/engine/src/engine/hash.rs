@@ -158,6 +158,13 @@ pub struct StructuralHashes {
 pub const BELOW_BUDGET: usize = 256;
 
 impl StructuralHashes {
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        (self.states.capacity() + self.rules.capacity()) * std::mem::size_of::<u128>()
+            + self.component.capacity() * std::mem::size_of::<usize>()
+            + self.salted.capacity()
+    }
+
     /// A hash of what lies below state `s` only: the states reachable from it (in its rule and,
     /// through recursion, its cycle's rules) and its callees' hashes, serialized from `s` as
     /// [`structural_hashes`] serializes a rule from its start. Two states with equal hashes here

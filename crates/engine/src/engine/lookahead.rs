@@ -67,6 +67,11 @@ pub struct Lookahead {
 }
 
 impl Lookahead {
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        (self.first.capacity() + self.follow.capacity()) * std::mem::size_of::<ByteSet>()
+    }
+
     /// Computes both sets for `fsm` with `nullable[rule]`. Nothing follows the root at the top
     /// level; bytes after its recursive uses do.
     pub fn new(fsm: &CompactFsm, nullable: &[bool]) -> Lookahead {

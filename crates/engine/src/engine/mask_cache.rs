@@ -125,7 +125,7 @@ impl Uncertain {
     }
 
     /// Heap bytes held.
-    fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.bytes.len() + self.ends.len() * 8 + self.tokens.len() * 4
     }
 }

@@ -459,6 +459,20 @@ fn loops_on_wide_chars(dfa: &Dfa, i: usize) -> bool {
 }
 
 impl CompactFsm {
+    /// Heap bytes held (the tables' capacities).
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.accept.capacity()
+            + self.rule_of.capacity() * size_of::<RuleId>()
+            + self.byte_start.capacity() * 4
+            + self.byte_edges.capacity() * size_of::<ByteEdge>()
+            + self.ref_start.capacity() * 4
+            + self.ref_edges.capacity() * size_of::<(RuleId, StateId)>()
+            + self.rule_start.capacity() * size_of::<StateId>()
+            + self.loop_of.capacity() * 4
+            + self.loop_classes.capacity() * size_of::<LoopClass>()
+    }
+
     /// Freezes per-rule DFAs (indexed by rule id) into one automaton.
     pub fn freeze(dfas: &[Dfa]) -> CompactFsm {
         let mut fsm = CompactFsm::default();

@@ -190,6 +190,19 @@ pub struct Grammar {
 }
 
 impl Grammar {
+    /// Heap bytes held, estimated from the expression nodes and the rules' names.
+    pub fn heap_bytes(&self) -> usize {
+        self.rules
+            .iter()
+            .map(|r| {
+                std::mem::size_of::<Rule>()
+                    + r.name.len()
+                    + (r.body.node_count() + r.lookahead.as_ref().map_or(0, Expr::node_count))
+                        * std::mem::size_of::<Expr>()
+            })
+            .sum()
+    }
+
     /// The rule table, indexed by [`RuleId`].
     pub fn rules(&self) -> &[Rule] {
         &self.rules
