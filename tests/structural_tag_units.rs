@@ -265,6 +265,38 @@ fn every_format_type_converts() {
             "<cofl:value name=\"where\" type=\"dict\"><cofl:value name=\"city\" type=\"raw\">a</cofl:value></cofl:value><cofl:value name=\"tree\" type=\"dict\"><cofl:value name=\"x\" type=\"json\">1</cofl:value></cofl:value>",
         ],
     );
+    // any_order: members in any order, each listed one at most once and the required ones all,
+    // in JSON (nested objects too) and in the XML styles.
+    let pair = json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+        "o": {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}, "required": ["x", "y"]}},
+        "required": ["a", "b"], "additionalProperties": false});
+    check(
+        json!({"type": "json_schema", "json_schema": pair, "any_order": true}),
+        &[
+            "{\"b\": \"x\", \"a\": 1}",
+            "{\"a\": 1, \"o\": {\"y\": 2, \"x\": 1}, \"b\": \"x\"}",
+        ],
+        &[
+            "{\"b\": \"x\"}",
+            "{\"b\": \"x\", \"a\": 1, \"a\": 2}",
+            "{\"a\": 1, \"b\": \"x\", \"c\": 1}",
+        ],
+    );
+    check(
+        json!({"type": "json_schema", "json_schema": pair, "any_order": false}),
+        &["{\"a\": 1, \"b\": \"x\"}"],
+        &["{\"b\": \"x\", \"a\": 1}"],
+    );
+    check(
+        json!({"type": "json_schema", "json_schema": pair, "style": "qwen_xml", "any_order": true}),
+        &["<parameter=b>x</parameter><parameter=a>1</parameter>", "<parameter=o>{\"y\": 1, \"x\": 2}</parameter><parameter=a>1</parameter><parameter=b>x</parameter>"],
+        &["<parameter=b>x</parameter>", "<parameter=a>1</parameter><parameter=b>x</parameter><parameter=a>1</parameter>"],
+    );
+    check(
+        json!({"type": "json_schema", "json_schema": pair, "style": "cohere_xml", "any_order": true}),
+        &["<cofl:value name=\"b\" type=\"raw\">x</cofl:value><cofl:value name=\"a\" type=\"json\">1</cofl:value>"],
+        &["<cofl:value name=\"b\" type=\"raw\">x</cofl:value><cofl:value name=\"b\" type=\"raw\">x</cofl:value><cofl:value name=\"a\" type=\"json\">1</cofl:value>"],
+    );
     // Without a parameters schema any members are taken, raw or JSON.
     check(
         json!({"type": "json_schema", "json_schema": true, "style": "cohere_xml"}),

@@ -152,6 +152,7 @@ impl Lark {
             Format::JsonSchema {
                 schema,
                 style: Style::Json,
+                any_order: false,
                 ..
             } => Ok(format!("%json {}", closed_schema(schema))),
             Format::AnyText { excludes } if excludes.is_empty() => {

@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use pyo3::prelude::*;
 use serde_json::Value;
-use structgen_engine::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions};
+use structgen_engine::frontend::json_schema::{
+    json_schema_grammar, JsonSchemaOptions, PropertyOrder,
+};
 use structgen_engine::frontend::regex::regex_grammar;
 use structgen_engine::frontend::structural_tag::{
     structural_tag_grammar, structural_tag_grammar_with,
@@ -70,6 +72,7 @@ fn schema_options(
     separators: Option<(String, String)>,
     strict_mode: bool,
     max_whitespace_cnt: Option<u32>,
+    any_order: bool,
 ) -> JsonSchemaOptions {
     JsonSchemaOptions {
         any_whitespace,
@@ -77,6 +80,11 @@ fn schema_options(
         indent,
         separators,
         strict: strict_mode,
+        property_order: if any_order {
+            PropertyOrder::Flexible
+        } else {
+            PropertyOrder::Schema
+        },
         ..JsonSchemaOptions::default()
     }
 }
@@ -151,7 +159,8 @@ impl Grammar {
 
     /// The JSON values a JSON Schema (JSON text) allows.
     #[staticmethod]
-    #[pyo3(signature = (schema, any_whitespace=true, indent=None, separators=None, strict_mode=true, max_whitespace_cnt=None))]
+    #[pyo3(signature = (schema, any_whitespace=true, indent=None, separators=None, strict_mode=true, max_whitespace_cnt=None, any_order=false))]
+    #[allow(clippy::too_many_arguments)] // xgrammar's keyword arguments, one by one
     fn from_json_schema(
         py: Python<'_>,
         schema: &str,
@@ -160,6 +169,7 @@ impl Grammar {
         separators: Option<(String, String)>,
         strict_mode: bool,
         max_whitespace_cnt: Option<u32>,
+        any_order: bool,
     ) -> PyResult<Grammar> {
         let options = schema_options(
             any_whitespace,
@@ -167,6 +177,7 @@ impl Grammar {
             separators,
             strict_mode,
             max_whitespace_cnt,
+            any_order,
         );
         let limits = limits();
         py.detach(|| schema_grammar(schema, &options, &limits))
@@ -417,17 +428,28 @@ impl Compiler {
 
 #[pymethods]
 impl Compiler {
-    /// A compiler for `vocab`; `cache_limit_bytes` bounds the shared mask pool (-1: the default
-    /// bound), `cache_enabled` keeps whole compiled grammars for repeated inputs.
+    /// A compiler for `vocab`; `cache_enabled` keeps whole compiled grammars for repeated inputs;
+    /// `cache_limit_bytes` bounds the shared mask pool and, apart, those grammars (-1: the
+    /// default pool bound, grammars bounded by count); `limits` changes engine limits by name.
     #[new]
-    #[pyo3(signature = (vocab, cache_enabled=true, cache_limit_bytes=-1))]
-    fn new(vocab: Py<Vocabulary>, cache_enabled: bool, cache_limit_bytes: i64) -> PyResult<Self> {
-        let mut limits = limits();
+    #[pyo3(signature = (vocab, cache_enabled=true, cache_limit_bytes=-1, limits=None))]
+    fn new(
+        vocab: Py<Vocabulary>,
+        cache_enabled: bool,
+        cache_limit_bytes: i64,
+        limits: Option<Vec<(String, u64)>>,
+    ) -> PyResult<Self> {
+        let overrides = limits;
+        let mut limits = crate::limits();
+        for (name, value) in overrides.unwrap_or_default() {
+            crate::set_limit(&mut limits, &name, value)?;
+        }
         if cache_limit_bytes >= 0 {
             limits.max_mask_cache_bytes = cache_limit_bytes as usize;
         }
         let options = CompileOptions {
             grammar_cache_entries: if cache_enabled { 256 } else { 0 },
+            grammar_cache_bytes: usize::try_from(cache_limit_bytes).ok(),
             ..CompileOptions::default()
         };
         let inner = GrammarCompiler::new(
@@ -455,7 +477,7 @@ impl Compiler {
     }
 
     /// Compiles a JSON Schema (JSON text) with xgrammar's layout options.
-    #[pyo3(signature = (schema, any_whitespace=true, indent=None, separators=None, strict_mode=true, max_whitespace_cnt=None))]
+    #[pyo3(signature = (schema, any_whitespace=true, indent=None, separators=None, strict_mode=true, max_whitespace_cnt=None, any_order=false))]
     #[allow(clippy::too_many_arguments)] // xgrammar's keyword arguments, one by one
     fn compile_json_schema(
         &self,
@@ -466,6 +488,7 @@ impl Compiler {
         separators: Option<(String, String)>,
         strict_mode: bool,
         max_whitespace_cnt: Option<u32>,
+        any_order: bool,
     ) -> PyResult<Compiled> {
         let options = schema_options(
             any_whitespace,
@@ -473,6 +496,7 @@ impl Compiler {
             separators,
             strict_mode,
             max_whitespace_cnt,
+            any_order,
         );
         let key = fingerprint(&("json_schema", schema, &options));
         let limits = self.limits.clone();
@@ -497,9 +521,10 @@ impl Compiler {
         self.sources().clear();
     }
 
-    /// Heap bytes held by the shared mask pool.
+    /// Heap bytes held by the caches: compiled grammars kept for repeated inputs and the shared
+    /// mask pool.
     fn cache_size_bytes(&self) -> usize {
-        self.current().pool_stats().map_or(0, |s| s.bytes)
+        self.current().cache_bytes()
     }
 
     /// The vocabulary.

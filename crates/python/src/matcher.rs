@@ -11,6 +11,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rayon::prelude::*;
+use structgen_engine::engine::check::MaskVerifier;
 use structgen_engine::{GrammarMatcher, TokenBitmask, TokenId};
 
 use crate::compile::Compiled;
@@ -137,6 +138,27 @@ impl Matcher {
             // SAFETY: the module invariant.
             let words = unsafe { raw.slice::<u32>() };
             fill_row(m, words, size)
+        })
+    }
+
+    /// `--verify-masks` for the next step: fills the mask and tries `sample` random allowed and
+    /// `sample` random refused tokens (drawn from `seed` and the step) on forks with
+    /// `accept_token`; the tokens tried, or an error naming the token on which mask and
+    /// `accept_token` disagree (an engine bug).
+    fn verify_mask(&mut self, py: Python<'_>, sample: usize, seed: u64) -> PyResult<u64> {
+        if self.stopped() {
+            return Err(error(TERMINATED));
+        }
+        let m = &mut self.inner;
+        py.detach(|| {
+            let mut mask = TokenBitmask::new(m.grammar().vocab().size());
+            m.fill_next_token_bitmask(&mut mask);
+            let step = m.num_steps();
+            let mut verifier = MaskVerifier::new(seed ^ step as u64, sample);
+            verifier
+                .check_step(m, &mask, step, None, true)
+                .map(|()| verifier.tokens)
+                .map_err(error)
         })
     }
 

@@ -125,6 +125,39 @@ def test_jump_forward_and_batch(llama3):
             sg.BatchGrammarMatcher(max_threads=bad)
 
 
+def test_limits_and_mask_self_check(llama3):
+    info, tok = llama3
+    limits = sg.default_limits()
+    assert limits["max_compile_ms"] == 10_000 and limits["max_fsm_states"] == 2_000_000
+    tight = sg.GrammarCompiler(info, limits={"max_fsm_states": 4})
+    with pytest.raises(RuntimeError, match="max_fsm_states` = 4"):
+        tight.compile_grammar('root ::= "abcdef"')
+    assert sg.GrammarCompiler(info).compile_grammar('root ::= "abcdef"')
+    with pytest.raises(RuntimeError, match="unknown limit"):
+        sg.GrammarCompiler(info, limits={"max_rulez": 1})
+    with pytest.raises(ValueError, match="non-negative"):
+        sg.GrammarCompiler(info, limits={"max_rules": -1})
+    m = sg.GrammarMatcher(sg.GrammarCompiler(info).compile_tools(TOOLS, "llama", tool_choice="required"))
+    for t in tok.encode('<function=get_time>{"zone": "UTC"}</function>', add_special_tokens=False).ids:
+        assert m.verify_next_token_bitmask(sample=8, seed=t) >= 1
+        assert m.accept_token(t)
+    assert m.verify_next_token_bitmask() >= 1
+
+
+def test_any_order_members(llama3):
+    info, _ = llama3
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+              "required": ["a", "b"], "additionalProperties": False}
+    for any_order, reordered in ((False, False), (True, True)):
+        g = sg.Grammar.from_json_schema(schema, any_order=any_order)
+        assert _is_grammar_accept_string(g, '{"a": 1, "b": "x"}')
+        assert _is_grammar_accept_string(g, '{"b": "x", "a": 1}') == reordered
+        assert not _is_grammar_accept_string(g, '{"b": "x"}')
+    compiled = sg.GrammarCompiler(info).compile_json_schema(schema, any_order=True)
+    m = sg.GrammarMatcher(compiled)
+    assert m.accept_string('{"b": "x", "a": 1}') and m.is_completed()
+
+
 def test_errors_name_what_and_where():
     with pytest.raises(RuntimeError, match=r"EBNF: 2:8: "):
         sg.Grammar.from_ebnf('root ::= "a"\nb ::= (')

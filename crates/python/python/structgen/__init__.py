@@ -7,7 +7,7 @@ written straight into the caller's int32 torch tensor or NumPy array.
 """
 
 from . import exception, structural_tag, testing
-from .compiler import CompiledGrammar, GrammarCompiler, tools_structural_tag
+from .compiler import CompiledGrammar, GrammarCompiler, default_limits, tools_structural_tag
 from .config import get_max_recursion_depth, max_recursion_depth, set_max_recursion_depth
 from .exception import (
     DeserializeFormatError,

@@ -33,11 +33,20 @@ class CompiledGrammar:
         return self._handle.num_states
 
 
+def default_limits() -> Dict[str, int]:
+    """structgen's engine limits by name, at their defaults (what `GrammarCompiler(limits=...)`
+    may change)."""
+    return dict(_core.default_limits())
+
+
 class GrammarCompiler:
     """Compiles grammars for `tokenizer_info`.
 
-    `cache_enabled` keeps compiled grammars for inputs seen before; `cache_limit_bytes` bounds
-    the shared token-mask pool (-1: 1 GiB). `max_threads` is accepted for xgrammar
+    `cache_enabled` keeps compiled grammars for inputs seen before (at most 256);
+    `cache_limit_bytes` bounds the shared token-mask pool and, apart, those grammars' heap bytes
+    (-1: a 1 GiB pool, grammars bounded by count). `limits` changes structgen's engine limits by
+    name (`default_limits()` lists them: rules, automaton states, repetition bounds, nesting,
+    Earley items, the compile time budget...). `max_threads` is accepted for xgrammar
     compatibility: structgen compiles on the calling thread and computes most masks on first use,
     so there is no compile thread pool to size (batch mask filling uses all cores).
     """
@@ -49,6 +58,7 @@ class GrammarCompiler:
         max_threads: int = 8,
         cache_enabled: bool = True,
         cache_limit_bytes: int = -1,
+        limits: Optional[Dict[str, int]] = None,
     ) -> None:
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise TypeError(
@@ -56,7 +66,16 @@ class GrammarCompiler:
             )
         self._tokenizer_info = tokenizer_info
         self._cache_limit_bytes = cache_limit_bytes
-        self._handle = _core.Compiler(tokenizer_info._vocab, cache_enabled, cache_limit_bytes)
+        if limits is not None:
+            for name, value in limits.items():
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise ValueError(f"limits: {name} must be a non-negative integer, got {value!r}")
+        self._handle = _core.Compiler(
+            tokenizer_info._vocab,
+            cache_enabled,
+            cache_limit_bytes,
+            list(limits.items()) if limits is not None else None,
+        )
 
     def _wrap(self, compiled: "_core.Compiled") -> CompiledGrammar:
         return CompiledGrammar(compiled, self._tokenizer_info)
@@ -80,8 +99,10 @@ class GrammarCompiler:
         separators: Optional[Tuple[str, str]] = None,
         strict_mode: bool = True,
         max_whitespace_cnt: Optional[int] = None,
+        any_order: bool = False,
     ) -> CompiledGrammar:
-        """Compiles a JSON Schema (text, dict or pydantic model class)."""
+        """Compiles a JSON Schema (text, dict or pydantic model class); `any_order` lets an
+        object's members come in any order."""
         return self._wrap(
             self._handle.compile_json_schema(
                 _schema_text(schema),
@@ -90,6 +111,7 @@ class GrammarCompiler:
                 tuple(separators) if separators is not None else None,
                 strict_mode,
                 max_whitespace_cnt,
+                any_order,
             )
         )
 
@@ -134,7 +156,8 @@ class GrammarCompiler:
         )
 
     def get_cache_size_bytes(self) -> int:
-        """Bytes held by the shared token-mask pool."""
+        """Heap bytes held by the caches: the compiled grammars kept for repeated inputs and the
+        shared token-mask pool."""
         return self._handle.cache_size_bytes()
 
     @property

@@ -92,10 +92,12 @@ class Grammar:
         strict_mode: bool = True,
         max_whitespace_cnt: Optional[int] = None,
         print_converted_ebnf: bool = False,
+        any_order: bool = False,
     ) -> "Grammar":
         """The JSON values `schema` allows. `strict_mode` closes objects and arrays that do not
         say otherwise; `any_whitespace` allows whitespace between tokens (at most
-        `max_whitespace_cnt` in a row), otherwise the layout follows `indent` and `separators`."""
+        `max_whitespace_cnt` in a row), otherwise the layout follows `indent` and `separators`;
+        `any_order` lets an object's members come in any order."""
         g = Grammar(
             _core.Grammar.from_json_schema(
                 _schema_text(schema),
@@ -104,6 +106,7 @@ class Grammar:
                 tuple(separators) if separators is not None else None,
                 strict_mode,
                 max_whitespace_cnt,
+                any_order,
             )
         )
         if print_converted_ebnf:

@@ -150,6 +150,16 @@ class GrammarMatcher:
             print(f"fill_next_token_bitmask: {self._handle.describe_state()}")
         return need_apply
 
+    def verify_next_token_bitmask(self, *, sample: int = 16, seed: int = 0) -> int:
+        """structgen's `--verify-masks` for the next step: computes the mask and tries `sample`
+        random allowed and `sample` random refused tokens (drawn from `seed` and the step) with
+        `accept_token` on copies of the matcher. Returns the number of tokens tried; raises
+        `StructgenError` naming the token and the parser state if the mask and `accept_token`
+        disagree (an engine bug)."""
+        if sample < 0:
+            raise ValueError(f"sample must be >= 0, got {sample}")
+        return self._handle.verify_mask(sample, seed & (2**64 - 1))
+
     def find_jump_forward_string(self) -> str:
         """The longest text every continuation starts with (state unchanged)."""
         if self._handle.stop_accepted():

@@ -160,8 +160,6 @@ def _json_schema_to_ebnf(
             },
         }
         return str(Grammar.from_structural_tag(tag))
-    if any_order:
-        raise RuntimeError("any_order is not supported for plain JSON Schemas")
     return str(
         Grammar.from_json_schema(
             schema,
@@ -170,6 +168,7 @@ def _json_schema_to_ebnf(
             separators=separators,
             strict_mode=strict_mode,
             max_whitespace_cnt=max_whitespace_cnt,
+            any_order=any_order,
         )
     )
 

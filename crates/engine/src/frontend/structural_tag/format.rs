@@ -83,6 +83,8 @@ pub enum Format {
         /// Most whitespace characters in one place, instead of the conversion options' bound
         /// (with `any_whitespace`): our extension, so that pretty-printed JSON fits.
         max_whitespace: Option<u32>,
+        /// Object members (and XML arguments) in any order, each listed one at most once.
+        any_order: bool,
     },
     /// An EBNF grammar with a `root` rule.
     Grammar(String),
@@ -411,11 +413,11 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
                     },
                 )?),
             };
-            unsupported(&f, "any_order", &Value::Bool(false))?;
             Format::JsonSchema {
                 schema: schema.clone(),
                 style,
                 max_whitespace,
+                any_order: f.boolean("any_order", false)?,
             }
         }
         "grammar" => Format::Grammar(nonempty_string(&f, "grammar")?),

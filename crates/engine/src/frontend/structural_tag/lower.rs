@@ -24,7 +24,9 @@ use serde_json::Value;
 
 use super::format::{Delimiter, Format, Node, Style, Tag, TokenRef};
 use super::TagError;
-use crate::frontend::json_schema::{add_schema_rule, JsonSchemaOptions, SchemaFragments};
+use crate::frontend::json_schema::{
+    add_schema_rule, JsonSchemaOptions, PropertyOrder, SchemaFragments,
+};
 use crate::frontend::regex::{regex_language, Anchoring, RegexMode};
 use crate::grammar::exprs::{alt, opt};
 use crate::grammar::{
@@ -61,6 +63,8 @@ pub struct Lowering<'a> {
     pure: FxHashMap<u128, Expr>,
     /// `path: message` of every schema keyword not enforced.
     pub warnings: Vec<String>,
+    /// While a `json_schema` format with `any_order` is lowered: members in any order.
+    any_order: bool,
 }
 
 /// The fingerprint of a format that lowers the same wherever it appears (no free text, which
@@ -75,8 +79,9 @@ fn pure_key(f: &Format) -> Option<u128> {
                 schema,
                 style,
                 max_whitespace,
+                any_order,
             } => {
-                ('j', style, max_whitespace).hash(h);
+                ('j', style, max_whitespace, any_order).hash(h);
                 h.write_json(schema);
             }
             Format::Sequence(items) | Format::Or(items) => {
@@ -103,6 +108,9 @@ fn pure_key(f: &Format) -> Option<u128> {
     put(f, &mut h)?;
     Some(h.finish128())
 }
+
+/// Most members [`Lowering::members`] tracks in any order (2^n rules).
+const MAX_TRACKED: usize = 8;
 
 fn invalid(path: &str, message: impl Into<String>) -> TagError {
     TagError::Invalid {
@@ -162,6 +170,7 @@ impl<'a> Lowering<'a> {
             contents: FxHashMap::default(),
             pure: FxHashMap::default(),
             warnings: Vec::new(),
+            any_order: false,
         }
     }
 
@@ -277,11 +286,17 @@ impl<'a> Lowering<'a> {
                 schema,
                 style,
                 max_whitespace,
-            } => match style {
-                Style::Json => self.schema_rule(schema, path, *max_whitespace)?,
-                Style::CohereXml => self.cohere_args(schema, path)?,
-                xml => self.xml_args(schema, path, *xml)?,
-            },
+                any_order,
+            } => {
+                self.any_order = *any_order;
+                let lowered = match style {
+                    Style::Json => self.schema_rule(schema, path, *max_whitespace),
+                    Style::CohereXml => self.cohere_args(schema, path),
+                    xml => self.xml_args(schema, path, *xml),
+                };
+                self.any_order = false;
+                lowered?
+            }
             Format::Grammar(src) => {
                 let g = ebnf::parse(src, "root", self.limits).map_err(|error| TagError::Ebnf {
                     path: path.to_string(),
@@ -557,6 +572,84 @@ impl<'a> Lowering<'a> {
         Ok(seq(vec![pattern_expr(&begin), content, alt(end_exprs)]))
     }
 
+    /// Members (each with whether it is required) and, where other members are admitted, one of
+    /// those (any number of times): in the listed order, or with `any_order` in any order. In any
+    /// order, the grammar tracks which listed members have been written (one rule per subset:
+    /// each at most once, the required ones all) when there are at most [`MAX_TRACKED`] of them,
+    /// else only the required ones (optional ones may then repeat, with a warning); more than
+    /// [`MAX_TRACKED`] required members keep the listed order, with a warning.
+    fn members(
+        &mut self,
+        members: Vec<(Expr, bool)>,
+        free: Option<Expr>,
+        path: &str,
+    ) -> Result<Expr, TagError> {
+        let repeated = |e: Expr| Expr::Repeat {
+            body: Box::new(e),
+            min: 0,
+            max: None,
+        };
+        let required = members.iter().filter(|m| m.1).count();
+        if !self.any_order || required > MAX_TRACKED {
+            if self.any_order {
+                self.warnings.push(format!(
+                    "{path}: more than {MAX_TRACKED} required members keep the schema's order"
+                ));
+            }
+            let mut items: Vec<Expr> = members
+                .into_iter()
+                .map(|(m, req)| if req { m } else { opt(m) })
+                .collect();
+            items.extend(free.map(repeated));
+            return Ok(seq(items));
+        }
+        let (tracked, mut loose): (Vec<(Expr, bool)>, Vec<Expr>) = if members.len() <= MAX_TRACKED {
+            (members, Vec::new())
+        } else {
+            self.warnings.push(format!(
+                "{path}: with more than {MAX_TRACKED} members in any order, optional ones may repeat"
+            ));
+            let (req, opt): (Vec<_>, Vec<_>) = members.into_iter().partition(|m| m.1);
+            (req, opt.into_iter().map(|m| m.0).collect())
+        };
+        loose.extend(free);
+        let other = match loose.is_empty() {
+            true => None,
+            false => Some(self.rule("member", alt(loose))?),
+        };
+        let mut named = Vec::with_capacity(tracked.len());
+        for (m, req) in tracked {
+            named.push((self.rule("member", m)?, req));
+        }
+        let needed: usize = named
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.1)
+            .map(|(i, _)| 1 << i)
+            .sum();
+        let mut rules = Vec::with_capacity(1 << named.len());
+        for _ in 0..1usize << named.len() {
+            let name = self.builder.fresh_name("members");
+            rules.push(self.builder.declare(&name)?);
+        }
+        for (seen, &rule) in rules.iter().enumerate() {
+            let mut items = Vec::new();
+            if let Some(o) = &other {
+                items.push(seq(vec![o.clone(), Expr::Ref(rule)]));
+            }
+            for (i, (m, _)) in named.iter().enumerate() {
+                if seen & (1 << i) == 0 {
+                    items.push(seq(vec![m.clone(), Expr::Ref(rules[seen | (1 << i)])]));
+                }
+            }
+            if seen & needed == needed {
+                items.push(Expr::Empty);
+            }
+            self.builder.define(rule, alt(items), None)?;
+        }
+        Ok(Expr::Ref(rules[0]))
+    }
+
     fn schema_rule(
         &mut self,
         schema: &Value,
@@ -566,6 +659,9 @@ impl<'a> Lowering<'a> {
         let mut options = self.options.clone();
         if max_whitespace.is_some() {
             options.max_whitespace = max_whitespace;
+        }
+        if self.any_order {
+            options.property_order = PropertyOrder::Flexible;
         }
         let schema_error = |error| TagError::Schema {
             path: path.to_string(),

@@ -19,7 +19,7 @@ use crate::frontend::json_schema::format_regex;
 use crate::frontend::regex::{regex_language, Anchoring, RegexMode};
 use crate::frontend::structural_tag::TagError;
 use crate::grammar::dispatch::text_pattern;
-use crate::grammar::exprs::{alt, opt};
+use crate::grammar::exprs::alt;
 use crate::grammar::{CharClass, Expr};
 
 /// Opens every value element.
@@ -322,7 +322,7 @@ impl<'v> Cohere<'_, '_, 'v> {
     }
 
     /// An object's members: each listed property in schema order (required ones present), then
-    /// members with other names where the schema admits them.
+    /// members with other names where the schema admits them (with `any_order`, in any order).
     fn dict(&mut self, o: &Map<String, Value>, path: &str) -> Result<Expr, TagError> {
         let empty = Map::new();
         let properties = match o.get("properties") {
@@ -347,11 +347,7 @@ impl<'v> Cohere<'_, '_, 'v> {
                 typed,
                 Expr::Literal(CLOSE.into()),
             ]);
-            members.push(if required.contains(&name.as_str()) {
-                member
-            } else {
-                opt(member)
-            });
+            members.push((member, required.contains(&name.as_str())));
         }
         let free: Option<&Value> = match o.get("additionalProperties") {
             Some(Value::Bool(false)) => None,
@@ -360,6 +356,7 @@ impl<'v> Cohere<'_, '_, 'v> {
             _ if properties.is_empty() && !o.contains_key("patternProperties") => Some(&ANY),
             _ => None,
         };
+        let mut other = None;
         if let Some(schema) = free {
             let typed = self.typed(schema, &format!("{path}/additionalProperties"))?;
             let key = Expr::Repeat {
@@ -375,14 +372,10 @@ impl<'v> Cohere<'_, '_, 'v> {
                 typed,
                 Expr::Literal(CLOSE.into()),
             ]);
-            members.push(Expr::Repeat {
-                body: Box::new(self.low.rule("cohere_member", member)?),
-                min: 0,
-                max: None,
-            });
+            other = Some(self.low.rule("cohere_member", member)?);
         }
-        members.push(self.ws.clone());
-        Ok(seq(members))
+        let body = self.low.members(members, other, path)?;
+        Ok(seq(vec![body, self.ws.clone()]))
     }
 
     /// An array's items, `minItems`..`maxItems` of them, each an element without a name.

@@ -9,7 +9,7 @@ use super::{invalid, resolve, seq, Lowering};
 use crate::frontend::structural_tag::format::Style;
 use crate::frontend::structural_tag::TagError;
 use crate::grammar::dispatch::text_pattern;
-use crate::grammar::exprs::{alt, opt};
+use crate::grammar::exprs::alt;
 use crate::grammar::{CharClass, Expr};
 
 /// The JSON types a free Kimi-K3 argument's `type` attribute may name (its value follows it).
@@ -62,11 +62,7 @@ impl Lowering<'_> {
                 let typed = self.kimi_typed(schema, sub, &sub_path, close)?;
                 let head = Expr::Literal(format!("<|open|>argument key=\"{name}\" type=\""));
                 let member = seq(vec![ws.clone(), head, typed, Expr::Literal(close.into())]);
-                members.push(if required.contains(&name.as_str()) {
-                    member
-                } else {
-                    opt(member)
-                });
+                members.push((member, required.contains(&name.as_str())));
                 continue;
             }
             let (value, raw) = self.xml_value(schema, sub, &sub_path, close)?;
@@ -87,22 +83,14 @@ impl Lowering<'_> {
             let mut parts = vec![ws.clone()];
             parts.extend(open);
             parts.extend([ws.clone(), value, ws.clone(), Expr::Literal(close.into())]);
-            let member = seq(parts);
-            members.push(if required.contains(&name.as_str()) {
-                member
-            } else {
-                opt(member)
-            });
+            members.push((seq(parts), required.contains(&name.as_str())));
         }
-        if admits_free_keys(root) {
-            members.push(Expr::Repeat {
-                body: Box::new(self.xml_free_member(style, close, &ws)?),
-                min: 0,
-                max: None,
-            });
-        }
-        members.push(ws);
-        self.rule("xml_args", seq(members))
+        let free = match admits_free_keys(root) {
+            true => Some(self.xml_free_member(style, close, &ws)?),
+            false => None,
+        };
+        let body = self.members(members, free, path)?;
+        self.rule("xml_args", seq(vec![body, ws]))
     }
 
     /// One argument the schema does not list (it admits any): a key `[A-Za-z_][A-Za-z0-9_]*`
