@@ -1,24 +1,38 @@
 //! 128-bit structural fingerprints: the keys of the compiler's memo tables and caches.
 //!
-//! A [`Fingerprint`] feeds every write to a SipHash stream and an Fx stream, so two values with
-//! equal fingerprints are equal up to a collision of the 64-bit SipHash (and the Fx hash beside
-//! it); Fx keeps the second half cheap where a second SipHash stream doubled the cost of keying
-//! a large tool list. Keys built this way are hashed once, in one pass over the value, with no
-//! text rendering and no clone kept in the table.
+//! A [`Fingerprint`] feeds every write to an aHash stream (fixed seeds) and an Fx stream, so two
+//! values with equal fingerprints are equal up to a collision of the 64-bit aHash (and the Fx
+//! hash beside it). aHash replaced SipHash, whose per-write cost made keying a large tool list
+//! (thousands of short strings) most of a cached compile. Keys built this way are hashed once, in
+//! one pass over the value, with no text rendering and no clone kept in the table; they live in
+//! memory only, so the seeds may change between versions.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 
+use ahash::{AHasher, RandomState};
 use rustc_hash::FxHasher;
 use serde_json::Value;
 
-/// A SipHash stream and an Fx stream, giving 128 bits.
+/// An aHash stream and an Fx stream, giving 128 bits.
 #[derive(Clone)]
-pub struct Fingerprint(DefaultHasher, FxHasher);
+pub struct Fingerprint(AHasher, FxHasher);
+
+/// The aHash seeds (fixed: equal values must fingerprint equally in every process).
+const SEEDS: [u64; 4] = [
+    0x243F_6A88_85A3_08D3,
+    0x1319_8A2E_0370_7344,
+    0xA409_3822_299F_31D0,
+    0x082E_FA98_EC4E_6C89,
+];
 
 impl Fingerprint {
     /// An empty fingerprint.
     pub fn new() -> Self {
-        Fingerprint(DefaultHasher::new(), FxHasher::default())
+        let [a, b, c, d] = SEEDS;
+        Fingerprint(
+            RandomState::with_seeds(a, b, c, d).build_hasher(),
+            FxHasher::default(),
+        )
     }
 
     /// Adds a JSON value, member order included ([`hash_json`]).
@@ -48,9 +62,19 @@ impl Hasher for Fingerprint {
         self.1.write(bytes);
     }
 
+    fn write_u8(&mut self, v: u8) {
+        self.0.write_u8(v);
+        self.1.write_u8(v);
+    }
+
     fn write_u64(&mut self, v: u64) {
         self.0.write_u64(v);
         self.1.write_u64(v);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.0.write_usize(v);
+        self.1.write_usize(v);
     }
 }
 
