@@ -51,6 +51,28 @@ fn malformed_tags_name_their_json_path() {
             "/format/elements: must not be empty",
         ),
         (
+            st(
+                json!({"type": "json_schema", "style": "cohere_xml", "json_schema": {
+                "type": "object", "properties": {"a": {"$ref": "#/$defs/loop"}},
+                "$defs": {"loop": {"anyOf": [{"$ref": "#/$defs/loop"}, {"type": "string"}]}}}}),
+            ),
+            "/format/json_schema/$defs/loop: cohere_xml values nest deeper than 128 schemas",
+        ),
+        (
+            st(
+                json!({"type": "json_schema", "style": "cohere_xml", "json_schema": {
+                "type": "object", "properties": {"a": {"$ref": "#/$defs/none"}}}}),
+            ),
+            "/format/json_schema/properties/a/$ref: \"#/$defs/none\" names no schema",
+        ),
+        (
+            st(
+                json!({"type": "json_schema", "style": "cohere_xml", "json_schema": {
+                "type": "object", "properties": {"a": {"type": "array", "prefixItems": [true]}}}}),
+            ),
+            "/format/json_schema/properties/a/prefixItems: prefixItems is not supported",
+        ),
+        (
             st(json!({"type": "or", "elements": [{"type": "regex", "pattern": "(a"}]})),
             "/format/elements/0/pattern: regex",
         ),

@@ -59,8 +59,9 @@ impl Lowering<'_> {
             ws,
             refs: FxHashMap::default(),
             depth: 0,
+            base: format!("{path}/json_schema"),
         };
-        let path = format!("{path}/json_schema");
+        let path = c.base.clone();
         let top = c.follow(schema, &path)?;
         let body = match top {
             Value::Bool(true) => c.dict(&Map::new(), &path)?,
@@ -81,6 +82,8 @@ struct Cohere<'l, 'a, 'v> {
     refs: FxHashMap<String, Expr>,
     /// Values being lowered inside one another now.
     depth: usize,
+    /// The JSON path of the argument schema's root.
+    base: String,
 }
 
 impl<'v> Cohere<'_, '_, 'v> {
@@ -116,21 +119,14 @@ impl<'v> Cohere<'_, '_, 'v> {
             })
     }
 
-    /// `T">` and the body, for each case `schema` admits: what follows ` type="` in an element.
-    fn typed(&mut self, schema: &Value, path: &str) -> Result<Expr, TagError> {
-        if self.depth >= MAX_DEPTH {
-            return Err(invalid(
-                path,
-                format!("cohere_xml values nest deeper than {MAX_DEPTH} levels"),
-            ));
-        }
-        self.depth += 1;
-        let typed = self.typed_within(schema, path);
-        self.depth -= 1;
-        typed
+    /// Where a local `$ref` points, as a path from the structural tag's root (errors inside a
+    /// referenced schema are reported there, once, however often it is used).
+    fn ref_path(&self, r: &str) -> String {
+        format!("{}{}", self.base, r.trim_start_matches('#'))
     }
 
-    fn typed_within(&mut self, schema: &Value, path: &str) -> Result<Expr, TagError> {
+    /// `T">` and the body, for each case `schema` admits: what follows ` type="` in an element.
+    fn typed(&mut self, schema: &Value, path: &str) -> Result<Expr, TagError> {
         let plain_ref = schema.as_object().and_then(|o| {
             let plain = o
                 .keys()
@@ -145,7 +141,7 @@ impl<'v> Cohere<'_, '_, 'v> {
             let id = self.low.builder.declare(&name)?;
             self.refs.insert(r.to_string(), Expr::Ref(id));
             let target = self.target(r, path)?;
-            let body = self.typed_cases(target, path)?;
+            let body = self.typed_cases(target, &self.ref_path(r))?;
             self.low.builder.define(id, body, None)?;
             return Ok(Expr::Ref(id));
         }
@@ -160,8 +156,27 @@ impl<'v> Cohere<'_, '_, 'v> {
             .collect()))
     }
 
-    /// The `(type, body)` cases of a value of `schema` (no `$ref` at its top).
+    /// The `(type, body)` cases of a value of `schema`, within [`MAX_DEPTH`] schemas lowered inside
+    /// one another (values nested in values, and `anyOf` branches or `$ref`s that lead back to
+    /// themselves, which would otherwise never end).
     fn cases(&mut self, schema: &Value, path: &str) -> Result<Vec<(&'static str, Expr)>, TagError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(invalid(
+                path,
+                format!("cohere_xml values nest deeper than {MAX_DEPTH} schemas (a schema that leads back to itself?)"),
+            ));
+        }
+        self.depth += 1;
+        let cases = self.cases_within(schema, path);
+        self.depth -= 1;
+        cases
+    }
+
+    fn cases_within(
+        &mut self,
+        schema: &Value,
+        path: &str,
+    ) -> Result<Vec<(&'static str, Expr)>, TagError> {
         let o = match schema {
             Value::Bool(false) => return Ok(Vec::new()),
             Value::Bool(true) => return self.any(&ANY, path),
@@ -170,14 +185,22 @@ impl<'v> Cohere<'_, '_, 'v> {
         };
         if o.contains_key("$ref") {
             let target = self.follow(schema, path)?;
-            return self.cases_of_merged(o, target, "$ref", path);
+            let at = o
+                .get("$ref")
+                .and_then(Value::as_str)
+                .map(|r| self.ref_path(r));
+            return self.cases_of_merged(o, target, "$ref", at.as_deref().unwrap_or(path));
         }
         for key in ["anyOf", "oneOf"] {
             if let Some(Value::Array(branches)) = o.get(key) {
                 let mut out = Vec::new();
                 for (i, b) in branches.iter().enumerate() {
+                    let at = match b.get("$ref").and_then(Value::as_str) {
+                        Some(r) => self.ref_path(r),
+                        None => format!("{path}/{key}/{i}"),
+                    };
                     let b = self.follow(b, path)?;
-                    out.extend(self.cases_of_merged(o, b, key, &format!("{path}/{key}/{i}"))?);
+                    out.extend(self.cases_of_merged(o, b, key, &at)?);
                 }
                 if key == "oneOf" && branches.len() > 1 {
                     self.low.warnings.push(format!(
