@@ -41,57 +41,51 @@ fn limits() -> Limits {
     l
 }
 
-/// Every engine limit by its `Limits` field name, at its default (what
-/// `GrammarCompiler(limits=...)` may change).
-#[pyfunction]
-fn default_limits() -> Vec<(&'static str, u64)> {
-    let l = Limits::default();
-    let n = |v: usize| v as u64;
-    vec![
-        ("max_rules", n(l.max_rules)),
-        ("max_grammar_nodes", n(l.max_grammar_nodes)),
-        ("max_nfa_states_per_rule", n(l.max_nfa_states_per_rule)),
-        ("max_fsm_states", n(l.max_fsm_states)),
-        ("max_repeat", u64::from(l.max_repeat)),
-        ("max_nesting", n(l.max_nesting)),
-        ("max_schema_depth", n(l.max_schema_depth)),
-        ("max_schema_alternatives", n(l.max_schema_alternatives)),
-        ("max_earley_items", n(l.max_earley_items)),
-        ("max_mask_cache_bytes", n(l.max_mask_cache_bytes)),
-        ("max_compile_ms", l.max_compile_ms),
-    ]
+/// `default_limits` and `set_limit` over one list of `Limits` fields, so the two cannot differ.
+macro_rules! limits_by_name {
+    ($($field:ident),* $(,)?) => {
+        /// Every engine limit by its `Limits` field name, at its default (what
+        /// `GrammarCompiler(limits=...)` may change).
+        #[pyfunction]
+        fn default_limits() -> Vec<(&'static str, u64)> {
+            let l = Limits::default();
+            vec![$((stringify!($field), l.$field as u64)),*]
+        }
+
+        /// Sets limit `name` (a `Limits` field name) of `l` to `value`.
+        fn set_limit(l: &mut Limits, name: &str, value: u64) -> PyResult<()> {
+            match name {
+                $(stringify!($field) => {
+                    l.$field = value
+                        .try_into()
+                        .map_err(|_| error(format!("limits: {name} = {value} is too large")))?
+                })*
+                _ => {
+                    let known = [$(stringify!($field)),*];
+                    return Err(error(format!(
+                        "limits: unknown limit {name:?} (known: {})",
+                        known.join(", ")
+                    )));
+                }
+            }
+            Ok(())
+        }
+    };
 }
 
-/// Sets limit `name` (a `Limits` field name) of `l` to `value`.
-fn set_limit(l: &mut Limits, name: &str, value: u64) -> PyResult<()> {
-    let size = |v: u64| {
-        usize::try_from(v).map_err(|_| error(format!("limits: {name} = {value} is too large")))
-    };
-    match name {
-        "max_rules" => l.max_rules = size(value)?,
-        "max_grammar_nodes" => l.max_grammar_nodes = size(value)?,
-        "max_nfa_states_per_rule" => l.max_nfa_states_per_rule = size(value)?,
-        "max_fsm_states" => l.max_fsm_states = size(value)?,
-        "max_repeat" => {
-            l.max_repeat = u32::try_from(value)
-                .map_err(|_| error(format!("limits: max_repeat = {value} is too large")))?
-        }
-        "max_nesting" => l.max_nesting = size(value)?,
-        "max_schema_depth" => l.max_schema_depth = size(value)?,
-        "max_schema_alternatives" => l.max_schema_alternatives = size(value)?,
-        "max_earley_items" => l.max_earley_items = size(value)?,
-        "max_mask_cache_bytes" => l.max_mask_cache_bytes = size(value)?,
-        "max_compile_ms" => l.max_compile_ms = value,
-        _ => {
-            let known: Vec<&str> = default_limits().iter().map(|(k, _)| *k).collect();
-            return Err(error(format!(
-                "limits: unknown limit {name:?} (known: {})",
-                known.join(", ")
-            )));
-        }
-    }
-    Ok(())
-}
+limits_by_name!(
+    max_rules,
+    max_grammar_nodes,
+    max_nfa_states_per_rule,
+    max_fsm_states,
+    max_repeat,
+    max_nesting,
+    max_schema_depth,
+    max_schema_alternatives,
+    max_earley_items,
+    max_mask_cache_bytes,
+    max_compile_ms,
+);
 
 /// Sets the nesting depth grammars may reach (xgrammar's `set_max_recursion_depth`).
 #[pyfunction]

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
 
+use super::exprs::alt;
 use super::{Expr, Grammar, GrammarError, Rule};
 use crate::util::{LimitError, Limits, RuleId};
 
@@ -110,6 +111,53 @@ impl GrammarBuilder {
         let id = self.declare(&name)?;
         self.define(id, body, None)?;
         Ok(id)
+    }
+
+    /// Members in any order: one rule per subset `m` of `tracked` already written (its bit mask
+    /// indexes the returned rules; `rules[0]`: none yet), `T_m ::= sep other T_m | sep t_i T_{m+i}
+    /// (each i not in m) | ""` where the empty alternative is taken once `m` holds every member
+    /// marked required. `other` may come any number of times, anywhere; `sep` (none: nothing)
+    /// goes before each member. Shared by JSON objects and XML arguments in any order; `2^n` rules
+    /// for `n` tracked members, so callers bound `n`.
+    pub fn unordered(
+        &mut self,
+        base: &str,
+        tracked: &[(Expr, bool)],
+        other: Option<&Expr>,
+        sep: Option<&Expr>,
+    ) -> Result<Vec<RuleId>, GrammarError> {
+        let needed: usize = tracked
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.1)
+            .map(|(i, _)| 1 << i)
+            .sum();
+        let mut rules = Vec::with_capacity(1 << tracked.len());
+        for _ in 0..1usize << tracked.len() {
+            let name = self.fresh_name(base);
+            rules.push(self.declare(&name)?);
+        }
+        let step = |member: &Expr, next: RuleId| {
+            let mut parts: Vec<Expr> = sep.into_iter().cloned().collect();
+            parts.extend([member.clone(), Expr::Ref(next)]);
+            Expr::Seq(parts)
+        };
+        for (seen, &rule) in rules.iter().enumerate() {
+            let mut items = Vec::new();
+            if let Some(o) = other {
+                items.push(step(o, rule));
+            }
+            for (i, (m, _)) in tracked.iter().enumerate() {
+                if seen & (1 << i) == 0 {
+                    items.push(step(m, rules[seen | (1 << i)]));
+                }
+            }
+            if seen & needed == needed {
+                items.push(Expr::Empty);
+            }
+            self.define(rule, alt(items), None)?;
+        }
+        Ok(rules)
     }
 
     /// Copies every rule of `g` in under fresh names prefixed by `prefix`, and returns the id of

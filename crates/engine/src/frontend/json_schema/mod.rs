@@ -41,6 +41,7 @@ use crate::util::{Limits, RuleId};
 
 pub use fragments::SchemaFragments;
 pub use options::{JsonSchemaOptions, PropertyOrder, SchemaError, SchemaWarning};
+pub(crate) use schema::ANNOTATIONS;
 pub(crate) use strings::format_regex;
 
 /// The grammar of a schema and the keywords it does not enforce.

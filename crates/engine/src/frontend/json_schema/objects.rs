@@ -175,31 +175,10 @@ impl Lowerer<'_> {
             return self.ordered_required(c, required, other, depth);
         }
         let k = required.len();
-        let full = (1usize << k) - 1;
-        let mut rules = Vec::with_capacity(full + 1);
-        for _ in 0..=full {
-            let name = self.builder.fresh_name("object_members");
-            rules.push(self.builder.declare(&name)?);
-        }
-        for m in 0..=full {
-            let mut items = Vec::new();
-            if let Some(o) = &other {
-                items.push(Expr::Seq(vec![sep.clone(), o.clone(), Expr::Ref(rules[m])]));
-            }
-            for (i, (_, r)) in required.iter().enumerate() {
-                if m & (1 << i) == 0 {
-                    items.push(Expr::Seq(vec![
-                        sep.clone(),
-                        r.clone(),
-                        Expr::Ref(rules[m | (1 << i)]),
-                    ]));
-                }
-            }
-            if m == full {
-                items.push(Expr::Empty);
-            }
-            self.builder.define(rules[m], alt(items), None)?;
-        }
+        let tracked: Vec<(Expr, bool)> = required.iter().map(|(_, r)| (r.clone(), true)).collect();
+        let rules =
+            self.builder
+                .unordered("object_members", &tracked, other.as_ref(), Some(&sep))?;
         let mut first = Vec::new();
         if let Some(o) = &other {
             first.push(Expr::Seq(vec![o.clone(), Expr::Ref(rules[0])]));

@@ -545,7 +545,8 @@ fn forbidding(path: &str, names: Vec<String>) -> Schema {
 }
 
 /// Keywords that never constrain anything.
-const ANNOTATIONS: &[&str] = &["title", "description", "$comment", "examples", "default"];
+pub(crate) const ANNOTATIONS: &[&str] =
+    &["title", "description", "$comment", "examples", "default"];
 
 /// Most `oneOf` branches negated: `not oneOf` needs every pair of branches.
 const MAX_NEGATED_ONE_OF: usize = 4;

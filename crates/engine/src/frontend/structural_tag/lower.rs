@@ -304,19 +304,7 @@ impl<'a> Lowering<'a> {
                 })?;
                 Expr::Ref(self.builder.import(&g, "grammar")?)
             }
-            Format::Regex(p) => {
-                let mode = RegexMode {
-                    anchoring: Anchoring::Full,
-                    json_string: false,
-                };
-                let lang =
-                    regex_language(p, mode, self.limits).map_err(|error| TagError::Regex {
-                        path: path.to_string(),
-                        error,
-                    })?;
-                let body = lang.into_expr(self.builder, "regex")?;
-                self.rule("regex", body)?
-            }
+            Format::Regex(p) => self.regex_rule(p, Anchoring::Full, path)?,
             Format::AnyText { excludes } => self.free_text(self.excludes(excludes, ends)),
             Format::Sequence(items) => seq(self.nodes(items, ends)?),
             Format::Or(items) => alt(self.nodes(items, ends)?),
@@ -621,33 +609,30 @@ impl<'a> Lowering<'a> {
         for (m, req) in tracked {
             named.push((self.rule("member", m)?, req));
         }
-        let needed: usize = named
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.1)
-            .map(|(i, _)| 1 << i)
-            .sum();
-        let mut rules = Vec::with_capacity(1 << named.len());
-        for _ in 0..1usize << named.len() {
-            let name = self.builder.fresh_name("members");
-            rules.push(self.builder.declare(&name)?);
-        }
-        for (seen, &rule) in rules.iter().enumerate() {
-            let mut items = Vec::new();
-            if let Some(o) = &other {
-                items.push(seq(vec![o.clone(), Expr::Ref(rule)]));
-            }
-            for (i, (m, _)) in named.iter().enumerate() {
-                if seen & (1 << i) == 0 {
-                    items.push(seq(vec![m.clone(), Expr::Ref(rules[seen | (1 << i)])]));
-                }
-            }
-            if seen & needed == needed {
-                items.push(Expr::Empty);
-            }
-            self.builder.define(rule, alt(items), None)?;
-        }
+        let rules = self
+            .builder
+            .unordered("members", &named, other.as_ref(), None)?;
         Ok(Expr::Ref(rules[0]))
+    }
+
+    /// A rule matching the text `pattern` matches (in full, or anywhere with
+    /// `Anchoring::Search`); an error names `path`.
+    fn regex_rule(
+        &mut self,
+        pattern: &str,
+        anchoring: Anchoring,
+        path: &str,
+    ) -> Result<Expr, TagError> {
+        let mode = RegexMode {
+            anchoring,
+            json_string: false,
+        };
+        let lang = regex_language(pattern, mode, self.limits).map_err(|error| TagError::Regex {
+            path: path.to_string(),
+            error,
+        })?;
+        let body = lang.into_expr(self.builder, "regex")?;
+        self.rule("regex", body)
     }
 
     fn schema_rule(

@@ -15,8 +15,8 @@ use rustc_hash::FxHashMap;
 use serde_json::{Map, Value};
 
 use super::{invalid, seq, Lowering};
-use crate::frontend::json_schema::format_regex;
-use crate::frontend::regex::{regex_language, Anchoring, RegexMode};
+use crate::frontend::json_schema::{format_regex, ANNOTATIONS};
+use crate::frontend::regex::Anchoring;
 use crate::frontend::structural_tag::TagError;
 use crate::grammar::dispatch::text_pattern;
 use crate::grammar::exprs::alt;
@@ -26,17 +26,8 @@ use crate::grammar::{CharClass, Expr};
 const OPEN: &str = "<cofl:value";
 /// Closes every value element.
 const CLOSE: &str = "</cofl:value>";
-/// Keywords that describe a schema without constraining its values.
-const ANNOTATIONS: [&str; 8] = [
-    "description",
-    "title",
-    "$comment",
-    "examples",
-    "default",
-    "$defs",
-    "definitions",
-    "$schema",
-];
+/// Keywords beside the annotations that constrain no value where they stand.
+const NOT_CONSTRAINTS: [&str; 3] = ["$defs", "definitions", "$schema"];
 /// Most `$ref`s followed in a row before a chain is called circular.
 const MAX_REF_CHAIN: usize = 64;
 /// The schema that admits any value.
@@ -48,11 +39,7 @@ impl Lowering<'_> {
     /// The arguments of one call: the members of the top-level object (any members when the
     /// schema admits any).
     pub(super) fn cohere_args(&mut self, schema: &Value, path: &str) -> Result<Expr, TagError> {
-        let ws = Expr::Repeat {
-            body: Box::new(Expr::Class(CharClass::new(false, vec![(9, 10), (32, 32)]))),
-            min: 0,
-            max: Some(self.options.max_whitespace.unwrap_or(2)),
-        };
+        let ws = self.xml_ws();
         let mut c = Cohere {
             low: self,
             root: schema,
@@ -128,9 +115,7 @@ impl<'v> Cohere<'_, '_, 'v> {
     /// `T">` and the body, for each case `schema` admits: what follows ` type="` in an element.
     fn typed(&mut self, schema: &Value, path: &str) -> Result<Expr, TagError> {
         let plain_ref = schema.as_object().and_then(|o| {
-            let plain = o
-                .keys()
-                .all(|k| k == "$ref" || ANNOTATIONS.contains(&k.as_str()));
+            let plain = o.keys().all(|k| k == "$ref" || constrains_nothing(k));
             o.get("$ref").and_then(Value::as_str).filter(|_| plain)
         });
         if let Some(r) = plain_ref {
@@ -266,7 +251,7 @@ impl<'v> Cohere<'_, '_, 'v> {
     ) -> Result<Vec<(&'static str, Expr)>, TagError> {
         let siblings: Vec<(&String, &Value)> = outer
             .iter()
-            .filter(|(k, _)| k.as_str() != key && !ANNOTATIONS.contains(&k.as_str()))
+            .filter(|(k, _)| k.as_str() != key && !constrains_nothing(k))
             .collect();
         if siblings.is_empty() {
             return self.cases(branch, path);
@@ -284,8 +269,15 @@ impl<'v> Cohere<'_, '_, 'v> {
 
     /// A value of a schema that names no type: raw text or JSON of the schema.
     fn any(&mut self, schema: &Value, path: &str) -> Result<Vec<(&'static str, Expr)>, TagError> {
-        let raw = self.low.free_text(vec![text_pattern(CLOSE)]);
-        Ok(vec![("raw", raw), ("json", self.json(schema, path)?)])
+        Ok(vec![
+            ("raw", self.raw_text()),
+            ("json", self.json(schema, path)?),
+        ])
+    }
+
+    /// Any text without the closing tag.
+    fn raw_text(&self) -> Expr {
+        self.low.free_text(vec![text_pattern(CLOSE)])
     }
 
     /// A JSON value of `schema` between optional whitespace (the root's definitions kept for its
@@ -316,17 +308,7 @@ impl<'v> Cohere<'_, '_, 'v> {
                     "{path}: minLength / maxLength beside a pattern or format are not enforced in cohere_xml"
                 ));
             }
-            let mode = RegexMode {
-                anchoring,
-                json_string: false,
-            };
-            let lang =
-                regex_language(regex, mode, self.low.limits).map_err(|error| TagError::Regex {
-                    path: path.to_string(),
-                    error,
-                })?;
-            let body = lang.into_expr(self.low.builder, "cohere_raw")?;
-            return self.low.rule("cohere_raw", body);
+            return self.low.regex_rule(regex, anchoring, path);
         }
         if o.get("format").is_some() {
             self.low
@@ -334,7 +316,7 @@ impl<'v> Cohere<'_, '_, 'v> {
                 .push(format!("{path}/format: not checked in cohere_xml raw text"));
         }
         if min.is_none() && max.is_none() {
-            return Ok(self.low.free_text(vec![text_pattern(CLOSE)]));
+            return Ok(self.raw_text());
         }
         let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         Ok(Expr::Repeat {
@@ -442,6 +424,11 @@ impl<'v> Cohere<'_, '_, 'v> {
             self.ws.clone(),
         ]))
     }
+}
+
+/// Whether keyword `k` leaves a schema's values unconstrained.
+fn constrains_nothing(k: &str) -> bool {
+    ANNOTATIONS.contains(&k) || NOT_CONSTRAINTS.contains(&k)
 }
 
 /// The cases of literal values: strings raw, other values as their compact JSON text.

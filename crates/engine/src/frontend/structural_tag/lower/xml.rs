@@ -29,11 +29,7 @@ impl Lowering<'_> {
         style: Style,
     ) -> Result<Expr, TagError> {
         let root = resolve(schema, schema);
-        let ws = Expr::Repeat {
-            body: Box::new(Expr::Class(CharClass::new(false, vec![(9, 10), (32, 32)]))),
-            min: 0,
-            max: Some(self.options.max_whitespace.unwrap_or(2)),
-        };
+        let ws = self.xml_ws();
         let properties = root
             .get("properties")
             .and_then(Value::as_object)
@@ -91,6 +87,16 @@ impl Lowering<'_> {
         };
         let body = self.members(members, free, path)?;
         self.rule("xml_args", seq(vec![body, ws]))
+    }
+
+    /// The whitespace allowed around the parts of XML arguments: up to `max_whitespace` (default 2)
+    /// spaces, tabs and newlines.
+    pub(super) fn xml_ws(&self) -> Expr {
+        Expr::Repeat {
+            body: Box::new(Expr::Class(CharClass::new(false, vec![(9, 10), (32, 32)]))),
+            min: 0,
+            max: Some(self.options.max_whitespace.unwrap_or(2)),
+        }
     }
 
     /// One argument the schema does not list (it admits any): a key `[A-Za-z_][A-Za-z0-9_]*`
