@@ -23,6 +23,8 @@ pub struct GrammarBuilder {
     /// Per base name, the suffix [`GrammarBuilder::fresh_name`] last returned: every lower one is
     /// taken (names are never removed), so the search resumes there instead of at 1.
     suffixes: RefCell<FxHashMap<String, u64>>,
+    /// Rules added by [`GrammarBuilder::import_interned`], by structural key.
+    interned: FxHashMap<u128, RuleId>,
 }
 
 impl GrammarBuilder {
@@ -172,6 +174,48 @@ impl GrammarBuilder {
         self.import_named(g, str::to_string)
     }
 
+    /// Copies in the rules of `g` that this builder has no structurally equal rule for (by their
+    /// [`super::intern::rule_keys`] `keys`, from an earlier `import_interned` or from `g` itself),
+    /// under fresh names made from their own, and returns the id standing for `g`'s root. Rules
+    /// without a key are always copied. Importing the argument schemas of a tool list this way
+    /// keeps one copy of what they share (whitespace, strings, numbers, equal members).
+    pub fn import_interned(
+        &mut self,
+        g: &Grammar,
+        keys: &[Option<u128>],
+    ) -> Result<RuleId, GrammarError> {
+        debug_assert_eq!(keys.len(), g.rules().len());
+        let mut ids = Vec::with_capacity(g.rules().len());
+        let mut copied = Vec::new();
+        for (i, rule) in g.rules().iter().enumerate() {
+            if let Some(&id) = keys[i].and_then(|k| self.interned.get(&k)) {
+                ids.push(id);
+                continue;
+            }
+            let name = self.fresh_name(&rule.name);
+            let id = self.declare(&name)?;
+            if let Some(k) = keys[i] {
+                self.interned.insert(k, id);
+            }
+            ids.push(id);
+            copied.push(i);
+        }
+        for i in copied {
+            let rule = &g.rules()[i];
+            let rename = |e: &Expr| {
+                let mut e = e.clone();
+                e.map_refs(&mut |r| Expr::Ref(ids[r.index()]));
+                e
+            };
+            self.define(
+                ids[i],
+                rename(&rule.body),
+                rule.lookahead.as_ref().map(rename),
+            )?;
+        }
+        Ok(ids[g.root().index()])
+    }
+
     fn import_named(
         &mut self,
         g: &Grammar,
@@ -201,6 +245,16 @@ impl GrammarBuilder {
             .ok_or_else(|| GrammarError::MissingRoot {
                 name: root_name.to_string(),
             })?;
+        self.build_rooted(root)
+    }
+
+    /// Finishes the grammar with root `root` (a rule this builder declared).
+    pub fn build_rooted(self, root: RuleId) -> Result<Grammar, GrammarError> {
+        if root.index() >= self.rules.len() {
+            return Err(GrammarError::MissingRoot {
+                name: format!("#{}", root.index()),
+            });
+        }
         let mut rules = Vec::with_capacity(self.rules.len());
         for (slot, name) in self.rules.into_iter().zip(self.names) {
             rules.push(slot.ok_or(GrammarError::UndefinedRule { name })?);

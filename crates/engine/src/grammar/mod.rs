@@ -18,6 +18,7 @@ pub mod ebnf;
 mod error;
 pub(crate) mod exprs;
 pub mod fsm;
+pub mod intern;
 mod nfa;
 pub mod passes;
 pub mod print;

@@ -5,6 +5,12 @@
 //! rule and helper rules) with the warnings, keyed by a [`fingerprint`] of the root rule's name,
 //! the schema JSON (member order included), the options and the limits, so a hit is exactly what
 //! lowering would have produced. Failures are not kept: a schema that fails is lowered (and fails) again.
+//!
+//! A fragment is kept optimized ([`passes::optimize`]: the compiler would apply the same passes to
+//! the whole grammar) with its structurally equal rules merged, and with the structural key of
+//! each rule ([`rule_keys`]), so importing it into a grammar that already holds other tools'
+//! arguments adds only the rules they do not share ([`GrammarBuilder::import_interned`]): fewer
+//! rules, and fewer states in the automaton the compiler builds.
 
 use std::hash::Hash;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +20,8 @@ use rustc_hash::FxHashMap;
 use serde_json::Value;
 
 use super::{add_schema_rule, JsonSchemaOptions, SchemaError, SchemaWarning};
-use crate::grammar::{Grammar, GrammarBuilder};
+use crate::grammar::intern::rule_keys;
+use crate::grammar::{passes, Grammar, GrammarBuilder};
 use crate::util::{Fingerprint, Limits, RuleId};
 
 /// Most fragments kept before the table starts over.
@@ -24,6 +31,8 @@ const MAX_FRAGMENTS: usize = 4096;
 #[derive(Debug)]
 struct Fragment {
     grammar: Grammar,
+    /// [`rule_keys`] of `grammar`.
+    keys: Vec<Option<u128>>,
     warnings: Vec<SchemaWarning>,
 }
 
@@ -72,8 +81,13 @@ impl SchemaFragments {
                 let mut own = GrammarBuilder::new(limits);
                 let root = own.declare(name)?;
                 let warnings = add_schema_rule(&mut own, root, schema, options, limits)?;
+                let lowered = passes::optimize(own.build(name)?);
+                let mut merged = GrammarBuilder::new(limits);
+                let root = merged.import_interned(&lowered, &rule_keys(&lowered))?;
+                let grammar = merged.build_rooted(root)?;
                 let fragment = Arc::new(Fragment {
-                    grammar: own.build(name)?,
+                    keys: rule_keys(&grammar),
+                    grammar,
                     warnings,
                 });
                 let mut map = self.lock();
@@ -84,9 +98,8 @@ impl SchemaFragments {
                 fragment
             }
         };
-        // The rules come in the order and with the bodies lowering in place gives; their names
-        // are made fresh from the fragment's own.
-        let rule = builder.import_fresh(&fragment.grammar)?;
+        // The rules the builder does not hold yet come in under names made fresh from their own.
+        let rule = builder.import_interned(&fragment.grammar, &fragment.keys)?;
         Ok((rule, fragment.warnings.clone()))
     }
 
