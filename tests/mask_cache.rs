@@ -331,3 +331,57 @@ fn grammar_cache_keeps_within_its_byte_bound() {
     );
     assert!(two.cache_bytes() <= bound);
 }
+
+/// Under the default [`Precompute::Auto`], a new tool list's name trie — the first mask after a
+/// trigger, the slowest a request would meet — is computed while compiling: filling it is a
+/// lookup, the shared pool computes nothing then.
+#[test]
+fn name_trie_after_a_trigger_is_computed_at_compile_time() {
+    let Some(loaded) = common::smollm2() else {
+        return;
+    };
+    let c = compiler(&loaded, CompileOptions::default());
+    let tag = |name: &str| {
+        serde_json::json!({"type": "tag", "begin": format!("<function={name}>"),
+            "content": {"type": "json_schema", "json_schema": {"type": "object",
+                "properties": {"q": {"type": "string"}}, "required": ["q"]}},
+            "end": "</function>"})
+    };
+    let names = [
+        "get_weather",
+        "search_web",
+        "book_flight",
+        "send_mail",
+        "play_song",
+    ];
+    let structural = serde_json::json!({"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<function="],
+        "tags": names.iter().map(|n| tag(n)).collect::<Vec<_>>()}});
+    let grammar = structgen::frontend::structural_tag::structural_tag_grammar(
+        &structural,
+        Some(&loaded.vocab),
+        &JsonSchemaOptions::default(),
+        &Limits::default(),
+    )
+    .expect("converts")
+    .grammar;
+    let g = c.compile(&grammar).expect("compiles");
+    let mut m = GrammarMatcher::new(g);
+    let computed = || c.pool_stats().expect("a shared pool").misses;
+    let mut mask = TokenBitmask::new(loaded.vocab.size());
+    for t in common::encode(&loaded, "Sure. <function=") {
+        assert!(m.accept_token(t));
+    }
+    let before = computed();
+    m.fill_next_token_bitmask(&mut mask);
+    assert_eq!(
+        computed(),
+        before,
+        "the name trie's mask was computed on first use"
+    );
+    let allowed = |text: &str| {
+        let t = common::encode(&loaded, text)[0];
+        mask.is_allowed(t)
+    };
+    assert!(allowed("get") && allowed("search") && !allowed("foo"));
+}

@@ -296,12 +296,19 @@ impl CompiledGrammar {
     }
 
     /// States whose items the matcher may consult for a mask: those an item can reach by a byte or
-    /// by a completed call (plus the root's start), and that can go on (bytes or calls).
+    /// by a completed call, the root's start, and the starts of tag rules (a tag's item is
+    /// consulted where the trigger predicts it), that can go on (bytes or calls).
     fn consulted_states(&self) -> Vec<StateId> {
         let a = &self.automaton;
         let fsm = a.fsm();
         let mut mark = vec![false; fsm.num_states()];
         mark[fsm.start(a.root()).index()] = true;
+        for r in 0..a.grammar().rules().len() {
+            let r = RuleId(r as u32);
+            if a.is_dispatched(r) {
+                mark[fsm.start(r).index()] = true;
+            }
+        }
         for s in 0..fsm.num_states() {
             let s = StateId(s as u32);
             for e in fsm.byte_edges(s) {
@@ -356,12 +363,17 @@ impl CompiledGrammar {
                     .map(|&(_, s)| s)
                     .collect(),
             };
-            let tags: Vec<StateId> = scored
+            // A tag rule's start (what follows a trigger) first, whatever its fan-out.
+            let tag_start = |s: StateId| fsm.start(fsm.rule_of(s)) == s;
+            let mut tags: Vec<StateId> = scored
                 .iter()
-                .filter(|&&(c, s)| c >= large && !chosen.contains(&s) && new_in_tag(s))
+                .filter(|&&(c, s)| {
+                    (c >= large || tag_start(s)) && !chosen.contains(&s) && new_in_tag(s)
+                })
                 .map(|&(_, s)| s)
-                .take(NEW_TAG_MASKS)
                 .collect();
+            tags.sort_by_key(|&s| !tag_start(s));
+            tags.truncate(NEW_TAG_MASKS);
             chosen.extend(tags);
             states = chosen;
         }
