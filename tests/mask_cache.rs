@@ -332,9 +332,9 @@ fn grammar_cache_keeps_within_its_byte_bound() {
     assert!(two.cache_bytes() <= bound);
 }
 
-/// Under the default [`Precompute::Auto`], a new tool list's name trie — the first mask after a
-/// trigger, the slowest a request would meet — is computed while compiling: filling it is a
-/// lookup, the shared pool computes nothing then.
+/// Under the default [`Precompute::Auto`], what a trigger leads into in a new tool list — the
+/// tags' common beginning, then the name trie, the slowest masks a request would meet — is
+/// computed while compiling: filling those masks is a lookup, the shared pool computes nothing.
 #[test]
 fn name_trie_after_a_trigger_is_computed_at_compile_time() {
     let Some(loaded) = common::smollm2() else {
@@ -342,10 +342,11 @@ fn name_trie_after_a_trigger_is_computed_at_compile_time() {
     };
     let c = compiler(&loaded, CompileOptions::default());
     let tag = |name: &str| {
-        serde_json::json!({"type": "tag", "begin": format!("<function={name}>"),
+        serde_json::json!({"type": "tag",
+            "begin": format!("<tool_call>\n{{\"name\": \"{name}\", \"arguments\": "),
             "content": {"type": "json_schema", "json_schema": {"type": "object",
                 "properties": {"q": {"type": "string"}}, "required": ["q"]}},
-            "end": "</function>"})
+            "end": "}\n</tool_call>"})
     };
     let names = [
         "get_weather",
@@ -355,7 +356,7 @@ fn name_trie_after_a_trigger_is_computed_at_compile_time() {
         "play_song",
     ];
     let structural = serde_json::json!({"type": "structural_tag", "format": {
-        "type": "triggered_tags", "triggers": ["<function="],
+        "type": "triggered_tags", "triggers": ["<tool_call>"],
         "tags": names.iter().map(|n| tag(n)).collect::<Vec<_>>()}});
     let grammar = structgen::frontend::structural_tag::structural_tag_grammar(
         &structural,
@@ -369,8 +370,20 @@ fn name_trie_after_a_trigger_is_computed_at_compile_time() {
     let mut m = GrammarMatcher::new(g);
     let computed = || c.pool_stats().expect("a shared pool").misses;
     let mut mask = TokenBitmask::new(loaded.vocab.size());
-    for t in common::encode(&loaded, "Sure. <function=") {
+    for t in common::encode(&loaded, "Sure. <tool_call>") {
         assert!(m.accept_token(t));
+    }
+    let mut steps = 0;
+    for t in common::encode(&loaded, "\n{\"name\": \"") {
+        let before = computed();
+        m.fill_next_token_bitmask(&mut mask);
+        assert_eq!(
+            computed(),
+            before,
+            "a mask after the trigger was computed on first use"
+        );
+        assert!(mask.is_allowed(t) && m.accept_token(t));
+        steps += 1;
     }
     let before = computed();
     m.fill_next_token_bitmask(&mut mask);
@@ -379,9 +392,7 @@ fn name_trie_after_a_trigger_is_computed_at_compile_time() {
         before,
         "the name trie's mask was computed on first use"
     );
-    let allowed = |text: &str| {
-        let t = common::encode(&loaded, text)[0];
-        mask.is_allowed(t)
-    };
+    assert!(steps >= 2, "the common beginning spans tokens");
+    let allowed = |text: &str| mask.is_allowed(common::encode(&loaded, text)[0]);
     assert!(allowed("get") && allowed("search") && !allowed("foo"));
 }

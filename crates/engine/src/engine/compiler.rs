@@ -37,9 +37,9 @@ pub enum Precompute {
     /// Only masks that are surely needed, cheap now, or costly mid-generation: the costliest
     /// states of TagDispatch rules (the free text every request of a tool-calling format starts
     /// in and returns to) and those the shared pool already holds (a lookup each), at most
-    /// 16, plus the first masks of a tool list's name trie that the pool does
-    /// not hold yet (entered right after a trigger, the slowest first mask a request would
-    /// meet); every other mask on first use. A state that may never be reached (most of a JSON
+    /// 16; plus, in a tag rule the pool does not hold yet, the states a trigger leads through up
+    /// to the tool list's name trie (the slowest first mask a request would meet) and the
+    /// widest of its other states; every other mask on first use. A state that may never be reached (most of a JSON
     /// Schema's) costs nothing at compile time. The default.
     Auto,
 }
@@ -324,6 +324,29 @@ impl CompiledGrammar {
             .collect()
     }
 
+    /// The states of tag rule `r` from its start along single-byte steps (no calls, no
+    /// acceptance), then the first state with a choice: where the tokens after a trigger stand
+    /// while the tags' common beginning is written, and the name trie of a tool list. At most
+    /// [`MAX_TAG_PREFIX`] states.
+    fn tag_prefix(&self, r: RuleId) -> Vec<StateId> {
+        let fsm = self.automaton.fsm();
+        let mut s = fsm.start(r);
+        let mut out = vec![s];
+        while out.len() < MAX_TAG_PREFIX {
+            let edges = fsm.byte_edges(s);
+            let single = matches!(edges, [e] if e.lo == e.hi);
+            if !single || !fsm.ref_edges(s).is_empty() || fsm.is_accept(s) {
+                break;
+            }
+            s = edges[0].target;
+            if out.contains(&s) {
+                break;
+            }
+            out.push(s);
+        }
+        out
+    }
+
     /// Computes the masks `precompute` asks for now.
     fn precompute(&self, precompute: Precompute, budget: &Budget) -> Result<(), GrammarError> {
         if precompute == Precompute::Top(0) {
@@ -363,17 +386,21 @@ impl CompiledGrammar {
                     .map(|&(_, s)| s)
                     .collect(),
             };
-            // A tag rule's start (what follows a trigger) first, whatever its fan-out.
-            let tag_start = |s: StateId| fsm.start(fsm.rule_of(s)) == s;
-            let mut tags: Vec<StateId> = scored
+            // What a trigger leads through in a new tag rule, whatever its fan-out: the shared
+            // prefix of its tags and the state that chooses between them.
+            for r in 0..self.automaton.grammar().rules().len() {
+                let r = RuleId(r as u32);
+                if self.automaton.is_dispatched(r) && new_in_tag(fsm.start(r)) {
+                    let prefix = self.tag_prefix(r);
+                    chosen.extend(prefix.into_iter().filter(|&s| self.automaton.continues(s)));
+                }
+            }
+            let tags: Vec<StateId> = scored
                 .iter()
-                .filter(|&&(c, s)| {
-                    (c >= large || tag_start(s)) && !chosen.contains(&s) && new_in_tag(s)
-                })
+                .filter(|&&(c, s)| c >= large && !chosen.contains(&s) && new_in_tag(s))
                 .map(|&(_, s)| s)
+                .take(NEW_TAG_MASKS)
                 .collect();
-            tags.sort_by_key(|&s| !tag_start(s));
-            tags.truncate(NEW_TAG_MASKS);
             chosen.extend(tags);
             states = chosen;
         }
@@ -397,6 +424,9 @@ fn with_hash_inputs<R>(
     let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
     f(&opaque, &bounds)
 }
+
+/// Most states of a tag rule's common beginning computed ahead of time ([`CompiledGrammar::tag_prefix`]).
+const MAX_TAG_PREFIX: usize = 64;
 
 /// Masks of new tag-rule states computed ahead of time per grammar, beyond `Precompute::Top`.
 const NEW_TAG_MASKS: usize = 2;
