@@ -18,7 +18,7 @@ use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
 use crate::util::marker::{token_marker, MARKER_BYTE};
-use crate::util::TokenBitmaskMut;
+use crate::util::{StateId, TokenBitmaskMut};
 use crate::vocab::{common_prefix, Vocab};
 
 /// Sets the bit of every normal token whose bytes the parser can scan from its current set. The
@@ -93,8 +93,11 @@ pub fn fill_listed_tokens(
 
 /// Calls `accepted(i)` for every entry `i` of `count` entries (sorted by bytes, `bytes(i)`) that the
 /// parser can scan from its current set. Shared prefixes are parsed once; after a refusal at depth
-/// `d` the following entries that share those `d + 1` bytes are skipped. The parser is left as it
-/// was.
+/// `d` the following entries that share those `d + 1` bytes are skipped. Where the set is one item
+/// at a state whose byte step leads to a state without calls or acceptance (inside a tool's name,
+/// a literal, a string), the next set is that one item again: such bytes are stepped on the
+/// automaton, and the parser catches up (replaying them) only where the walk needs it again. The
+/// parser is left as it was.
 pub fn walk_sorted<B: AsRef<[u8]>>(
     g: &Automaton,
     parser: &mut EarleyParser,
@@ -102,23 +105,50 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
     bytes: impl Fn(usize) -> B,
     mut accepted: impl FnMut(usize),
 ) {
+    let fsm = g.fsm();
     let base = parser.num_sets();
     let mut depth = 0usize;
     let mut prev: Option<B> = None;
     // refusable[d]: the bytes the set after d bytes can scan, once a byte was refused there.
     let mut refusable: Vec<Option<ByteSet>> = vec![None];
+    // lone[d]: the state of the set after d bytes when it is one item stepped on the automaton
+    // (see `lone_item`), else `NOT_LONE`; the parser holds the sets of depths `0..=synced`.
+    let mut lone: Vec<u32> = vec![lone_item(g, parser)];
+    let mut synced = 0usize;
     let mut i = 0;
     while i < count {
         let entry = bytes(i);
         let cur = entry.as_ref();
         let shared = prev.as_ref().map_or(0, |p| common_prefix(p.as_ref(), cur));
         let keep = depth.min(shared);
-        parser.truncate(base + keep);
+        synced = synced.min(keep);
+        parser.truncate(base + synced);
         refusable.truncate(keep + 1);
+        lone.truncate(keep + 1);
         depth = keep;
         let mut refused_at = None;
         while depth < cur.len() {
             let b = cur[depth];
+            if lone[depth] != NOT_LONE {
+                match fsm.step(StateId(lone[depth]), b) {
+                    None => {
+                        refused_at = Some(depth);
+                        break;
+                    }
+                    Some(t) if fsm.ref_edges(t).is_empty() && !fsm.is_accept(t) => {
+                        depth += 1;
+                        refusable.push(None);
+                        lone.push(t.0);
+                        continue;
+                    }
+                    Some(_) => {}
+                }
+            }
+            for &replayed in &cur[synced..depth] {
+                let ok = parser.push_byte(g, replayed);
+                debug_assert!(ok, "a byte stepped on the automaton is refused on replay");
+            }
+            synced = depth;
             let known_bad = refusable[depth].is_some_and(|set| !has_byte(&set, b));
             if known_bad || !parser.push_byte(g, b) {
                 if refusable[depth].is_none() {
@@ -128,7 +158,9 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
                 break;
             }
             depth += 1;
+            synced = depth;
             refusable.push(None);
+            lone.push(lone_item(g, parser));
         }
         let next = match refused_at {
             None => {
@@ -141,6 +173,19 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
         i = next;
     }
     parser.truncate(base);
+}
+
+/// Not a lone item's state.
+const NOT_LONE: u32 = u32::MAX;
+
+/// The state of the parser's current set when that set is one item of an uncounted rule (so a
+/// byte the item scans into a state without calls or acceptance gives again a set of one item,
+/// with nothing predicted or completed), else [`NOT_LONE`].
+fn lone_item(g: &Automaton, parser: &EarleyParser) -> u32 {
+    match parser.current() {
+        [it] if g.counted(g.fsm().rule_of(it.state)).is_none() => it.state.0,
+        _ => NOT_LONE,
+    }
 }
 
 /// The first index in `from..to` whose entry does not start with `prefix`, the entries being sorted
