@@ -209,8 +209,8 @@ impl<'a> Loops<'a> {
             .entry(item)
             .or_insert_with(|| {
                 a.fsm()
-                    .loop_class(StateId(item))
-                    .and_then(|c| vocab.class_tails(c))
+                    .passing_class(StateId(item))
+                    .and_then(|c| vocab.class_tails(&c))
             })
             .clone()
     }
@@ -234,8 +234,13 @@ fn rest_loops(tails: &[u8], vocab: &Vocab, pos: usize, depth: usize) -> bool {
 /// that, finding them costs about what walking them does).
 const MIN_BULK: usize = 32;
 
+thread_local! {
+    /// [`AdaptiveMask::compute`]'s buffer of accepted ids, kept between computations.
+    static ACCEPTED: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// The accepted tokens (distinct ids) in whichever [`TokenSet`] form is smallest.
-fn token_set(vocab: &Vocab, mut listed: Vec<u32>) -> TokenSet {
+fn token_set(vocab: &Vocab, listed: &mut [u32]) -> TokenSet {
     let words = vocab.size().div_ceil(32);
     let count = listed.len();
     let others = vocab.sorted().len() - count;
@@ -244,7 +249,7 @@ fn token_set(vocab: &Vocab, mut listed: Vec<u32>) -> TokenSet {
         return TokenSet::Accepted(listed.into());
     }
     let mut bits = vec![0u32; words];
-    for &t in &listed {
+    for &t in listed.iter() {
         bits[t as usize / 32] |= 1 << (t % 32);
     }
     if others < words {
@@ -290,7 +295,10 @@ impl AdaptiveMask {
         let mut walk = SetWalk::new(a, state, count);
         let mut loops = Loops::new(a, vocab);
         let first = walk.first_bytes();
-        let mut accepted: Vec<u32> = Vec::new();
+        // The accepted ids go to a buffer the thread keeps: a whole-vocabulary state accepts
+        // most of the vocabulary, and growing a fresh vector for it costs more than the walk.
+        let mut accepted = ACCEPTED.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        accepted.clear();
         let mut ends: Vec<EndRange> = Vec::new();
         let mut opaque: Vec<u32> = Vec::new();
         for b in 0..=255u8 {
@@ -387,11 +395,13 @@ impl AdaptiveMask {
             }
             walk.truncate(0);
         }
-        AdaptiveMask {
-            accepted: token_set(vocab, accepted),
+        let mask = AdaptiveMask {
+            accepted: token_set(vocab, &mut accepted),
             ends: ends.into(),
             opaque: opaque.into(),
-        }
+        };
+        ACCEPTED.with(|b| *b.borrow_mut() = accepted);
+        mask
     }
 
     /// Uncertain tokens behind opaque calls (positions in `Vocab::sorted`, increasing).
