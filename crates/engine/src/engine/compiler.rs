@@ -15,10 +15,11 @@ use rustc_hash::FxHashMap;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
 use super::hash::{structural_hashes, Bounds, StructuralHashes};
+use super::lookahead::has_byte;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
 use crate::frontend::json_schema::SchemaFragments;
 use crate::grammar::repetition::Counted;
-use crate::grammar::{Grammar, GrammarError};
+use crate::grammar::{Expr, Grammar, GrammarError, Symbol};
 use crate::util::{Budget, Limits, RuleId, StateId};
 use crate::vocab::Vocab;
 
@@ -324,6 +325,53 @@ impl CompiledGrammar {
             .collect()
     }
 
+    /// Per tag rule, the last byte of the trigger that leads to it (`None`: a trigger that ends
+    /// with a whole token, after which a token boundary is certain).
+    fn trigger_ends(&self) -> Vec<(RuleId, Option<u8>)> {
+        fn visit(e: &Expr, out: &mut Vec<(RuleId, Option<u8>)>) {
+            match e {
+                Expr::Dispatch(d) => {
+                    for (pattern, rule) in &d.tags {
+                        let last = match pattern.last() {
+                            Some(Symbol::Char(c)) => c.to_string().bytes().last(),
+                            _ => None,
+                        };
+                        if !out.iter().any(|(r, _)| r == rule) {
+                            out.push((*rule, last));
+                        }
+                    }
+                }
+                Expr::Seq(items) | Expr::Alt(items) => items.iter().for_each(|i| visit(i, out)),
+                Expr::Repeat { body, .. } => visit(body, out),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        for rule in self.automaton.grammar().rules() {
+            visit(&rule.body, &mut out);
+        }
+        out
+    }
+
+    /// Whether a token is likely to end right before `s`, the byte before it being `before`: unless
+    /// the vocabulary joins `before` to what `s` scans in many tokens (BPE merges across such a
+    /// boundary: `functions` then `.get`, not `.` then `get`) against the tokens that start at
+    /// `s` — at least one in [`JOINED_RATIO`].
+    fn boundary_likely(&self, before: u8, s: StateId) -> bool {
+        let first = self.automaton.lookahead().first(s);
+        let joined = self
+            .vocab
+            .first_byte_run(before)
+            .filter(|&i| {
+                self.vocab
+                    .sorted_bytes(i)
+                    .get(1)
+                    .is_some_and(|&b| has_byte(first, b))
+            })
+            .count();
+        joined * JOINED_RATIO < self.fan_out(s)
+    }
+
     /// The states of tag rule `r` from its start along single-byte steps (no calls, no
     /// acceptance), then the first state with a choice: where the tokens after a trigger stand
     /// while the tags' common beginning is written, and the name trie of a tool list. At most
@@ -387,12 +435,21 @@ impl CompiledGrammar {
                     .collect(),
             };
             // What a trigger leads through in a new tag rule, whatever its fan-out: the shared
-            // prefix of its tags and the state that chooses between them.
-            for r in 0..self.automaton.grammar().rules().len() {
-                let r = RuleId(r as u32);
-                if self.automaton.is_dispatched(r) && new_in_tag(fsm.start(r)) {
-                    let prefix = self.tag_prefix(r);
-                    chosen.extend(prefix.into_iter().filter(|&s| self.automaton.continues(s)));
+            // prefix of its tags and the state that chooses between them, where a token is likely
+            // to end right before the state (elsewhere the tokens crossing into it are decided by
+            // the parser, and its own mask is never consulted).
+            for (r, trigger_end) in self.trigger_ends() {
+                if !new_in_tag(fsm.start(r)) {
+                    continue;
+                }
+                let mut before = trigger_end;
+                for s in self.tag_prefix(r) {
+                    if self.automaton.continues(s)
+                        && before.is_none_or(|b| self.boundary_likely(b, s))
+                    {
+                        chosen.push(s);
+                    }
+                    before = fsm.byte_edges(s).first().map(|e| e.lo);
                 }
             }
             let tags: Vec<StateId> = scored
@@ -424,6 +481,10 @@ fn with_hash_inputs<R>(
     let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
     f(&opaque, &bounds)
 }
+
+/// Tokens joining a byte to a state's first bytes, against those starting at the state, above
+/// which a token boundary right before the state is taken to be unlikely.
+const JOINED_RATIO: usize = 16;
 
 /// Most states of a tag rule's common beginning computed ahead of time ([`CompiledGrammar::tag_prefix`]).
 const MAX_TAG_PREFIX: usize = 64;
