@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use rustc_hash::FxHashMap;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
-use super::hash::{structural_hashes, Bounds, StructuralHashes};
+use super::hash::{structural_hashes, Bounds, StructuralHashes, BELOW_BUDGET};
 use super::lookahead::has_byte;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
 use crate::frontend::json_schema::SchemaFragments;
@@ -153,10 +153,13 @@ impl CompiledGrammar {
     /// The cached mask of state `s` (for an item of a counted rule: with no completed iteration),
     /// computed (or taken from the shared pool) on first use.
     pub(crate) fn state_mask(&self, s: StateId) -> &StateMask {
-        self.masks[s.index()].get_or_init(|| self.compute_mask(s, 0))
+        self.masks[s.index()].get_or_init(|| self.compute_mask(s, 0, true))
     }
 
-    fn compute_mask(&self, s: StateId, count: u32) -> StateMask {
+    /// The mask of state `s` with `count` completed iterations. `tag_below`: a state of a tag rule
+    /// may be looked up in the pool by the structure below it (not while precomputing, where the
+    /// tag states are a new tool list's name trie, whose structure below is new too).
+    fn compute_mask(&self, s: StateId, count: u32, tag_below: bool) -> StateMask {
         let a = &self.automaton;
         let follow = a.lookahead().follow(a.fsm().rule_of(s));
         match (&self.pool, &self.keys) {
@@ -164,9 +167,18 @@ impl CompiledGrammar {
                 let mut key = keys.states[s.index()] ^ u128::from(count).wrapping_mul(COUNT_KEY);
                 // A wide state new under its rule's key may still have the structure below it in
                 // the pool from another rule (a key's rest after an object's own names, a string's
-                // contents inside a larger rule): it is looked up by that structure alone.
-                if count == 0 && self.fan_out(s) >= self.vocab.size() / 16 && !pool.contains(key) {
-                    if let Some(below) = self.below_key(keys, s) {
+                // contents inside a larger rule): it is looked up by that structure alone. So is
+                // a state of a tag rule, new with every tool list though what follows a tool's
+                // name (its arguments, its end tag) is not.
+                let budget = if self.fan_out(s) >= self.vocab.size() / 16 {
+                    BELOW_BUDGET
+                } else if tag_below && a.is_dispatched(a.fsm().rule_of(s)) {
+                    TAG_BELOW_BUDGET
+                } else {
+                    0
+                };
+                if count == 0 && budget > 0 && !pool.contains(key) {
+                    if let Some(below) = self.below_key(keys, s, budget) {
                         key = below;
                     }
                 }
@@ -183,10 +195,10 @@ impl CompiledGrammar {
     }
 
     /// [`StructuralHashes::below`] of `s` in this grammar.
-    fn below_key(&self, keys: &StructuralHashes, s: StateId) -> Option<u128> {
+    fn below_key(&self, keys: &StructuralHashes, s: StateId, budget: usize) -> Option<u128> {
         let a = &self.automaton;
         with_hash_inputs(a, |opaque, bounds| {
-            keys.below(a.fsm(), a.nullable_rules(), opaque, bounds, s)
+            keys.below(a.fsm(), a.nullable_rules(), opaque, bounds, s, budget)
         })
     }
 
@@ -233,7 +245,7 @@ impl CompiledGrammar {
         let key = (s, class);
         let cached = self.lock_counted().get(&key).cloned();
         let mask = cached.unwrap_or_else(|| {
-            let m = self.compute_mask(s, class);
+            let m = self.compute_mask(s, class, true);
             self.lock_counted().insert(key, m.clone());
             m
         });
@@ -464,7 +476,7 @@ impl CompiledGrammar {
         let total = states.len();
         for (i, s) in states.into_iter().enumerate() {
             budget.check(|| format!("computing mask {} of {total} ahead of time", i + 1))?;
-            self.state_mask(s);
+            self.masks[s.index()].get_or_init(|| self.compute_mask(s, 0, false));
         }
         Ok(())
     }
@@ -481,6 +493,11 @@ fn with_hash_inputs<R>(
     let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
     f(&opaque, &bounds)
 }
+
+/// Most states a tag rule's state is looked up by below it: what follows a tool's name (its
+/// arguments' calls, its end tag) fits; a state still choosing between tools does not, and gives
+/// up early.
+const TAG_BELOW_BUDGET: usize = 32;
 
 /// Tokens joining a byte to a state's first bytes, against those starting at the state, above
 /// which a token boundary right before the state is taken to be unlikely.

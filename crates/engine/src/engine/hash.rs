@@ -170,8 +170,8 @@ impl StructuralHashes {
     /// [`structural_hashes`] serializes a rule from its start. Two states with equal hashes here
     /// have the same item structure below them, whatever else their rules hold, so a per-state
     /// result computed from that structure alone (the adaptive mask) can be shared between them.
-    /// `None` past [`BELOW_BUDGET`] states or in a salted cycle. `nullable`, `opaque` and `bounds`
-    /// must be those the hashes were made with.
+    /// `None` past `budget` states (at most [`BELOW_BUDGET`]) or in a salted cycle. `nullable`,
+    /// `opaque` and `bounds` must be those the hashes were made with.
     pub fn below(
         &self,
         fsm: &CompactFsm,
@@ -179,6 +179,7 @@ impl StructuralHashes {
         opaque: &dyn Fn(RuleId, RuleId) -> bool,
         bounds: &dyn Fn(RuleId) -> Bounds,
         s: StateId,
+        budget: usize,
     ) -> Option<u128> {
         let rule = fsm.rule_of(s);
         if self.salted[rule.index()] {
@@ -209,7 +210,7 @@ impl StructuralHashes {
                 }
                 (i, i == next)
             },
-            BELOW_BUDGET,
+            budget.min(BELOW_BUDGET),
         )?;
         let mut f = Fingerprint::new();
         f.write(&h.0);
@@ -446,7 +447,14 @@ mod tests {
         for &b in path {
             s = a.fsm().step(s, b)?;
         }
-        h.below(a.fsm(), a.nullable_rules(), &|_, _| false, &bounds, s)
+        h.below(
+            a.fsm(),
+            a.nullable_rules(),
+            &|_, _| false,
+            &bounds,
+            s,
+            BELOW_BUDGET,
+        )
     }
 
     fn rule_hash(src: &str, name: &str) -> u128 {
