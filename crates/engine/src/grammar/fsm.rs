@@ -526,7 +526,7 @@ impl CompactFsm {
     /// widest byte range leads to, when every member of that class (a byte, or a whole non-ASCII
     /// character) takes `s`, and every state so reached, on to a state that does the same or loops
     /// on the class. A key being written among an object's property names (a trie inside a free
-    /// key's string) is such a state. `None` otherwise, or past [`MAX_PASSING_STATES`] states.
+    /// key's string) is such a state. `None` otherwise, or past 64 states.
     pub fn passing_class(&self, s: StateId) -> Option<LoopClass> {
         if let Some(c) = self.loop_class(s) {
             return Some(*c);
