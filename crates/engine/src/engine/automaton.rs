@@ -18,13 +18,14 @@
 //! accepting state, so every non-empty Earley set is a viable prefix — a byte is allowed exactly when
 //! scanning it leaves a non-empty set.
 
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
 use super::lookahead::Lookahead;
 use crate::grammar::fsm::{CompactFsm, DState, Dfa};
+use crate::grammar::intern::hash_expr;
 use crate::grammar::repetition::{self, Counted};
 use crate::grammar::{passes, Expr, Grammar, GrammarError};
 use crate::util::marker::MARKER_BYTE;
@@ -148,44 +149,16 @@ const DFA_CACHE_ENTRIES: usize = 1 << 16;
 /// references (`refs[i]` is the rule numbered `i`; a TagDispatch's tag rules count as references,
 /// in the order [`Expr::map_refs`] visits them).
 fn canonical_key(body: &Expr) -> (u128, Vec<RuleId>) {
-    fn number(r: RuleId, h: &mut Fingerprint, refs: &mut Vec<RuleId>) {
+    let mut refs = Vec::new();
+    let mut number = |r: RuleId, h: &mut Fingerprint| {
         let i = refs.iter().position(|&x| x == r).unwrap_or_else(|| {
             refs.push(r);
             refs.len() - 1
         });
         h.write_usize(i);
-    }
-    fn put(e: &Expr, h: &mut Fingerprint, refs: &mut Vec<RuleId>) {
-        std::mem::discriminant(e).hash(h);
-        match e {
-            Expr::Empty => {}
-            Expr::Literal(s) => s.hash(h),
-            Expr::Class(c) => c.hash(h),
-            Expr::Tokens(t) => t.hash(h),
-            Expr::Ref(r) => number(*r, h, refs),
-            Expr::Seq(items) | Expr::Alt(items) => {
-                h.write_usize(items.len());
-                for item in items {
-                    put(item, h, refs);
-                }
-            }
-            Expr::Repeat { body, min, max } => {
-                (min, max).hash(h);
-                put(body, h, refs);
-            }
-            Expr::Dispatch(d) => {
-                h.write_usize(d.tags.len());
-                for (pattern, rule) in &d.tags {
-                    pattern.hash(h);
-                    number(*rule, h, refs);
-                }
-                (d.stop_eos, &d.stop_str, d.loop_after_dispatch, &d.excludes).hash(h);
-            }
-        }
-    }
+    };
     let mut h = Fingerprint::new();
-    let mut refs = Vec::new();
-    put(body, &mut h, &mut refs);
+    hash_expr(body, &mut h, &mut number);
     (h.finish128(), refs)
 }
 

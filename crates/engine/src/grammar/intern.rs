@@ -10,7 +10,7 @@
 use std::hash::{Hash, Hasher};
 
 use super::{Expr, Grammar};
-use crate::util::Fingerprint;
+use crate::util::{Fingerprint, RuleId};
 
 /// The structural key of every rule of `g`, by rule id (`None`: on or above a reference cycle).
 pub fn rule_keys(g: &Grammar) -> Vec<Option<u128>> {
@@ -21,7 +21,7 @@ pub fn rule_keys(g: &Grammar) -> Vec<Option<u128>> {
     let mut callers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, rule) in rules.iter().enumerate() {
         let mut callees = Vec::new();
-        let mut add = |r: crate::util::RuleId| {
+        let mut add = |r: RuleId| {
             if !callees.contains(&r.index()) {
                 callees.push(r.index());
             }
@@ -62,31 +62,41 @@ pub fn rule_keys(g: &Grammar) -> Vec<Option<u128>> {
 
 /// Feeds `e` to `h`, a reference as its callee's key (which every callee has here).
 fn put(e: &Expr, keys: &[Option<u128>], h: &mut Fingerprint) {
+    hash_expr(e, h, &mut |r, h| {
+        h.write_u128(keys[r.index()].unwrap_or_default())
+    });
+}
+
+/// Feeds the structure of `e` to `h`, each rule reference (a TagDispatch's tag rules included,
+/// in order of appearance) written by `on_ref`: the one walk behind the structural keys here and
+/// the rule-DFA cache's keys ([`crate::engine::automaton`]).
+pub(crate) fn hash_expr(
+    e: &Expr,
+    h: &mut Fingerprint,
+    on_ref: &mut impl FnMut(RuleId, &mut Fingerprint),
+) {
     std::mem::discriminant(e).hash(h);
-    let callee = |r: crate::util::RuleId, h: &mut Fingerprint| {
-        h.write_u128(keys[r.index()].unwrap_or_default());
-    };
     match e {
         Expr::Empty => {}
         Expr::Literal(s) => s.hash(h),
         Expr::Class(c) => c.hash(h),
         Expr::Tokens(t) => t.hash(h),
-        Expr::Ref(r) => callee(*r, h),
+        Expr::Ref(r) => on_ref(*r, h),
         Expr::Seq(items) | Expr::Alt(items) => {
             h.write_usize(items.len());
             for item in items {
-                put(item, keys, h);
+                hash_expr(item, h, on_ref);
             }
         }
         Expr::Repeat { body, min, max } => {
             (min, max).hash(h);
-            put(body, keys, h);
+            hash_expr(body, h, on_ref);
         }
         Expr::Dispatch(d) => {
             h.write_usize(d.tags.len());
             for (pattern, rule) in &d.tags {
                 pattern.hash(h);
-                callee(*rule, h);
+                on_ref(*rule, h);
             }
             (d.stop_eos, &d.stop_str, d.loop_after_dispatch, &d.excludes).hash(h);
         }
