@@ -27,12 +27,16 @@ use super::lookahead::Lookahead;
 use crate::grammar::fsm::{CompactFsm, DState, Dfa};
 use crate::grammar::intern::hash_expr;
 use crate::grammar::repetition::{self, Counted};
-use crate::grammar::{passes, Expr, Grammar, GrammarError};
+use crate::grammar::{passes, Expr, Grammar, GrammarError, Symbol};
 use crate::util::marker::MARKER_BYTE;
 use crate::util::{Budget, Fingerprint, Limits, RuleId, StateId};
 
 /// Bounds above which `{min,max}` repetitions become counted rules by default.
 pub const REPETITION_THRESHOLD: u32 = 128;
+
+/// A tag rule (called by a TagDispatch) and the last byte of the trigger leading to it (`None`:
+/// the trigger ends with a whole token).
+pub type TagRule = (RuleId, Option<u8>);
 
 /// A grammar's automaton, independent of any vocabulary: the optimized grammar, every rule's
 /// trimmed DFA in one numbering, and the per-rule facts the parser and the mask cache consult.
@@ -47,6 +51,9 @@ pub struct Automaton {
     dispatcher: Vec<bool>,
     /// Per rule: some TagDispatch calls it as a tag rule.
     dispatched: Vec<bool>,
+    /// Each tag rule with the last byte of the trigger leading to it (of the first such trigger;
+    /// `None` when it ends with a whole token).
+    tag_rules: Vec<TagRule>,
     /// Whether any byte edge takes the marker byte, i.e. the grammar has whole-token terminals.
     takes_whole_tokens: bool,
 }
@@ -119,6 +126,12 @@ impl Automaton {
     #[inline]
     pub fn is_dispatched(&self, rule: RuleId) -> bool {
         self.dispatched[rule.index()]
+    }
+
+    /// Each tag rule (called by a TagDispatch) with the last byte of the trigger that leads to it,
+    /// `None` when that trigger ends with a whole token (a token boundary is then certain).
+    pub fn tag_rules(&self) -> &[TagRule] {
+        &self.tag_rules
     }
 
     /// Whether the grammar has whole-token terminals (`<[id]>`); when not, neither the mask nor
@@ -331,7 +344,7 @@ pub fn build_automaton_cached(
     let fsm = CompactFsm::freeze(&trimmed);
     let nullable = passes::nullable(&grammar);
     let lookahead = Lookahead::new(&fsm, &nullable);
-    let (dispatcher, dispatched) = dispatch_flags(&grammar);
+    let (dispatcher, dispatched, tag_rules) = dispatch_flags(&grammar);
     let takes_whole_tokens = (0..fsm.num_states()).any(|s| {
         fsm.byte_edges(StateId(s as u32))
             .iter()
@@ -345,40 +358,47 @@ pub fn build_automaton_cached(
         lookahead,
         dispatcher,
         dispatched,
+        tag_rules,
         takes_whole_tokens,
     })
 }
 
-/// Per rule: whether its body has a TagDispatch, and whether a TagDispatch calls it.
-fn dispatch_flags(grammar: &Grammar) -> (Vec<bool>, Vec<bool>) {
-    fn visit(e: &Expr, targets: &mut Vec<RuleId>) -> bool {
+/// Per rule: whether its body has a TagDispatch, and whether a TagDispatch calls it; and each tag
+/// rule with the last byte of its (first) trigger.
+fn dispatch_flags(grammar: &Grammar) -> (Vec<bool>, Vec<bool>, Vec<TagRule>) {
+    fn visit(e: &Expr, dispatched: &mut [bool], tags: &mut Vec<TagRule>) -> bool {
         match e {
             Expr::Dispatch(d) => {
-                targets.extend(d.tags.iter().map(|(_, r)| *r));
+                for (pattern, rule) in &d.tags {
+                    if !std::mem::replace(&mut dispatched[rule.index()], true) {
+                        let last = match pattern.last() {
+                            Some(Symbol::Char(c)) => c.encode_utf8(&mut [0; 4]).bytes().last(),
+                            _ => None,
+                        };
+                        tags.push((*rule, last));
+                    }
+                }
                 true
             }
             Expr::Seq(items) | Expr::Alt(items) => {
                 let mut found = false;
                 for item in items {
-                    found |= visit(item, targets);
+                    found |= visit(item, dispatched, tags);
                 }
                 found
             }
-            Expr::Repeat { body, .. } => visit(body, targets),
+            Expr::Repeat { body, .. } => visit(body, dispatched, tags),
             _ => false,
         }
     }
     let n = grammar.rules().len();
     let mut dispatcher = vec![false; n];
     let mut dispatched = vec![false; n];
+    let mut tags = Vec::new();
     for (i, rule) in grammar.rules().iter().enumerate() {
-        let mut targets = Vec::new();
-        dispatcher[i] = visit(&rule.body, &mut targets);
-        for t in targets {
-            dispatched[t.index()] = true;
-        }
+        dispatcher[i] = visit(&rule.body, &mut dispatched, &mut tags);
     }
-    (dispatcher, dispatched)
+    (dispatcher, dispatched, tags)
 }
 
 /// Rules that derive at least one finite string (least fixpoint). A counted rule is productive when

@@ -19,7 +19,7 @@ use super::lookahead::has_byte;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
 use crate::frontend::json_schema::SchemaFragments;
 use crate::grammar::repetition::Counted;
-use crate::grammar::{Expr, Grammar, GrammarError, Symbol};
+use crate::grammar::{Grammar, GrammarError};
 use crate::util::{Budget, Limits, RuleId, StateId};
 use crate::vocab::Vocab;
 
@@ -40,8 +40,8 @@ pub enum Precompute {
     /// in and returns to) and those the shared pool already holds (a lookup each), at most
     /// 16; plus, in a tag rule the pool does not hold yet, the states a trigger leads through up
     /// to the tool list's name trie (the slowest first mask a request would meet) and the
-    /// widest of its other states; every other mask on first use. A state that may never be reached (most of a JSON
-    /// Schema's) costs nothing at compile time. The default.
+    /// widest of its other states; every other mask on first use. A state that may never be
+    /// reached (most of a JSON Schema's) costs nothing at compile time. The default.
     Auto,
 }
 
@@ -316,11 +316,8 @@ impl CompiledGrammar {
         let fsm = a.fsm();
         let mut mark = vec![false; fsm.num_states()];
         mark[fsm.start(a.root()).index()] = true;
-        for r in 0..a.grammar().rules().len() {
-            let r = RuleId(r as u32);
-            if a.is_dispatched(r) {
-                mark[fsm.start(r).index()] = true;
-            }
+        for &(r, _) in a.tag_rules() {
+            mark[fsm.start(r).index()] = true;
         }
         for s in 0..fsm.num_states() {
             let s = StateId(s as u32);
@@ -335,34 +332,6 @@ impl CompiledGrammar {
             .map(StateId)
             .filter(|&s| mark[s.index()] && a.continues(s) && a.counted(fsm.rule_of(s)).is_none())
             .collect()
-    }
-
-    /// Per tag rule, the last byte of the trigger that leads to it (`None`: a trigger that ends
-    /// with a whole token, after which a token boundary is certain).
-    fn trigger_ends(&self) -> Vec<(RuleId, Option<u8>)> {
-        fn visit(e: &Expr, out: &mut Vec<(RuleId, Option<u8>)>) {
-            match e {
-                Expr::Dispatch(d) => {
-                    for (pattern, rule) in &d.tags {
-                        let last = match pattern.last() {
-                            Some(Symbol::Char(c)) => c.to_string().bytes().last(),
-                            _ => None,
-                        };
-                        if !out.iter().any(|(r, _)| r == rule) {
-                            out.push((*rule, last));
-                        }
-                    }
-                }
-                Expr::Seq(items) | Expr::Alt(items) => items.iter().for_each(|i| visit(i, out)),
-                Expr::Repeat { body, .. } => visit(body, out),
-                _ => {}
-            }
-        }
-        let mut out = Vec::new();
-        for rule in self.automaton.grammar().rules() {
-            visit(&rule.body, &mut out);
-        }
-        out
     }
 
     /// Whether a token is likely to end right before `s`, the byte before it being `before`: unless
@@ -420,10 +389,9 @@ impl CompiledGrammar {
             // are numbered breadth first), which is the likelier to be consulted.
             scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             // The costliest states, as without a pool (those the pool holds cost a lookup); with a
-            // shared pool, also the first `NEW_TAG_MASKS` states of tag rules (entered by a
-            // trigger) that are new to the pool and whose first bytes open a large part of the
-            // vocabulary — a new tool list's name trie, the slowest first mask a request would
-            // otherwise meet while generating.
+            // shared pool, also what a trigger leads into in tag rules new to the pool (below),
+            // and the `NEW_TAG_MASKS` states of those rules whose first bytes open the largest
+            // part of the vocabulary.
             let fsm = self.automaton.fsm();
             let new_in_tag = |s: StateId| match (&self.pool, &self.keys) {
                 (Some(pool), Some(keys)) => {
@@ -450,7 +418,7 @@ impl CompiledGrammar {
             // prefix of its tags and the state that chooses between them, where a token is likely
             // to end right before the state (elsewhere the tokens crossing into it are decided by
             // the parser, and its own mask is never consulted).
-            for (r, trigger_end) in self.trigger_ends() {
+            for &(r, trigger_end) in self.automaton.tag_rules() {
                 if !new_in_tag(fsm.start(r)) {
                     continue;
                 }

@@ -165,13 +165,13 @@ impl GrammarBuilder {
     /// Copies every rule of `g` in under fresh names prefixed by `prefix`, and returns the id of
     /// its root (so structural tags can embed EBNF grammars).
     pub fn import(&mut self, g: &Grammar, prefix: &str) -> Result<RuleId, GrammarError> {
-        self.import_named(g, |rule| format!("{prefix}_{rule}"))
+        self.import_named(g, |rule| format!("{prefix}_{rule}"), None)
     }
 
     /// Copies every rule of `g` in under fresh names made from its own, and returns the id of its
     /// root.
     pub fn import_fresh(&mut self, g: &Grammar) -> Result<RuleId, GrammarError> {
-        self.import_named(g, str::to_string)
+        self.import_named(g, str::to_string, None)
     }
 
     /// Copies in the rules of `g` that this builder has no structurally equal rule for (by their
@@ -185,16 +185,29 @@ impl GrammarBuilder {
         keys: &[Option<u128>],
     ) -> Result<RuleId, GrammarError> {
         debug_assert_eq!(keys.len(), g.rules().len());
+        self.import_named(g, str::to_string, Some(keys))
+    }
+
+    /// Copies the rules of `g` in under fresh names made by `base` from their own, except, with
+    /// `keys`, those this builder already holds a rule of the same key for (see
+    /// [`GrammarBuilder::import_interned`]); returns the id standing for `g`'s root.
+    fn import_named(
+        &mut self,
+        g: &Grammar,
+        base: impl Fn(&str) -> String,
+        keys: Option<&[Option<u128>]>,
+    ) -> Result<RuleId, GrammarError> {
+        let key = |i: usize| keys.and_then(|k| k[i]);
         let mut ids = Vec::with_capacity(g.rules().len());
-        let mut copied = Vec::new();
+        let mut copied = Vec::with_capacity(g.rules().len());
         for (i, rule) in g.rules().iter().enumerate() {
-            if let Some(&id) = keys[i].and_then(|k| self.interned.get(&k)) {
+            if let Some(&id) = key(i).and_then(|k| self.interned.get(&k)) {
                 ids.push(id);
                 continue;
             }
-            let name = self.fresh_name(&rule.name);
+            let name = self.fresh_name(&base(&rule.name));
             let id = self.declare(&name)?;
-            if let Some(k) = keys[i] {
+            if let Some(k) = key(i) {
                 self.interned.insert(k, id);
             }
             ids.push(id);
@@ -212,27 +225,6 @@ impl GrammarBuilder {
                 rename(&rule.body),
                 rule.lookahead.as_ref().map(rename),
             )?;
-        }
-        Ok(ids[g.root().index()])
-    }
-
-    fn import_named(
-        &mut self,
-        g: &Grammar,
-        base: impl Fn(&str) -> String,
-    ) -> Result<RuleId, GrammarError> {
-        let mut ids = Vec::with_capacity(g.rules().len());
-        for rule in g.rules() {
-            let name = self.fresh_name(&base(&rule.name));
-            ids.push(self.declare(&name)?);
-        }
-        for (rule, &id) in g.rules().iter().zip(&ids) {
-            let rename = |e: &Expr| {
-                let mut e = e.clone();
-                e.map_refs(&mut |r| Expr::Ref(ids[r.index()]));
-                e
-            };
-            self.define(id, rename(&rule.body), rule.lookahead.as_ref().map(rename))?;
         }
         Ok(ids[g.root().index()])
     }
