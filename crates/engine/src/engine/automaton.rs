@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use rustc_hash::FxHashMap;
 
 use super::lookahead::Lookahead;
+use crate::grammar::chain::{Capacities, Chain};
 use crate::grammar::fsm::{CompactFsm, DState, Dfa};
 use crate::grammar::intern::hash_expr;
 use crate::grammar::repetition::{self, Counted};
@@ -56,6 +57,16 @@ pub struct Automaton {
     tag_rules: Vec<TagRule>,
     /// Whether any byte edge takes the marker byte, i.e. the grammar has whole-token terminals.
     takes_whole_tokens: bool,
+    /// The chains of the states asked about so far ([`Automaton::chain`]), filled lazily by the
+    /// mask walks.
+    chains: Mutex<Chains>,
+}
+
+/// [`Automaton::chain`]'s memo: per state asked, its chain; per state met, its capacities.
+#[derive(Debug, Default)]
+struct Chains {
+    of: FxHashMap<StateId, Option<Chain>>,
+    caps: Capacities,
 }
 
 impl Automaton {
@@ -67,6 +78,10 @@ impl Automaton {
             + self.nullable.capacity()
             + self.dispatcher.capacity()
             + self.dispatched.capacity()
+            + self
+                .chains
+                .lock()
+                .map_or(0, |m| (m.of.len() + m.caps.len()) * 64)
             + self.counted.capacity() * std::mem::size_of::<Option<Counted>>()
     }
 
@@ -138,6 +153,19 @@ impl Automaton {
     /// `accept_token` needs to try tokens by id.
     pub fn takes_whole_tokens(&self) -> bool {
         self.takes_whole_tokens
+    }
+
+    /// The class of members a walk at `s` passes on and how many in a row at least
+    /// ([`CompactFsm::chain`]), computed on first use and kept.
+    pub fn chain(&self, s: StateId) -> Option<Chain> {
+        let mut memo = self.chains.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = memo.of.get(&s) {
+            return *c;
+        }
+        let Chains { of, caps } = &mut *memo;
+        let chain = self.fsm.chain(s, caps);
+        of.insert(s, chain);
+        chain
     }
 
     /// Whether an item at `s` can go on (it has byte or call edges); only such items have a mask.
@@ -360,6 +388,7 @@ pub fn build_automaton_cached(
         dispatched,
         tag_rules,
         takes_whole_tokens,
+        chains: Mutex::default(),
     })
 }
 

@@ -36,9 +36,10 @@ use rustc_hash::FxHashMap;
 
 use super::automaton::Automaton;
 use super::lookahead::{has_byte, ByteSet};
-use super::set_walk::{SetWalk, NO_STATE};
-use crate::util::{is_continuation, StateId};
-use crate::vocab::{Tails, Vocab, UNKNOWN_TAIL};
+use super::loops::{long_whole, Loops, WholeBits};
+use super::set_walk::SetWalk;
+use crate::util::StateId;
+use crate::vocab::{common_prefix, Vocab};
 
 /// Accepted tokens of one state, in whichever form is smallest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +51,37 @@ pub enum TokenSet {
     Rejected(Box<[u32]>),
     /// One bit per token id, in [`crate::util::TokenBitmask`] layout.
     Bitset(Box<[u32]>),
+}
+
+/// The sorted positions `others` and `long` (each increasing) merged into `merged`, with each
+/// one's common prefix with the one before in `lcp` (0 for the first).
+fn merge_visits(
+    vocab: &Vocab,
+    others: &[u32],
+    long: &[u32],
+    merged: &mut Vec<u32>,
+    lcp: &mut Vec<u32>,
+) {
+    merged.clear();
+    lcp.clear();
+    let (mut i, mut j) = (0, 0);
+    while i < others.len() || j < long.len() {
+        let p = if j == long.len() || (i < others.len() && others[i] < long[j]) {
+            i += 1;
+            others[i - 1]
+        } else {
+            j += 1;
+            long[j - 1]
+        };
+        let shared = merged.last().map_or(0, |&q| {
+            common_prefix(
+                vocab.sorted_bytes(q as usize),
+                vocab.sorted_bytes(p as usize),
+            )
+        });
+        lcp.push(shared as u32);
+        merged.push(p);
+    }
 }
 
 /// Tokens of `Vocab::sorted` positions `from..to` (sharing their first `at + 1` bytes) in which
@@ -130,110 +162,6 @@ impl Uncertain {
     }
 }
 
-/// The self-loop shortcut of [`AdaptiveMask::compute`]: when the walk stands, after `d` bytes of a
-/// token, at the isolated item alone in a state that loops on a byte class, and every byte of the
-/// token from `d` on is in that class ([`Vocab::class_tails`]), the token is consumed without
-/// stepping through its rest.
-struct Loops<'a> {
-    a: &'a Automaton,
-    vocab: &'a Vocab,
-    /// Tails per state looked up so far (`None`: no recorded loop, or no room for its class).
-    seen: FxHashMap<u32, Option<Arc<Tails>>>,
-    /// The last state asked about and its tails (consecutive tokens mostly ask for one).
-    last: (u32, Option<Arc<Tails>>),
-}
-
-impl<'a> Loops<'a> {
-    fn new(a: &'a Automaton, vocab: &'a Vocab) -> Self {
-        Loops {
-            a,
-            vocab,
-            seen: FxHashMap::default(),
-            last: (NO_STATE, None),
-        }
-    }
-
-    /// After [`Loops::consumes`] accepted the token before `i` at `depth`: accepts the following
-    /// tokens (up to `end`) that stand in the same loop state, at the depth they share with the
-    /// token before, and whose rest is in its class; returns the first token not taken, with
-    /// `depth` the depth the walk stands at for it.
-    fn accept_run(
-        &self,
-        walk: &SetWalk,
-        mut i: usize,
-        end: usize,
-        depth: &mut usize,
-        accepted: &mut Vec<u32>,
-    ) -> usize {
-        let (item, Some(tails)) = (self.last.0, &self.last.1) else {
-            return i;
-        };
-        let tails = &tails.starts;
-        let lcp = self.vocab.sorted_lcp();
-        let sorted = self.vocab.sorted();
-        while i < end {
-            let k = (*depth).min(lcp[i] as usize);
-            if walk.point(k).item != item || !rest_loops(tails, self.vocab, i, k) {
-                break;
-            }
-            accepted.push(sorted[i].0);
-            *depth = k;
-            i += 1;
-        }
-        i
-    }
-
-    /// Whether the walk at `item` (a [`super::set_walk::Point::item`]) after `depth` bytes of the
-    /// token at sorted position `pos` consumes the rest of it by looping.
-    #[inline]
-    fn consumes(&mut self, item: u32, pos: usize, depth: usize) -> bool {
-        if item == NO_STATE {
-            return false;
-        }
-        if item != self.last.0 {
-            self.last = (item, self.tails(item));
-        }
-        self.last
-            .1
-            .as_ref()
-            .is_some_and(|t| rest_loops(&t.starts, self.vocab, pos, depth))
-    }
-
-    /// The tails of the class `item` loops on, if it records one (and the vocabulary has room).
-    fn tails(&mut self, item: u32) -> Option<Arc<Tails>> {
-        if item == NO_STATE {
-            return None;
-        }
-        let (a, vocab) = (self.a, self.vocab);
-        self.seen
-            .entry(item)
-            .or_insert_with(|| {
-                a.fsm()
-                    .passing_class(StateId(item))
-                    .and_then(|c| vocab.class_tails(&c))
-            })
-            .clone()
-    }
-}
-
-/// Whether the token at sorted position `pos`, standing after `depth` bytes in a state that loops
-/// on the class whose tail starts are `tails`, is consumed by looping: its tail starts by `depth`,
-/// and `depth` does not split a character.
-#[inline]
-fn rest_loops(tails: &[u8], vocab: &Vocab, pos: usize, depth: usize) -> bool {
-    let t = tails[pos];
-    t != UNKNOWN_TAIL
-        && usize::from(t) <= depth
-        && !vocab
-            .sorted_bytes(pos)
-            .get(depth)
-            .is_some_and(|&b| is_continuation(b))
-}
-
-/// Fewest whole tokens in a first-byte run for the walk to take them without visiting them (below
-/// that, finding them costs about what walking them does).
-const MIN_BULK: usize = 32;
-
 thread_local! {
     /// [`AdaptiveMask::compute`]'s buffer of accepted ids, kept between computations.
     static ACCEPTED: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -251,6 +179,18 @@ fn token_set(vocab: &Vocab, listed: &mut [u32]) -> TokenSet {
     let mut bits = vec![0u32; words];
     for &t in listed.iter() {
         bits[t as usize / 32] |= 1 << (t % 32);
+    }
+    token_set_of_bits(vocab, bits)
+}
+
+/// The accepted text tokens given as id bits, in whichever [`TokenSet`] form is smallest (the same
+/// form [`token_set`] picks for the same tokens).
+fn token_set_of_bits(vocab: &Vocab, bits: Vec<u32>) -> TokenSet {
+    let words = bits.len();
+    let count = bits.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+    let others = vocab.sorted().len() - count;
+    if count <= others && count < words {
+        return TokenSet::Accepted(ids_of(&bits, |w| bits[w]).into());
     }
     if others < words {
         // The text tokens outside the accepted bits, in increasing id order.
@@ -299,6 +239,8 @@ impl AdaptiveMask {
         // most of the vocabulary, and growing a fresh vector for it costs more than the walk.
         let mut accepted = ACCEPTED.with(|b| std::mem::take(&mut *b.borrow_mut()));
         accepted.clear();
+        let mut whole_bits: Option<WholeBits> = None;
+        let (mut long, mut merged, mut merged_lcp) = (Vec::new(), Vec::new(), Vec::new());
         let mut ends: Vec<EndRange> = Vec::new();
         let mut opaque: Vec<u32> = Vec::new();
         for b in 0..=255u8 {
@@ -309,11 +251,12 @@ impl AdaptiveMask {
             if run.is_empty() {
                 continue;
             }
-            // When the first byte enters a loop alone (the same loop or another), every token of
-            // the run made wholly of the loop's class is consumed by looping: those are taken
-            // without a walk, and only the others are visited. A refused token never shares its
-            // refused prefix with a whole one (that prefix would be class bytes, which the loop
-            // never refuses), so the ranges skipped after a refusal hold others only.
+            // When the first byte enters a chain alone (a loop, a trie passing into one, a bounded
+            // string), every token of the run made wholly of the chain's class and no longer than
+            // it takes is consumed: those are taken without a walk ([`WholeBits`]), and only the
+            // others are visited. A refused token never shares its refused prefix with a taken
+            // one (that prefix would be members the chain takes, which it never refuses), so the
+            // ranges skipped after a refusal hold visited tokens only.
             let bulk = if walk.step(token_at(run.start), 0) {
                 loops.tails(walk.point(1).item)
             } else {
@@ -324,14 +267,45 @@ impl AdaptiveMask {
                 v.partition_point(|&p| (p as usize) < run.start)
                     ..v.partition_point(|&p| (p as usize) < run.end)
             };
-            let bulk = bulk.filter(|t| within(&t.whole).len() >= MIN_BULK);
+            let bulk = bulk.filter(|(t, _)| !within(&t.whole).is_empty());
             // Visit `k` of the run: its position in `Vocab::sorted` and its common prefix with the
             // visit before.
             let (visits, position, shared) = match &bulk {
-                Some(t) => {
+                Some((t, cap)) => {
                     let whole = within(&t.whole);
-                    accepted.extend(t.whole[whole].iter().map(|&p| sorted[p as usize].0));
-                    (within(&t.others), &t.others[..], &t.others_lcp[..])
+                    // The first byte is one member: the chain after it takes `cap` more.
+                    let limit = cap.saturating_add(1);
+                    long.clear();
+                    if u32::from(t.run_max[usize::from(b)]) > limit {
+                        long_whole(t, whole.start, &t.whole[whole.clone()], limit, &mut long);
+                    }
+                    match &mut whole_bits {
+                        Some(w) if w.holds(t) => w.cover(vocab, b, &long),
+                        None => {
+                            let mut w = WholeBits::new(Arc::clone(t));
+                            w.cover(vocab, b, &long);
+                            whole_bits = Some(w);
+                        }
+                        Some(_) => accepted.extend(
+                            t.whole[whole]
+                                .iter()
+                                .filter(|p| long.binary_search(p).is_err())
+                                .map(|&p| sorted[p as usize].0),
+                        ),
+                    }
+                    let others = within(&t.others);
+                    if long.is_empty() {
+                        (others, &t.others[..], &t.others_lcp[..])
+                    } else {
+                        merge_visits(
+                            vocab,
+                            &t.others[others],
+                            &long,
+                            &mut merged,
+                            &mut merged_lcp,
+                        );
+                        (0..merged.len(), &merged[..], &merged_lcp[..])
+                    }
                 }
                 None => (run.clone(), &[][..], lcp),
             };
@@ -374,7 +348,7 @@ impl AdaptiveMask {
                     accepted.push(sorted[i].0);
                     k += 1;
                     if depth < bytes.len() && bulk.is_none() {
-                        // Consumed by a loop: the next tokens standing in it go in a tight run.
+                        // Consumed by a chain: the next tokens standing in it go in a tight run.
                         k = loops.accept_run(&walk, k, run.end, &mut depth, &mut accepted);
                     }
                     continue;
@@ -395,8 +369,12 @@ impl AdaptiveMask {
             }
             walk.truncate(0);
         }
+        let accepted_set = match whole_bits {
+            Some(w) => token_set_of_bits(vocab, w.finish(vocab, &accepted)),
+            None => token_set(vocab, &mut accepted),
+        };
         let mask = AdaptiveMask {
-            accepted: token_set(vocab, &mut accepted),
+            accepted: accepted_set,
             ends: ends.into(),
             opaque: opaque.into(),
         };

@@ -22,6 +22,7 @@ mod compiler;
 pub(crate) mod earley;
 pub(crate) mod hash;
 pub(crate) mod lookahead;
+mod loops;
 pub(crate) mod mask;
 pub(crate) mod mask_cache;
 mod matcher;

@@ -387,9 +387,6 @@ pub struct CompactFsm {
     loop_classes: Vec<LoopClass>,
 }
 
-/// Most states [`CompactFsm::passing_class`] follows.
-const MAX_PASSING_STATES: usize = 64;
-
 /// `CompactFsm::loop_of` of a state without a recorded self-loop.
 const NO_LOOP: u32 = u32::MAX;
 
@@ -522,86 +519,6 @@ impl CompactFsm {
     }
 
     /// The class a walk standing at `s` consumes a token's rest of as a state looping on it would:
-    /// `s`'s own loop class, or, for a state that does not loop, the loop class of the state its
-    /// widest byte range leads to, when every member of that class (a byte, or a whole non-ASCII
-    /// character) takes `s`, and every state so reached, on to a state that does the same or loops
-    /// on the class. A key being written among an object's property names (a trie inside a free
-    /// key's string) is such a state. `None` otherwise, or past 64 states.
-    pub fn passing_class(&self, s: StateId) -> Option<LoopClass> {
-        if let Some(c) = self.loop_class(s) {
-            return Some(*c);
-        }
-        let widest = self.byte_edges(s).iter().max_by_key(|e| e.hi - e.lo)?;
-        let class = *self.loop_class(widest.target)?;
-        let mut seen = vec![s];
-        let mut i = 0;
-        while i < seen.len() {
-            let t = seen[i];
-            i += 1;
-            if self.loop_class(t) == Some(&class) {
-                continue;
-            }
-            for n in self.member_targets(t, &class)? {
-                if !seen.contains(&n) {
-                    if seen.len() == MAX_PASSING_STATES {
-                        return None;
-                    }
-                    seen.push(n);
-                }
-            }
-        }
-        Some(class)
-    }
-
-    /// Where `t` goes on the members of `class` (each byte; when wide, after each whole non-ASCII
-    /// character), or `None` when some member has no edge.
-    fn member_targets(&self, t: StateId, class: &LoopClass) -> Option<Vec<StateId>> {
-        let mut out = Vec::new();
-        for b in 0..=255u8 {
-            if class.bytes[usize::from(b >> 6)] >> (b & 63) & 1 == 1 {
-                out.push(self.step(t, b)?);
-            }
-        }
-        if class.wide {
-            for &(lo, hi, tails) in &WIDE_CHAR_SHAPES {
-                let mut set = self.range_targets(t, lo, hi)?;
-                for &(a, b) in tails {
-                    let mut next = Vec::new();
-                    for &m in &set {
-                        next.extend(self.range_targets(m, a, b)?);
-                    }
-                    next.sort_unstable();
-                    next.dedup();
-                    set = next;
-                }
-                out.extend(set);
-            }
-        }
-        out.sort_unstable();
-        out.dedup();
-        Some(out)
-    }
-
-    /// The targets of `s` on every byte of `lo..=hi`, or `None` when some byte has no edge.
-    fn range_targets(&self, s: StateId, lo: u8, hi: u8) -> Option<Vec<StateId>> {
-        let mut next = u16::from(lo);
-        let mut out = Vec::new();
-        for e in self.byte_edges(s) {
-            if u16::from(e.hi) < next || e.lo > hi {
-                continue;
-            }
-            if u16::from(e.lo) > next {
-                return None;
-            }
-            out.push(e.target);
-            next = u16::from(e.hi) + 1;
-            if next > u16::from(hi) {
-                return Some(out);
-            }
-        }
-        None
-    }
-
     /// Number of states over all rules.
     pub fn num_states(&self) -> usize {
         self.accept.len()
@@ -733,23 +650,5 @@ mod tests {
             ebnf::parse("root ::= \"abcdefgh\"{1000}", "root", &Limits::default()).expect("parses");
         let err = Dfa::from_expr(&g.rule(g.root()).body, "root", 500).unwrap_err();
         assert!(matches!(err, GrammarError::RuleTooLarge { limit: 500, .. }));
-    }
-
-    #[test]
-    fn passing_class_of_a_trie_among_free_text() {
-        let fsm = |src: &str| CompactFsm::freeze(&[dfa(src)]);
-        // After the quote: a known key ("key") or any other, each character going on either way.
-        let trie = fsm(r#"root ::= "\"" ("key\"=" | [^"\u0000-\u001F]* "\":")"#);
-        let after_quote = trie.step(trie.start(RuleId(0)), b'"').expect("quote");
-        assert!(trie.loop_class(after_quote).is_none());
-        let class = trie
-            .passing_class(after_quote)
-            .expect("the trie passes its letters on");
-        let k = trie.step(after_quote, b'k').expect("k");
-        assert_eq!(trie.passing_class(k), Some(class));
-        // A bounded run ends: its last state takes no letter, so none of the run passes them on.
-        let bounded = fsm(r#"root ::= "\"" [a-z]{0,20} "\"""#);
-        let first = bounded.step(bounded.start(RuleId(0)), b'"').expect("quote");
-        assert_eq!(bounded.passing_class(first), None);
     }
 }

@@ -13,6 +13,7 @@
 
 pub(crate) mod algebra;
 mod builder;
+pub mod chain;
 pub mod dispatch;
 pub mod ebnf;
 mod error;

@@ -26,6 +26,18 @@ impl LoopClass {
         self.bytes[usize::from(b >> 6)] >> (b & 63) & 1 == 1
     }
 
+    /// How many members `bytes` (class members, possibly ending inside a character) holds: its
+    /// bytes, or, for a wide class, its bytes that do not continue a character (a character begun
+    /// at the end counts once).
+    #[inline]
+    pub fn members(&self, bytes: &[u8]) -> usize {
+        if self.wide {
+            bytes.iter().filter(|&&b| !is_continuation(b)).count()
+        } else {
+            bytes.len()
+        }
+    }
+
     /// The smallest `d` such that `bytes[d..]` is made of class members (see the module docs).
     pub fn tail_start(&self, bytes: &[u8]) -> usize {
         let mut d = bytes.len();

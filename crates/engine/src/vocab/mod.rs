@@ -364,9 +364,11 @@ impl Vocab {
     /// classes: `None` past it).
     pub fn class_tails(&self, class: &LoopClass) -> Option<std::sync::Arc<Tails>> {
         self.tails.get(class, || {
+            let ids: Vec<u32> = self.sorted.iter().map(|t| t.0).collect();
             Tails::build(
                 class,
-                self.sorted.len(),
+                &ids,
+                self.size(),
                 |i| self.sorted_bytes(i),
                 &self.lcp,
             )

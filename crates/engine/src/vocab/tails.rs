@@ -2,7 +2,9 @@
 //! ([`LoopClass::tail_start`]), so that the mask walk accepts a token in one comparison when the
 //! automaton loops on the class; and the split of the vocabulary it implies for a walk whose first
 //! byte enters the loop: the tokens made wholly of class members (taken without a walk) and the
-//! others (sorted positions with their common prefixes, the only ones walked).
+//! others (sorted positions with their common prefixes, the only ones walked). The whole entries
+//! are also kept as a bitset over token ids, with their member counts, so that a walk takes them
+//! all by copying words, and leaves out only those longer than a bounded chain takes.
 //!
 //! [`ClassTails`] owns a bounded cache of these, indexed like [`super::Vocab::sorted`].
 //! Invariant: a stored start is exact, or [`UNKNOWN_TAIL`] (too large for a byte), which never
@@ -34,18 +36,32 @@ pub struct Tails {
     /// For each of `others`, the length of its common prefix with the one before it (0 for the
     /// first): the minimum of the common-prefix array over the entries in between.
     pub others_lcp: Box<[u32]>,
+    /// For each of `whole`, its number of members ([`LoopClass::members`]), at most 255.
+    pub whole_members: Box<[u8]>,
+    /// Per first byte, the most members of a whole entry starting with it.
+    pub run_max: Box<[u8; 256]>,
+    /// The token ids of `whole`, one bit each ([`crate::util::TokenBitmask`] layout).
+    pub whole_bits: Box<[u32]>,
+    /// Whether the class is wide (a non-ASCII character is one member).
+    pub wide: bool,
 }
 
 impl Tails {
-    /// The tails of `class` over the `n` sorted entries (`bytes(i)`, `lcp[i]`) of a vocabulary.
+    /// The tails of `class` over the sorted entries (`bytes(i)`, `lcp[i]`, token id `ids[i]`) of a
+    /// vocabulary of `size` ids.
     pub fn build<'v>(
         class: &LoopClass,
-        n: usize,
+        ids: &[u32],
+        size: usize,
         bytes: impl Fn(usize) -> &'v [u8],
         lcp: &[u32],
     ) -> Tails {
+        let n = ids.len();
         let mut starts = Vec::with_capacity(n);
         let (mut whole, mut others, mut others_lcp) = (Vec::new(), Vec::new(), Vec::new());
+        let mut whole_members = Vec::new();
+        let mut run_max = Box::new([0u8; 256]);
+        let mut whole_bits = vec![0u32; size.div_ceil(32)];
         let mut shared = u32::MAX;
         for (i, &common) in lcp.iter().enumerate().take(n) {
             let b = bytes(i);
@@ -57,6 +73,13 @@ impl Tails {
             shared = shared.min(common);
             if start == 0 && !b.first().is_some_and(|&f| is_continuation(f)) {
                 whole.push(i as u32);
+                let members = u8::try_from(class.members(b)).unwrap_or(u8::MAX);
+                whole_members.push(members);
+                if let Some(&f) = b.first() {
+                    run_max[usize::from(f)] = run_max[usize::from(f)].max(members);
+                }
+                let id = ids[i] as usize;
+                whole_bits[id / 32] |= 1 << (id % 32);
             } else {
                 others.push(i as u32);
                 others_lcp.push(if others.len() == 1 { 0 } else { shared });
@@ -68,6 +91,10 @@ impl Tails {
             whole: whole.into(),
             others: others.into(),
             others_lcp: others_lcp.into(),
+            whole_members: whole_members.into(),
+            run_max,
+            whole_bits: whole_bits.into(),
+            wide: class.wide,
         }
     }
 }
@@ -130,7 +157,8 @@ mod tests {
                     .count() as u32,
             })
             .collect();
-        let t = Tails::build(&class, entries.len(), |i| entries[i], &lcp);
+        let ids: Vec<u32> = (0..entries.len() as u32).rev().collect();
+        let t = Tails::build(&class, &ids, entries.len(), |i| entries[i], &lcp);
         let (mut whole, mut others) = (Vec::new(), Vec::new());
         for (i, e) in entries.iter().enumerate() {
             assert_eq!(usize::from(t.starts[i]), class.tail_start(e), "{e:?}");
@@ -141,6 +169,15 @@ mod tests {
             }
         }
         assert_eq!(*t.whole, *whole);
+        for (k, &p) in whole.iter().enumerate() {
+            assert_eq!(usize::from(t.whole_members[k]), entries[p as usize].len());
+            let id = ids[p as usize] as usize;
+            assert_eq!(t.whole_bits[id / 32] >> (id % 32) & 1, 1);
+        }
+        let bits: u32 = t.whole_bits.iter().map(|w| w.count_ones()).sum();
+        assert_eq!(bits as usize, whole.len());
+        assert_eq!(t.run_max[usize::from(b'x')], 3);
+        assert_eq!(t.run_max[usize::from(b'"')], 0);
         assert_eq!(*t.others, *others);
         let others: Vec<usize> = others.iter().map(|&p| p as usize).collect();
         for (k, w) in others.windows(2).enumerate() {

@@ -1,0 +1,209 @@
+//! The chain shortcuts of [`super::mask_cache::AdaptiveMask::compute`].
+//!
+//! - [`Loops`]: when the walk stands, after `d` bytes of a token, at the isolated item alone in a
+//!   state with a chain ([`crate::grammar::chain`]: it passes a class on, for any number of members
+//!   or for as many as a bounded string has left), and the token's bytes from `d` on are members
+//!   ([`Vocab::class_tails`]) no more numerous than the chain takes, the token is consumed without
+//!   stepping through its rest.
+//! - [`WholeBits`]: where a token's first byte enters such a chain, the tokens of that first byte
+//!   made wholly of members are accepted without a visit. They are taken as the class's bitset of
+//!   whole tokens, from which the first bytes that did not enter the chain, and the tokens longer
+//!   than a bounded chain takes, are removed again; those are walked.
+//!
+//! Invariant: both only ever accept a token the walk would accept, because a chain's capacity is a
+//! lower bound on the members its byte edges read from the state.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::automaton::Automaton;
+use super::set_walk::{SetWalk, NO_STATE};
+use crate::grammar::chain::UNBOUNDED;
+use crate::util::{is_continuation, StateId};
+use crate::vocab::{Tails, Vocab, UNKNOWN_TAIL};
+
+/// A chain's class tails and capacity.
+pub type ChainTails = (Arc<Tails>, u32);
+
+/// The per-token chain shortcut (see the module docs).
+pub struct Loops<'a> {
+    a: &'a Automaton,
+    vocab: &'a Vocab,
+    /// Tails per state looked up so far (`None`: no chain, or no room for its class).
+    seen: FxHashMap<u32, Option<ChainTails>>,
+    /// The last state asked about and its tails (consecutive tokens mostly ask for one).
+    last: (u32, Option<ChainTails>),
+}
+
+impl<'a> Loops<'a> {
+    /// No state looked up yet.
+    pub fn new(a: &'a Automaton, vocab: &'a Vocab) -> Self {
+        Loops {
+            a,
+            vocab,
+            seen: FxHashMap::default(),
+            last: (NO_STATE, None),
+        }
+    }
+
+    /// After [`Loops::consumes`] accepted the token before `i` at `depth`: accepts the following
+    /// tokens (up to `end`) that stand in the same chain state, at the depth they share with the
+    /// token before, and whose rest the chain takes; returns the first token not taken, with
+    /// `depth` the depth the walk stands at for it.
+    pub fn accept_run(
+        &self,
+        walk: &SetWalk,
+        mut i: usize,
+        end: usize,
+        depth: &mut usize,
+        accepted: &mut Vec<u32>,
+    ) -> usize {
+        let (item, Some((tails, cap))) = (self.last.0, &self.last.1) else {
+            return i;
+        };
+        let lcp = self.vocab.sorted_lcp();
+        let sorted = self.vocab.sorted();
+        while i < end {
+            let k = (*depth).min(lcp[i] as usize);
+            if walk.point(k).item != item || !rest_passes(tails, *cap, self.vocab, i, k) {
+                break;
+            }
+            accepted.push(sorted[i].0);
+            *depth = k;
+            i += 1;
+        }
+        i
+    }
+
+    /// Whether the walk at `item` (a [`super::set_walk::Point::item`]) after `depth` bytes of the
+    /// token at sorted position `pos` consumes the rest of it on a chain.
+    #[inline]
+    pub fn consumes(&mut self, item: u32, pos: usize, depth: usize) -> bool {
+        if item == NO_STATE {
+            return false;
+        }
+        if item != self.last.0 {
+            self.last = (item, self.tails(item));
+        }
+        self.last
+            .1
+            .as_ref()
+            .is_some_and(|(t, cap)| rest_passes(t, *cap, self.vocab, pos, depth))
+    }
+
+    /// The tails and capacity of the chain at `item`, if it has one (and the vocabulary has room
+    /// for its class).
+    pub fn tails(&mut self, item: u32) -> Option<ChainTails> {
+        if item == NO_STATE {
+            return None;
+        }
+        let (a, vocab) = (self.a, self.vocab);
+        self.seen
+            .entry(item)
+            .or_insert_with(|| {
+                let chain = a.chain(StateId(item))?;
+                Some((vocab.class_tails(&chain.class)?, chain.capacity))
+            })
+            .clone()
+    }
+}
+
+/// Whether the token at sorted position `pos`, standing after `depth` bytes in a chain state of
+/// capacity `cap` whose class has tails `tails`, is consumed by the chain: its tail of members
+/// starts by `depth`, `depth` does not split a character, and the rest has at most `cap` members.
+#[inline]
+fn rest_passes(tails: &Tails, cap: u32, vocab: &Vocab, pos: usize, depth: usize) -> bool {
+    let t = tails.starts[pos];
+    if t == UNKNOWN_TAIL || usize::from(t) > depth {
+        return false;
+    }
+    let bytes = vocab.sorted_bytes(pos);
+    if bytes.get(depth).is_some_and(|&b| is_continuation(b)) {
+        return false;
+    }
+    cap == UNBOUNDED || members(tails.wide, &bytes[depth..]) <= cap as usize
+}
+
+/// How many members `rest` (made of members) holds: [`crate::util::LoopClass::members`].
+#[inline]
+fn members(wide: bool, rest: &[u8]) -> usize {
+    if wide {
+        rest.iter().filter(|&&b| !is_continuation(b)).count()
+    } else {
+        rest.len()
+    }
+}
+
+/// The whole tokens a walk takes without visiting them, as one class's bitset (see the module
+/// docs).
+pub struct WholeBits {
+    tails: Arc<Tails>,
+    bits: Vec<u32>,
+    /// The first bytes whose whole tokens entered the chain.
+    covered: [bool; 256],
+}
+
+impl WholeBits {
+    /// Every whole token of `tails`' class, none covered yet.
+    pub fn new(tails: Arc<Tails>) -> WholeBits {
+        let bits = tails.whole_bits.to_vec();
+        WholeBits {
+            tails,
+            bits,
+            covered: [false; 256],
+        }
+    }
+
+    /// Whether these are the bits of `tails`' class.
+    pub fn holds(&self, tails: &Arc<Tails>) -> bool {
+        Arc::ptr_eq(&self.tails, tails)
+    }
+
+    /// The whole tokens of first byte `b` entered the chain, except `long` (sorted positions),
+    /// which the walk visits.
+    pub fn cover(&mut self, vocab: &Vocab, b: u8, long: &[u32]) {
+        self.covered[usize::from(b)] = true;
+        let sorted = vocab.sorted();
+        for &p in long {
+            let id = sorted[p as usize].0 as usize;
+            self.bits[id / 32] &= !(1 << (id % 32));
+        }
+    }
+
+    /// The accepted set: the covered whole tokens and the `visited` ones the walk accepted, as
+    /// token-id bits.
+    pub fn finish(mut self, vocab: &Vocab, visited: &[u32]) -> Vec<u32> {
+        let sorted = vocab.sorted();
+        let whole = &self.tails.whole;
+        for b in 0..=255u8 {
+            if self.covered[usize::from(b)] {
+                continue;
+            }
+            let run = vocab.first_byte_run(b);
+            let from = whole.partition_point(|&p| (p as usize) < run.start);
+            let to = whole.partition_point(|&p| (p as usize) < run.end);
+            for &p in &whole[from..to] {
+                let id = sorted[p as usize].0 as usize;
+                self.bits[id / 32] &= !(1 << (id % 32));
+            }
+        }
+        for &id in visited {
+            self.bits[id as usize / 32] |= 1 << (id % 32);
+        }
+        self.bits
+    }
+}
+
+/// The whole tokens among `whole` (a slice of [`Tails::whole`] starting at index `from` there) with
+/// more than `limit` members, into `long` (sorted positions, increasing).
+pub fn long_whole(tails: &Tails, from: usize, whole: &[u32], limit: u32, long: &mut Vec<u32>) {
+    let members = &tails.whole_members[from..from + whole.len()];
+    long.extend(
+        whole
+            .iter()
+            .zip(members)
+            .filter(|&(_, &m)| u32::from(m) > limit)
+            .map(|(&p, _)| p),
+    );
+}

@@ -1,0 +1,269 @@
+//! Chains: how many members of a class a state takes in a row without a decision.
+//!
+//! The mask walk accepts a token's rest in one comparison when the state it stands at takes every
+//! member of a class ([`LoopClass`]: bytes, and optionally whole non-ASCII characters) on to states
+//! that do the same, for as many members as the rest holds. A [`Chain`] says which class and how
+//! many members at least:
+//!
+//! - a state looping on its class takes any number ([`UNBOUNDED`]);
+//! - a key being written among an object's property names (a trie whose every member goes on, into
+//!   the trie or into the free key's loop) takes any number too;
+//! - the positions of a bounded string (`[^"]{0,40}`, unrolled by the DFA) take as many members as
+//!   positions are left.
+//!
+//! Invariant: a capacity is a lower bound. From the state, every sequence of at most `capacity`
+//! members of the class is read by byte edges alone (no reference edge is needed), whichever path
+//! the members take. Where the analysis is unsure (a cycle not through a loop state, a chain deeper
+//! than [`MAX_DEPTH`]) it answers less, never more.
+
+use rustc_hash::FxHashMap;
+
+use super::fsm::CompactFsm;
+use crate::util::{LoopClass, StateId, WIDE_CHAR_SHAPES};
+
+/// Capacity of a state that takes any number of members.
+pub const UNBOUNDED: u32 = u32::MAX;
+
+/// Deepest chain followed; past it the capacity counted so far is kept.
+const MAX_DEPTH: usize = 512;
+
+/// Fewest members a derived class must have (a non-ASCII character counting as 128, as for loops):
+/// a narrower class ends most tokens within a byte or two anyway.
+const MIN_CLASS_WIDTH: u32 = 16;
+
+/// The class a state passes on and how many of its members in a row at least.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chain {
+    /// The members taken.
+    pub class: LoopClass,
+    /// How many in a row at least ([`UNBOUNDED`]: any number).
+    pub capacity: u32,
+}
+
+/// Capacities found so far, per state and class (reused across the states of one automaton).
+pub type Capacities = FxHashMap<StateId, (LoopClass, u32)>;
+
+impl CompactFsm {
+    /// The chain a walk standing at `s` consumes a token's rest on (see the module docs): `s`'s own
+    /// loop class; else the loop class of the state its widest byte range leads to, or, when that
+    /// state does not loop, the members that take `s` to it (the bytes of that range and its
+    /// siblings with the same target, and every non-ASCII character when each of them arrives
+    /// there). `None` when `s` has reference edges, the class is narrow, or not one member passes.
+    pub fn chain(&self, s: StateId, caps: &mut Capacities) -> Option<Chain> {
+        if let Some(c) = self.loop_class(s) {
+            return Some(Chain {
+                class: *c,
+                capacity: UNBOUNDED,
+            });
+        }
+        if !self.ref_edges(s).is_empty() {
+            return None;
+        }
+        let widest = self.byte_edges(s).iter().max_by_key(|e| e.hi - e.lo)?;
+        let class = match self.loop_class(widest.target) {
+            Some(c) => *c,
+            None => self.step_class(s, widest.target)?,
+        };
+        let capacity = self.capacity(s, &class, caps, &mut Vec::new());
+        (capacity > 0).then_some(Chain { class, capacity })
+    }
+
+    /// The members that take `s` to `to`: its bytes with that target (ASCII only when every
+    /// non-ASCII character arrives there too, which makes the class wide).
+    fn step_class(&self, s: StateId, to: StateId) -> Option<LoopClass> {
+        let wide = WIDE_CHAR_SHAPES.iter().all(|&(lo, hi, tails)| {
+            let mut set = match self.range_targets(s, lo, hi) {
+                Some(t) => t,
+                None => return false,
+            };
+            for &(a, b) in tails {
+                let mut next = Vec::new();
+                for &m in &set {
+                    if !self.ref_edges(m).is_empty() {
+                        return false;
+                    }
+                    match self.range_targets(m, a, b) {
+                        Some(t) => next.extend(t),
+                        None => return false,
+                    }
+                }
+                next.sort_unstable();
+                next.dedup();
+                set = next;
+            }
+            set == [to]
+        });
+        let mut bytes = [0u64; 4];
+        for e in self.byte_edges(s).iter().filter(|e| e.target == to) {
+            let hi = if wide { e.hi.min(0x7F) } else { e.hi };
+            for b in e.lo..=hi {
+                bytes[usize::from(b >> 6)] |= 1 << (b & 63);
+            }
+        }
+        let width: u32 =
+            bytes.iter().map(|w| w.count_ones()).sum::<u32>() + if wide { 128 } else { 0 };
+        (width >= MIN_CLASS_WIDTH).then_some(LoopClass { bytes, wide })
+    }
+
+    /// How many members of `class` in a row `s` takes at least: unbounded at a state looping on
+    /// the class, else one more than the least of the states its members lead to, 0 when some
+    /// member has no edge. `stack` holds the states being computed (a state met again there
+    /// answers 0, which keeps the result a lower bound).
+    fn capacity(
+        &self,
+        s: StateId,
+        class: &LoopClass,
+        caps: &mut Capacities,
+        stack: &mut Vec<StateId>,
+    ) -> u32 {
+        if self.loop_class(s) == Some(class) {
+            return UNBOUNDED;
+        }
+        if let Some(&(c, cap)) = caps.get(&s) {
+            if c == *class {
+                return cap;
+            }
+        }
+        if stack.len() >= MAX_DEPTH || stack.contains(&s) || !self.ref_edges(s).is_empty() {
+            return 0;
+        }
+        let cap = match self.member_targets(s, class) {
+            None => 0,
+            Some(targets) => {
+                stack.push(s);
+                let mut least = UNBOUNDED;
+                for t in targets {
+                    least = least.min(self.capacity(t, class, caps, stack));
+                    if least == 0 {
+                        break;
+                    }
+                }
+                stack.pop();
+                match least {
+                    UNBOUNDED => UNBOUNDED,
+                    n => n + 1,
+                }
+            }
+        };
+        caps.insert(s, (*class, cap));
+        cap
+    }
+
+    /// Where `t` goes on the members of `class` (each byte; when wide, after each whole non-ASCII
+    /// character), or `None` when some member has no edge.
+    fn member_targets(&self, t: StateId, class: &LoopClass) -> Option<Vec<StateId>> {
+        let mut out = Vec::new();
+        for b in 0..=255u8 {
+            if class.bytes[usize::from(b >> 6)] >> (b & 63) & 1 == 1 {
+                out.push(self.step(t, b)?);
+            }
+        }
+        if class.wide {
+            for &(lo, hi, tails) in &WIDE_CHAR_SHAPES {
+                let mut set = self.range_targets(t, lo, hi)?;
+                for &(a, b) in tails {
+                    let mut next = Vec::new();
+                    for &m in &set {
+                        next.extend(self.range_targets(m, a, b)?);
+                    }
+                    next.sort_unstable();
+                    next.dedup();
+                    set = next;
+                }
+                out.extend(set);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+
+    /// The targets of `s` on every byte of `lo..=hi`, or `None` when some byte has no edge.
+    fn range_targets(&self, s: StateId, lo: u8, hi: u8) -> Option<Vec<StateId>> {
+        let mut next = u16::from(lo);
+        let mut out = Vec::new();
+        for e in self.byte_edges(s) {
+            if u16::from(e.hi) < next || e.lo > hi {
+                continue;
+            }
+            if u16::from(e.lo) > next {
+                return None;
+            }
+            out.push(e.target);
+            next = u16::from(e.hi) + 1;
+            if next > u16::from(hi) {
+                return Some(out);
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::fsm::Dfa;
+    use crate::grammar::{ebnf, passes};
+    use crate::util::{Limits, RuleId};
+
+    fn fsm(src: &str) -> CompactFsm {
+        let g = passes::optimize(ebnf::parse(src, "root", &Limits::default()).expect("parses"));
+        let dfa = Dfa::from_expr(&g.rule(g.root()).body, "root", 10_000).expect("builds");
+        CompactFsm::freeze(&[dfa])
+    }
+
+    fn after(f: &CompactFsm, text: &[u8]) -> StateId {
+        text.iter()
+            .fold(f.start(RuleId(0)), |s, &b| f.step(s, b).expect("steps"))
+    }
+
+    #[test]
+    fn a_trie_among_free_text_passes_any_number_of_letters() {
+        // After the quote: a known key ("key") or any other, each character going on either way.
+        let trie = fsm(r#"root ::= "\"" ("key\"=" | [^"\u0000-\u001F]* "\":")"#);
+        let after_quote = after(&trie, b"\"");
+        assert!(trie.loop_class(after_quote).is_none());
+        let mut caps = Capacities::default();
+        let chain = trie
+            .chain(after_quote, &mut caps)
+            .expect("the trie passes its letters on");
+        assert_eq!(chain.capacity, UNBOUNDED);
+        assert!(chain.class.wide);
+        let k = after(&trie, b"\"k");
+        assert_eq!(trie.chain(k, &mut caps), Some(chain));
+    }
+
+    #[test]
+    fn a_bounded_run_takes_what_is_left_of_it() {
+        let bounded = fsm(r#"root ::= "\"" [a-z]{0,20} "\"""#);
+        let mut caps = Capacities::default();
+        let first = bounded
+            .chain(after(&bounded, b"\""), &mut caps)
+            .expect("letters");
+        assert_eq!(first.capacity, 20);
+        assert!(!first.class.wide);
+        let letters =
+            (b'a'..=b'z').all(|b| first.class.bytes[usize::from(b >> 6)] >> (b & 63) & 1 == 1);
+        assert!(letters);
+        let five = bounded
+            .chain(after(&bounded, b"\"abcde"), &mut caps)
+            .expect("letters");
+        assert_eq!(five.capacity, 15);
+        // After twenty letters only the quote is left.
+        let full = after(&bounded, b"\"abcdefghijabcdefghij");
+        assert_eq!(bounded.chain(full, &mut caps), None);
+    }
+
+    #[test]
+    fn a_bounded_run_of_characters_counts_each_character_once() {
+        let bounded = fsm(r#"root ::= "\"" [^"\\\u0000-\u001F]{0,3} "\"""#);
+        let mut caps = Capacities::default();
+        let first = bounded
+            .chain(after(&bounded, b"\""), &mut caps)
+            .expect("characters");
+        assert!(first.class.wide);
+        assert_eq!(first.capacity, 3);
+        let one = after(&bounded, "\"é".as_bytes());
+        assert_eq!(bounded.chain(one, &mut caps).map(|c| c.capacity), Some(2));
+    }
+}
