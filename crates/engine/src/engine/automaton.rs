@@ -158,6 +158,9 @@ impl Automaton {
     /// The class of members a walk at `s` passes on and how many in a row at least
     /// ([`CompactFsm::chain`]), computed on first use and kept.
     pub fn chain(&self, s: StateId) -> Option<Chain> {
+        if !self.fsm.may_chain(s) {
+            return None;
+        }
         let mut memo = self.chains.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = memo.of.get(&s) {
             return *c;

@@ -23,17 +23,32 @@ use crate::grammar::chain::UNBOUNDED;
 use crate::util::{is_continuation, StateId};
 use crate::vocab::{Tails, Vocab, UNKNOWN_TAIL};
 
-/// A chain's class tails and capacity.
-pub type ChainTails = (Arc<Tails>, u32);
+/// A chain's class tails, capacity and whether it is closed ([`crate::grammar::chain::Chain`]).
+#[derive(Clone)]
+pub struct ChainTails {
+    /// The class's tails.
+    pub tails: Arc<Tails>,
+    /// How many members in a row the chain takes at least.
+    pub cap: u32,
+    /// Longer runs of members are refused right after `cap`, the rule not ending before.
+    pub closed: bool,
+}
+
+/// Slots of [`Loops`]' direct-mapped cache of chain lookups.
+const RECENT: usize = 64;
 
 /// The per-token chain shortcut (see the module docs).
 pub struct Loops<'a> {
     a: &'a Automaton,
     vocab: &'a Vocab,
-    /// Tails per state looked up so far (`None`: no chain, or no room for its class).
-    seen: FxHashMap<u32, Option<ChainTails>>,
-    /// The last state asked about and its tails (consecutive tokens mostly ask for one).
-    last: (u32, Option<ChainTails>),
+    /// The chains found so far; a lookup's index `i > 0` is `chains[i - 1]`, 0 is none.
+    chains: Vec<ChainTails>,
+    /// Per state looked up so far, its index (0: no chain, or no room for its class).
+    seen: FxHashMap<u32, u32>,
+    /// The last lookups by state, direct-mapped (a walk asks about few states, over and over).
+    recent: [(u32, u32); RECENT],
+    /// The last state asked about by [`Loops::consumes`] and its index.
+    last: (u32, u32),
 }
 
 impl<'a> Loops<'a> {
@@ -42,8 +57,18 @@ impl<'a> Loops<'a> {
         Loops {
             a,
             vocab,
+            chains: Vec::new(),
             seen: FxHashMap::default(),
-            last: (NO_STATE, None),
+            recent: [(NO_STATE, 0); RECENT],
+            last: (NO_STATE, 0),
+        }
+    }
+
+    /// The chain of the last state [`Loops::consumes`] was asked about.
+    fn last(&self) -> Option<&ChainTails> {
+        match self.last.1 {
+            0 => None,
+            i => Some(&self.chains[i as usize - 1]),
         }
     }
 
@@ -59,14 +84,16 @@ impl<'a> Loops<'a> {
         depth: &mut usize,
         accepted: &mut Vec<u32>,
     ) -> usize {
-        let (item, Some((tails, cap))) = (self.last.0, &self.last.1) else {
+        let Some(chain) = self.last() else {
             return i;
         };
+        let item = self.last.0;
         let lcp = self.vocab.sorted_lcp();
         let sorted = self.vocab.sorted();
         while i < end {
             let k = (*depth).min(lcp[i] as usize);
-            if walk.point(k).item != item || !rest_passes(tails, *cap, self.vocab, i, k) {
+            if walk.point(k).item != item || !rest_passes(&chain.tails, chain.cap, self.vocab, i, k)
+            {
                 break;
             }
             accepted.push(sorted[i].0);
@@ -84,12 +111,10 @@ impl<'a> Loops<'a> {
             return false;
         }
         if item != self.last.0 {
-            self.last = (item, self.tails(item));
+            self.last = (item, self.index(item));
         }
-        self.last
-            .1
-            .as_ref()
-            .is_some_and(|(t, cap)| rest_passes(t, *cap, self.vocab, pos, depth))
+        self.last()
+            .is_some_and(|c| rest_passes(&c.tails, c.cap, self.vocab, pos, depth))
     }
 
     /// The tails and capacity of the chain at `item`, if it has one (and the vocabulary has room
@@ -98,14 +123,42 @@ impl<'a> Loops<'a> {
         if item == NO_STATE {
             return None;
         }
-        let (a, vocab) = (self.a, self.vocab);
-        self.seen
-            .entry(item)
-            .or_insert_with(|| {
-                let chain = a.chain(StateId(item))?;
-                Some((vocab.class_tails(&chain.class)?, chain.capacity))
-            })
-            .clone()
+        match self.index(item) {
+            0 => None,
+            i => Some(self.chains[i as usize - 1].clone()),
+        }
+    }
+
+    /// The index of `item`'s chain (see [`Loops::chains`]), looked up once per walk.
+    #[inline]
+    fn index(&mut self, item: u32) -> u32 {
+        let slot = item as usize % RECENT;
+        if self.recent[slot].0 == item {
+            return self.recent[slot].1;
+        }
+        let index = match self.seen.get(&item) {
+            Some(&i) => i,
+            None => {
+                let found = self.a.chain(StateId(item)).and_then(|chain| {
+                    Some(ChainTails {
+                        tails: self.vocab.class_tails(&chain.class)?,
+                        cap: chain.capacity,
+                        closed: chain.closed,
+                    })
+                });
+                let i = match found {
+                    Some(c) => {
+                        self.chains.push(c);
+                        self.chains.len() as u32
+                    }
+                    None => 0,
+                };
+                self.seen.insert(item, i);
+                i
+            }
+        };
+        self.recent[slot] = (item, index);
+        index
     }
 }
 
@@ -153,6 +206,15 @@ impl WholeBits {
             bits,
             covered: [false; 256],
         }
+    }
+
+    /// Every whole token of `tails`' class but `long` (sorted positions), every first byte
+    /// covered: the state itself has the chain.
+    pub fn all(tails: Arc<Tails>, vocab: &Vocab, long: &[u32]) -> WholeBits {
+        let mut w = WholeBits::new(tails);
+        w.covered = [true; 256];
+        w.cover(vocab, 0, long);
+        w
     }
 
     /// Whether these are the bits of `tails`' class.

@@ -36,7 +36,7 @@ use rustc_hash::FxHashMap;
 
 use super::automaton::Automaton;
 use super::lookahead::{has_byte, ByteSet};
-use super::loops::{long_whole, Loops, WholeBits};
+use super::loops::{long_whole, ChainTails, Loops, WholeBits};
 use super::set_walk::SetWalk;
 use crate::util::StateId;
 use crate::vocab::{common_prefix, Vocab};
@@ -239,8 +239,21 @@ impl AdaptiveMask {
         // most of the vocabulary, and growing a fresh vector for it costs more than the walk.
         let mut accepted = ACCEPTED.with(|b| std::mem::take(&mut *b.borrow_mut()));
         accepted.clear();
-        let mut whole_bits: Option<WholeBits> = None;
         let (mut long, mut merged, mut merged_lcp) = (Vec::new(), Vec::new(), Vec::new());
+        // When the state itself has a chain, every whole token no longer than it takes is
+        // accepted from the start, whatever its first byte: only the others and the longer
+        // ones are visited.
+        // Where the chain is closed, the longer ones are refused: they are not visited either.
+        let top = loops.tails(walk.point(0).item);
+        let mut long_all = Vec::new();
+        let mut whole_bits = top.as_ref().map(|c| {
+            c.tails.longer_than(c.cap, &mut long_all);
+            let bits = WholeBits::all(Arc::clone(&c.tails), vocab, &long_all);
+            if c.closed {
+                long_all.clear();
+            }
+            bits
+        });
         let mut ends: Vec<EndRange> = Vec::new();
         let mut opaque: Vec<u32> = Vec::new();
         for b in 0..=255u8 {
@@ -257,21 +270,46 @@ impl AdaptiveMask {
             // others are visited. A refused token never shares its refused prefix with a taken
             // one (that prefix would be members the chain takes, which it never refuses), so the
             // ranges skipped after a refusal hold visited tokens only.
-            let bulk = if walk.step(token_at(run.start), 0) {
-                loops.tails(walk.point(1).item)
-            } else {
-                None
+            // A closed chain entered by the first byte refuses the longer tokens too, unless the
+            // rule may end right after that byte.
+            let bulk = match &top {
+                Some(_) => None,
+                None if walk.step(token_at(run.start), 0) => loops
+                    .tails(walk.point(1).item)
+                    .map(|c| (c, !walk.point(1).may_end)),
+                None => None,
             };
             walk.truncate(0);
             let within = |v: &[u32]| {
                 v.partition_point(|&p| (p as usize) < run.start)
                     ..v.partition_point(|&p| (p as usize) < run.end)
             };
-            let bulk = bulk.filter(|(t, _)| !within(&t.whole).is_empty());
+            let bulk = bulk.filter(|(c, _)| !within(&c.tails.whole).is_empty());
+            let listed = top.is_some() || bulk.is_some();
             // Visit `k` of the run: its position in `Vocab::sorted` and its common prefix with the
             // visit before.
-            let (visits, position, shared) = match &bulk {
-                Some((t, cap)) => {
+            let (visits, position, shared) = match (&top, &bulk) {
+                (Some(ChainTails { tails: t, .. }), _) => {
+                    let others = within(&t.others);
+                    let long = &long_all[within(&long_all)];
+                    if long.is_empty() {
+                        (others, &t.others[..], &t.others_lcp[..])
+                    } else {
+                        merge_visits(vocab, &t.others[others], long, &mut merged, &mut merged_lcp);
+                        (0..merged.len(), &merged[..], &merged_lcp[..])
+                    }
+                }
+                (
+                    None,
+                    Some((
+                        ChainTails {
+                            tails: t,
+                            cap,
+                            closed,
+                        },
+                        quiet,
+                    )),
+                ) => {
                     let whole = within(&t.whole);
                     // The first byte is one member: the chain after it takes `cap` more.
                     let limit = cap.saturating_add(1);
@@ -293,6 +331,9 @@ impl AdaptiveMask {
                                 .map(|&p| sorted[p as usize].0),
                         ),
                     }
+                    if *closed && *quiet {
+                        long.clear();
+                    }
                     let others = within(&t.others);
                     if long.is_empty() {
                         (others, &t.others[..], &t.others_lcp[..])
@@ -307,19 +348,22 @@ impl AdaptiveMask {
                         (0..merged.len(), &merged[..], &merged_lcp[..])
                     }
                 }
-                None => (run.clone(), &[][..], lcp),
+                (None, None) => (run.clone(), &[][..], lcp),
             };
             let at = |k: usize| {
-                if bulk.is_some() {
+                if listed {
                     position[k] as usize
                 } else {
                     k
                 }
             };
             // The first visit at or after sorted position `p`, from visit `from` on.
-            let visit_from = |p: usize, from: usize| match &bulk {
-                Some(_) => from + position[from..visits.end].partition_point(|&q| (q as usize) < p),
-                None => p,
+            let visit_from = |p: usize, from: usize| {
+                if listed {
+                    from + position[from..visits.end].partition_point(|&q| (q as usize) < p)
+                } else {
+                    p
+                }
             };
             let mut depth = 0usize;
             let mut k = visits.start;
@@ -347,7 +391,7 @@ impl AdaptiveMask {
                 let Some(d) = refused_at else {
                     accepted.push(sorted[i].0);
                     k += 1;
-                    if depth < bytes.len() && bulk.is_none() {
+                    if depth < bytes.len() && !listed {
                         // Consumed by a chain: the next tokens standing in it go in a tight run.
                         k = loops.accept_run(&walk, k, run.end, &mut depth, &mut accepted);
                     }

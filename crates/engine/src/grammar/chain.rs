@@ -38,10 +38,16 @@ pub struct Chain {
     pub class: LoopClass,
     /// How many in a row at least ([`UNBOUNDED`]: any number).
     pub capacity: u32,
+    /// Every sequence of more than `capacity` members is refused right after `capacity` of them,
+    /// and no state on the way (after the first, mid-character ones included) accepts or calls:
+    /// the chain of a bounded string, whose longer tokens are then refused without a walk, the
+    /// rule never ending inside them.
+    pub closed: bool,
 }
 
-/// Capacities found so far, per state and class (reused across the states of one automaton).
-pub type Capacities = FxHashMap<StateId, (LoopClass, u32)>;
+/// Capacities (and whether closed) found so far, per state and class (reused across the states of
+/// one automaton).
+pub type Capacities = FxHashMap<StateId, (LoopClass, u32, bool)>;
 
 impl CompactFsm {
     /// The chain a walk standing at `s` consumes a token's rest on (see the module docs): `s`'s own
@@ -54,6 +60,7 @@ impl CompactFsm {
             return Some(Chain {
                 class: *c,
                 capacity: UNBOUNDED,
+                closed: false,
             });
         }
         if !self.ref_edges(s).is_empty() {
@@ -64,8 +71,36 @@ impl CompactFsm {
             Some(c) => *c,
             None => self.step_class(s, widest.target)?,
         };
-        let capacity = self.capacity(s, &class, caps, &mut Vec::new());
-        (capacity > 0).then_some(Chain { class, capacity })
+        let (capacity, closed) = self.capacity(s, &class, caps, &mut Vec::new());
+        (capacity > 0).then_some(Chain {
+            class,
+            capacity,
+            closed,
+        })
+    }
+
+    /// Whether `t` has no edge on any member of `class` (for a wide class, on any byte that
+    /// begins a non-ASCII character).
+    fn takes_no_member(&self, t: StateId, class: &LoopClass) -> bool {
+        self.byte_edges(t).iter().all(|e| {
+            let member =
+                (e.lo..=e.hi).any(|b| class.bytes[usize::from(b >> 6)] >> (b & 63) & 1 == 1);
+            let lead = class.wide && e.lo <= 0xF4 && e.hi >= 0xC2;
+            !member && !lead
+        })
+    }
+
+    /// Whether `s` may have a chain at all: no reference edges, and byte edges as wide as a class
+    /// must be (a test without allocation before [`CompactFsm::chain`]).
+    #[inline]
+    pub fn may_chain(&self, s: StateId) -> bool {
+        self.ref_edges(s).is_empty()
+            && self
+                .byte_edges(s)
+                .iter()
+                .map(|e| u32::from(e.hi - e.lo) + 1)
+                .sum::<u32>()
+                >= MIN_CLASS_WIDTH
     }
 
     /// The members that take `s` to `to`: its bytes with that target (ASCII only when every
@@ -108,50 +143,65 @@ impl CompactFsm {
     /// How many members of `class` in a row `s` takes at least: unbounded at a state looping on
     /// the class, else one more than the least of the states its members lead to, 0 when some
     /// member has no edge. `stack` holds the states being computed (a state met again there
-    /// answers 0, which keeps the result a lower bound).
+    /// answers 0, which keeps the result a lower bound). Also whether the chain from `s` is closed
+    /// ([`Chain::closed`]): at 0, `s` takes no member at all; above, every member leads to a closed
+    /// state of the same capacity that neither accepts nor calls, through states that do neither.
     fn capacity(
         &self,
         s: StateId,
         class: &LoopClass,
         caps: &mut Capacities,
         stack: &mut Vec<StateId>,
-    ) -> u32 {
+    ) -> (u32, bool) {
         if self.loop_class(s) == Some(class) {
-            return UNBOUNDED;
+            return (UNBOUNDED, false);
         }
-        if let Some(&(c, cap)) = caps.get(&s) {
+        if let Some(&(c, cap, closed)) = caps.get(&s) {
             if c == *class {
-                return cap;
+                return (cap, closed);
             }
         }
         if stack.len() >= MAX_DEPTH || stack.contains(&s) || !self.ref_edges(s).is_empty() {
-            return 0;
+            return (0, false);
         }
-        let cap = match self.member_targets(s, class) {
-            None => 0,
+        let mut passed = Vec::new();
+        let found = match self.member_targets_through(s, class, &mut passed) {
+            None => (0, self.takes_no_member(s, class)),
             Some(targets) => {
+                let quiet = |m: &StateId| !self.is_accept(*m) && self.ref_edges(*m).is_empty();
+                let mut closed = passed.iter().all(quiet) && targets.iter().all(quiet);
                 stack.push(s);
                 let mut least = UNBOUNDED;
+                let mut most = 0;
                 for t in targets {
-                    least = least.min(self.capacity(t, class, caps, stack));
-                    if least == 0 {
+                    let (cap, next_closed) = self.capacity(t, class, caps, stack);
+                    least = least.min(cap);
+                    most = most.max(cap);
+                    closed &= next_closed;
+                    if least == 0 && !closed {
                         break;
                     }
                 }
                 stack.pop();
                 match least {
-                    UNBOUNDED => UNBOUNDED,
-                    n => n + 1,
+                    UNBOUNDED => (UNBOUNDED, false),
+                    n => (n + 1, closed && most == least),
                 }
             }
         };
-        caps.insert(s, (*class, cap));
-        cap
+        caps.insert(s, (*class, found.0, found.1));
+        found
     }
 
     /// Where `t` goes on the members of `class` (each byte; when wide, after each whole non-ASCII
-    /// character), or `None` when some member has no edge.
-    fn member_targets(&self, t: StateId, class: &LoopClass) -> Option<Vec<StateId>> {
+    /// character), or `None` when some member has no edge; the states inside a non-ASCII
+    /// character are pushed to `passed`.
+    fn member_targets_through(
+        &self,
+        t: StateId,
+        class: &LoopClass,
+        passed: &mut Vec<StateId>,
+    ) -> Option<Vec<StateId>> {
         let mut out = Vec::new();
         for b in 0..=255u8 {
             if class.bytes[usize::from(b >> 6)] >> (b & 63) & 1 == 1 {
@@ -162,6 +212,7 @@ impl CompactFsm {
             for &(lo, hi, tails) in &WIDE_CHAR_SHAPES {
                 let mut set = self.range_targets(t, lo, hi)?;
                 for &(a, b) in tails {
+                    passed.extend_from_slice(&set);
                     let mut next = Vec::new();
                     for &m in &set {
                         next.extend(self.range_targets(m, a, b)?);
@@ -229,6 +280,7 @@ mod tests {
             .expect("the trie passes its letters on");
         assert_eq!(chain.capacity, UNBOUNDED);
         assert!(chain.class.wide);
+        assert!(!chain.closed);
         let k = after(&trie, b"\"k");
         assert_eq!(trie.chain(k, &mut caps), Some(chain));
     }
@@ -249,6 +301,7 @@ mod tests {
             .chain(after(&bounded, b"\"abcde"), &mut caps)
             .expect("letters");
         assert_eq!(five.capacity, 15);
+        assert!(first.closed);
         // After twenty letters only the quote is left.
         let full = after(&bounded, b"\"abcdefghijabcdefghij");
         assert_eq!(bounded.chain(full, &mut caps), None);
@@ -265,5 +318,23 @@ mod tests {
         assert_eq!(first.capacity, 3);
         let one = after(&bounded, "\"é".as_bytes());
         assert_eq!(bounded.chain(one, &mut caps).map(|c| c.capacity), Some(2));
+        assert!(first.closed);
+    }
+
+    #[test]
+    fn a_run_that_may_end_early_or_go_on_is_not_closed() {
+        // The rule may end after three letters: a longer token is uncertain, not refused.
+        let ends = fsm(r#"root ::= "\"" [a-z]{0,3}"#);
+        let mut caps = Capacities::default();
+        let quote = after(&ends, b"\"");
+        let chain = ends.chain(quote, &mut caps).expect("letters");
+        assert_eq!(chain.capacity, 3);
+        assert!(!chain.closed);
+        // After three letters all but `z` may follow: a longer token is not always refused.
+        let most = fsm(r#"root ::= "\"" [a-z]{3} [a-y] "\"""#);
+        let quote = after(&most, b"\"");
+        let chain = most.chain(quote, &mut caps).expect("letters");
+        assert_eq!(chain.capacity, 3);
+        assert!(!chain.closed);
     }
 }

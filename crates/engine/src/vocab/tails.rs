@@ -38,6 +38,8 @@ pub struct Tails {
     pub others_lcp: Box<[u32]>,
     /// For each of `whole`, its number of members ([`LoopClass::members`]), at most 255.
     pub whole_members: Box<[u8]>,
+    /// Indices into `whole`, by member count, most first.
+    pub by_members: Box<[u32]>,
     /// Per first byte, the most members of a whole entry starting with it.
     pub run_max: Box<[u8; 256]>,
     /// The token ids of `whole`, one bit each ([`crate::util::TokenBitmask`] layout).
@@ -86,16 +88,46 @@ impl Tails {
                 shared = u32::MAX;
             }
         }
+        // A counting sort: member counts are bytes.
+        let mut start = [0u32; 257];
+        for &m in &whole_members {
+            start[usize::from(u8::MAX - m) + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut by_members = vec![0u32; whole.len()];
+        for (k, &m) in whole_members.iter().enumerate() {
+            let slot = &mut start[usize::from(u8::MAX - m)];
+            by_members[*slot as usize] = k as u32;
+            *slot += 1;
+        }
         Tails {
             starts: starts.into(),
             whole: whole.into(),
             others: others.into(),
             others_lcp: others_lcp.into(),
+            by_members: by_members.into(),
             whole_members: whole_members.into(),
             run_max,
             whole_bits: whole_bits.into(),
             wide: class.wide,
         }
+    }
+}
+
+impl Tails {
+    /// The sorted positions of the whole entries with more than `limit` members, increasing,
+    /// into `out`.
+    pub fn longer_than(&self, limit: u32, out: &mut Vec<u32>) {
+        out.clear();
+        out.extend(
+            self.by_members
+                .iter()
+                .take_while(|&&k| u32::from(self.whole_members[k as usize]) > limit)
+                .map(|&k| self.whole[k as usize]),
+        );
+        out.sort_unstable();
     }
 }
 
@@ -177,6 +209,14 @@ mod tests {
         let bits: u32 = t.whole_bits.iter().map(|w| w.count_ones()).sum();
         assert_eq!(bits as usize, whole.len());
         assert_eq!(t.run_max[usize::from(b'x')], 3);
+        let mut long = Vec::new();
+        t.longer_than(2, &mut long);
+        let expected: Vec<u32> = whole
+            .iter()
+            .copied()
+            .filter(|&p| entries[p as usize].len() > 2)
+            .collect();
+        assert_eq!(long, expected);
         assert_eq!(t.run_max[usize::from(b'"')], 0);
         assert_eq!(*t.others, *others);
         let others: Vec<usize> = others.iter().map(|&p| p as usize).collect();
