@@ -14,7 +14,7 @@
 //! Invariant: a capacity is a lower bound. From the state, every sequence of at most `capacity`
 //! members of the class is read by byte edges alone (no reference edge is needed), whichever path
 //! the members take. Where the analysis is unsure (a cycle not through a loop state, a chain deeper
-//! than [`MAX_DEPTH`]) it answers less, never more.
+//! than the depth limit) it answers less, never more.
 
 use rustc_hash::FxHashMap;
 

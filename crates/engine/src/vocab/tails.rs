@@ -65,17 +65,26 @@ impl Tails {
         let mut run_max = Box::new([0u8; 256]);
         let mut whole_bits = vec![0u32; size.div_ceil(32)];
         let mut shared = u32::MAX;
+        // The class's ASCII members, one bit each: most tokens are ASCII, and one made only of
+        // members needs no tail scan.
+        let ascii = u128::from(class.bytes[1]) << 64 | u128::from(class.bytes[0]);
         for (i, &common) in lcp.iter().enumerate().take(n) {
             let b = bytes(i);
-            let start = u8::try_from(class.tail_start(b))
-                .ok()
-                .filter(|&s| s != UNKNOWN_TAIL)
-                .unwrap_or(UNKNOWN_TAIL);
+            let plain = b.iter().all(|&x| x < 0x80 && ascii >> x & 1 == 1);
+            let start = if plain {
+                0
+            } else {
+                u8::try_from(class.tail_start(b))
+                    .ok()
+                    .filter(|&s| s != UNKNOWN_TAIL)
+                    .unwrap_or(UNKNOWN_TAIL)
+            };
             starts.push(start);
             shared = shared.min(common);
             if start == 0 && !b.first().is_some_and(|&f| is_continuation(f)) {
                 whole.push(i as u32);
-                let members = u8::try_from(class.members(b)).unwrap_or(u8::MAX);
+                let members = if plain { b.len() } else { class.members(b) };
+                let members = u8::try_from(members).unwrap_or(u8::MAX);
                 whole_members.push(members);
                 if let Some(&f) = b.first() {
                     run_max[usize::from(f)] = run_max[usize::from(f)].max(members);
