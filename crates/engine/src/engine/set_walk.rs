@@ -23,7 +23,7 @@ use crate::util::StateId;
 /// Most canonical sets one walk numbers (each holds a 1 KiB transition row).
 const MAX_NODES: usize = 4096;
 /// Steps after which a walk turns memoization on.
-const MEMO_STEPS: usize = 4096;
+const MEMO_STEPS: usize = 256;
 /// Parses after which a walk whose steps are mostly parses stops numbering new sets.
 const MEMO_TRIAL: usize = 4096;
 /// Transition not parsed yet.
