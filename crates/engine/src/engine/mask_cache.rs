@@ -21,13 +21,15 @@
 //! ([`crate::grammar::hash`]); the uncertain list after the follow-byte filter is kept per follow
 //! set beside it. Pool memory is bounded, least recently used entries go first.
 //!
-//! Whole-vocabulary states (string contents, a key's rest, free text) are walked token by token;
-//! where the walk stands at the isolated item alone in a state that loops on a byte class
-//! ([`crate::grammar::fsm::CompactFsm::loop_class`]), a token whose rest is in the class is
-//! accepted by one comparison ([`Vocab::class_tails`]), and the tokens after it that stand in the
-//! same loop are taken in one tight run. Where a token's first byte enters such a loop, the tokens
-//! of that first byte made wholly of the loop's class are taken without a walk and only the others
-//! are visited.
+//! Whole-vocabulary states (string contents, a key's rest, free text) are walked token by token,
+//! with the chain shortcuts of [`super::loops`]: where the walk stands at the isolated item alone
+//! in a state that passes a class on ([`crate::grammar::chain`]: a loop, a key trie into a loop, a
+//! bounded string's positions), a token whose rest is made of members the chain takes is accepted
+//! by one comparison ([`Vocab::class_tails`]), and the tokens after it that stand in the same
+//! state are taken in one tight run. Where the state itself, or a token's first byte, enters such
+//! a chain, the tokens made wholly of members no more numerous than it takes are taken as the
+//! class's bitset without a walk; only the others (and, unless the chain is closed, the longer
+//! ones) are visited.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
