@@ -141,3 +141,24 @@ fn huge_bounds_stay_small() {
     assert!(!m.accept_string("a"), "the 10001st repetition is refused");
     assert!(m.accept_string("y") && m.is_completed());
 }
+
+#[test]
+fn nested_bounds_under_the_threshold_are_compressed_when_unrolling_them_is_too_large() {
+    // Each bound is under the default threshold; unrolled, the three together would need eight
+    // million automaton states, past `max_nfa_states_per_rule`.
+    let threshold = structgen::engine::automaton::REPETITION_THRESHOLD;
+    assert!(threshold >= 200);
+    let g = compile(
+        r#"root ::= (("a" "b"{0,200}){0,200}){0,200} "y""#,
+        Some(threshold),
+    );
+    assert!(has_counted(&g));
+    let mut m = GrammarMatcher::new(Arc::clone(&g));
+    assert!(m.accept_string(&"ab".repeat(300)));
+    assert!(m.accept_string(&"b".repeat(199)));
+    assert!(!m.accept_string("b"), "the 201st b in a row is refused");
+    assert!(m.accept_string("y") && m.is_completed());
+    // A single bounded run under the threshold stays unrolled: its positions are plain states.
+    let run = compile(r#"root ::= "x" [ab]{0,200} "y""#, Some(threshold));
+    assert!(!has_counted(&run));
+}

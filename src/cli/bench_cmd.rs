@@ -68,7 +68,7 @@ pub struct BenchCmd {
     #[arg(long, value_name = "MIB", default_value_t = 1024)]
     pool_mb: usize,
     /// structgen: repetitions with a bound above N become counted rules, or `off`.
-    #[arg(long, value_name = "N|off", default_value = "128", value_parser = threshold_arg)]
+    #[arg(long, value_name = "N|off", default_value = "256", value_parser = threshold_arg)]
     repetition_threshold: Threshold,
     /// Only the first N requests of each file.
     #[arg(long, value_name = "N")]

@@ -33,7 +33,7 @@ use crate::util::marker::MARKER_BYTE;
 use crate::util::{Budget, Fingerprint, Limits, RuleId, StateId};
 
 /// Bounds above which `{min,max}` repetitions become counted rules by default.
-pub const REPETITION_THRESHOLD: u32 = 128;
+pub const REPETITION_THRESHOLD: u32 = 256;
 
 /// A tag rule (called by a TagDispatch) and the last byte of the trigger leading to it (`None`:
 /// the trigger ends with a whole token).

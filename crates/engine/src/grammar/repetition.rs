@@ -1,5 +1,9 @@
 //! Repetition compression (XGrammar-2's Algorithm 3): `body{min,max}` with a bound above a threshold
-//! becomes a *counted rule* instead of `max` unrolled copies of `body`'s automaton.
+//! becomes a *counted rule* instead of `max` unrolled copies of `body`'s automaton. So does one
+//! under the threshold whose unrolling, with the repetitions inside it, would pass a size budget
+//! (a repetition of a repetition). An unrolled bounded string is the faster one to mask (its
+//! positions are plain states the mask walk's chains read), so the default threshold (256) covers
+//! the `maxLength` of most schemas.
 //!
 //! A counted rule `REP` has one state with a call edge to a rule holding `body` and back to itself;
 //! the Earley items of `REP` carry the number of completed iterations (`crate::engine::earley::Item`'s
@@ -42,6 +46,33 @@ impl Counted {
     #[inline]
     pub fn may_repeat(&self, count: u32) -> bool {
         self.max.is_none_or(|m| count < m)
+    }
+}
+
+/// Most expression nodes a repetition may unroll to under the threshold: a repetition of a
+/// repetition (`(a b{0,200}){0,200}`) is compressed when unrolling both would exceed it, though
+/// each bound is under the threshold.
+const UNROLL_BUDGET: u64 = 1 << 16;
+
+/// Whether unrolling `body{min,max}` (`body` already rewritten) would exceed [`UNROLL_BUDGET`].
+fn too_large(body: &Expr, min: u32, max: Option<u32>) -> bool {
+    let bound = u64::from(max.unwrap_or(min));
+    bound > 1 && unrolled_size(body).saturating_mul(bound) > UNROLL_BUDGET
+}
+
+/// Nodes of `e` with its repetitions unrolled (a literal counting its bytes), saturating.
+fn unrolled_size(e: &Expr) -> u64 {
+    match e {
+        Expr::Literal(text) => text.len().max(1) as u64,
+        Expr::Seq(items) | Expr::Alt(items) => items
+            .iter()
+            .fold(1u64, |n, x| n.saturating_add(unrolled_size(x))),
+        Expr::Repeat { body, min, max } => {
+            let bound = u64::from(max.unwrap_or(*min)).max(1);
+            unrolled_size(body).saturating_mul(bound).saturating_add(1)
+        }
+        Expr::Dispatch(d) => 1 + d.tags.len() as u64,
+        Expr::Empty | Expr::Class(_) | Expr::Ref(_) | Expr::Tokens(_) => 1,
     }
 }
 
@@ -95,8 +126,15 @@ impl Ctx<'_> {
         match e {
             Expr::Seq(items) => Expr::Seq(items.into_iter().map(|x| self.rewrite(x)).collect()),
             Expr::Alt(items) => Expr::Alt(items.into_iter().map(|x| self.rewrite(x)).collect()),
-            Expr::Repeat { body, min, max } if exceeds(min, max, self.threshold) => {
+            Expr::Repeat { body, min, max } => {
                 let inner = self.rewrite(*body);
+                if !exceeds(min, max, self.threshold) && !too_large(&inner, min, max) {
+                    return Expr::Repeat {
+                        body: Box::new(inner),
+                        min,
+                        max,
+                    };
+                }
                 let nullable = expr_nullable(&inner, self.null);
                 let body = match inner {
                     Expr::Ref(r) => r,
@@ -114,11 +152,6 @@ impl Ctx<'_> {
                 };
                 Expr::Ref(self.add("rep", rep, bounds.min == 0, Some(bounds)))
             }
-            Expr::Repeat { body, min, max } => Expr::Repeat {
-                body: Box::new(self.rewrite(*body)),
-                min,
-                max,
-            },
             other => other,
         }
     }
