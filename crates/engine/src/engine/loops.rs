@@ -20,7 +20,7 @@ use rustc_hash::FxHashMap;
 use super::automaton::Automaton;
 use super::set_walk::{SetWalk, NO_STATE};
 use crate::grammar::chain::UNBOUNDED;
-use crate::util::{is_continuation, StateId};
+use crate::util::{is_continuation, member_count, StateId};
 use crate::vocab::{Tails, Vocab, UNKNOWN_TAIL};
 
 /// A chain's class tails, capacity and whether it is closed ([`crate::grammar::chain::Chain`]).
@@ -175,17 +175,7 @@ fn rest_passes(tails: &Tails, cap: u32, vocab: &Vocab, pos: usize, depth: usize)
     if bytes.get(depth).is_some_and(|&b| is_continuation(b)) {
         return false;
     }
-    cap == UNBOUNDED || members(tails.wide, &bytes[depth..]) <= cap as usize
-}
-
-/// How many members `rest` (made of members) holds: [`crate::util::LoopClass::members`].
-#[inline]
-fn members(wide: bool, rest: &[u8]) -> usize {
-    if wide {
-        rest.iter().filter(|&&b| !is_continuation(b)).count()
-    } else {
-        rest.len()
-    }
+    cap == UNBOUNDED || member_count(tails.wide, &bytes[depth..]) <= cap as usize
 }
 
 /// The whole tokens a walk takes without visiting them, as one class's bitset (see the module

@@ -31,6 +31,7 @@
 //! class's bitset without a walk; only the others (and, unless the chain is closed, the longer
 //! ones) are visited.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -41,7 +42,7 @@ use super::lookahead::{has_byte, ByteSet};
 use super::loops::{long_whole, ChainTails, Loops, WholeBits};
 use super::set_walk::SetWalk;
 use crate::util::StateId;
-use crate::vocab::{common_prefix, Vocab};
+use crate::vocab::{common_prefix, Tails, Vocab};
 
 /// Accepted tokens of one state, in whichever form is smallest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,15 +56,23 @@ pub enum TokenSet {
     Bitset(Box<[u32]>),
 }
 
-/// The sorted positions `others` and `long` (each increasing) merged into `merged`, with each
-/// one's common prefix with the one before in `lcp` (0 for the first).
-fn merge_visits(
+/// The visits of a run whose whole tokens are taken as bits: its `others` (a range of
+/// `tails.others`) and the `long` whole tokens the walk still visits (sorted positions,
+/// increasing), as positions in `Vocab::sorted` with each one's common prefix with the visit
+/// before (0 for the first). Without long tokens these are `tails`' own arrays; else the two lists
+/// are merged into `merged` and `lcp`.
+fn visit_list<'a>(
     vocab: &Vocab,
-    others: &[u32],
+    tails: &'a Tails,
+    others: Range<usize>,
     long: &[u32],
-    merged: &mut Vec<u32>,
-    lcp: &mut Vec<u32>,
-) {
+    merged: &'a mut Vec<u32>,
+    lcp: &'a mut Vec<u32>,
+) -> (Range<usize>, &'a [u32], &'a [u32]) {
+    if long.is_empty() {
+        return (others, &tails.others, &tails.others_lcp);
+    }
+    let others = &tails.others[others];
     merged.clear();
     lcp.clear();
     let (mut i, mut j) = (0, 0);
@@ -84,6 +93,7 @@ fn merge_visits(
         lcp.push(shared as u32);
         merged.push(p);
     }
+    (0..merged.len(), merged, lcp)
 }
 
 /// Tokens of `Vocab::sorted` positions `from..to` (sharing their first `at + 1` bytes) in which
@@ -292,14 +302,15 @@ impl AdaptiveMask {
             // visit before.
             let (visits, position, shared) = match (&top, &bulk) {
                 (Some(ChainTails { tails: t, .. }), _) => {
-                    let others = within(&t.others);
                     let long = &long_all[within(&long_all)];
-                    if long.is_empty() {
-                        (others, &t.others[..], &t.others_lcp[..])
-                    } else {
-                        merge_visits(vocab, &t.others[others], long, &mut merged, &mut merged_lcp);
-                        (0..merged.len(), &merged[..], &merged_lcp[..])
-                    }
+                    visit_list(
+                        vocab,
+                        t,
+                        within(&t.others),
+                        long,
+                        &mut merged,
+                        &mut merged_lcp,
+                    )
                 }
                 (
                     None,
@@ -336,19 +347,14 @@ impl AdaptiveMask {
                     if *closed && *quiet {
                         long.clear();
                     }
-                    let others = within(&t.others);
-                    if long.is_empty() {
-                        (others, &t.others[..], &t.others_lcp[..])
-                    } else {
-                        merge_visits(
-                            vocab,
-                            &t.others[others],
-                            &long,
-                            &mut merged,
-                            &mut merged_lcp,
-                        );
-                        (0..merged.len(), &merged[..], &merged_lcp[..])
-                    }
+                    visit_list(
+                        vocab,
+                        t,
+                        within(&t.others),
+                        &long,
+                        &mut merged,
+                        &mut merged_lcp,
+                    )
                 }
                 (None, None) => (run.clone(), &[][..], lcp),
             };

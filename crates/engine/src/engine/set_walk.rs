@@ -78,43 +78,6 @@ pub struct SetWalk<'g> {
     parses: usize,
 }
 
-/// A walk's tables, kept by the thread between walks: a long walk's transition rows reach
-/// megabytes, which a fresh allocation would take from the system (and zero) every time. (The
-/// set numbering is not kept: clearing a large map costs what building a small one does.)
-#[derive(Default)]
-struct Tables {
-    flags: Vec<(bool, bool, u32)>,
-    next: Vec<u32>,
-    path: Vec<Point>,
-    key: Vec<(u32, u32, u32)>,
-}
-
-impl Tables {
-    fn clear(&mut self) {
-        self.flags.clear();
-        self.next.clear();
-        self.path.clear();
-        self.key.clear();
-    }
-}
-
-thread_local! {
-    /// The tables of this thread's last finished walk.
-    static TABLES: std::cell::RefCell<Tables> = std::cell::RefCell::new(Tables::default());
-}
-
-impl Drop for SetWalk<'_> {
-    fn drop(&mut self) {
-        let tables = Tables {
-            flags: std::mem::take(&mut self.flags),
-            next: std::mem::take(&mut self.next),
-            path: std::mem::take(&mut self.path),
-            key: std::mem::take(&mut self.key),
-        };
-        TABLES.with(|t| *t.borrow_mut() = tables);
-    }
-}
-
 /// Parser sets before depth 0 (the empty context set).
 const BASE: usize = 1;
 
@@ -125,23 +88,15 @@ impl<'g> SetWalk<'g> {
     /// [`MEMO_STEPS`] steps.
     pub fn new(g: &'g Automaton, state: StateId, count: u32) -> SetWalk<'g> {
         let parser = EarleyParser::isolated(g, state, count);
-        let mut tables = TABLES.with(|t| std::mem::take(&mut *t.borrow_mut()));
-        tables.clear();
-        let Tables {
-            flags,
-            next,
-            path,
-            key,
-        } = tables;
         let mut walk = SetWalk {
             g,
             parser,
             ids: FxHashMap::default(),
-            flags,
-            next,
-            path,
+            flags: Vec::new(),
+            next: Vec::new(),
+            path: Vec::new(),
             synced: 0,
-            key,
+            key: Vec::new(),
             max_nodes: 0,
             memo_tried: false,
             steps: 0,

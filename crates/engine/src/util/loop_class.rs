@@ -31,11 +31,7 @@ impl LoopClass {
     /// at the end counts once).
     #[inline]
     pub fn members(&self, bytes: &[u8]) -> usize {
-        if self.wide {
-            bytes.iter().filter(|&&b| !is_continuation(b)).count()
-        } else {
-            bytes.len()
-        }
+        member_count(self.wide, bytes)
     }
 
     /// The smallest `d` such that `bytes[d..]` is made of class members (see the module docs).
@@ -78,6 +74,16 @@ impl LoopClass {
             }
         }
         d
+    }
+}
+
+/// [`LoopClass::members`] for a class that is `wide` or not.
+#[inline]
+pub fn member_count(wide: bool, bytes: &[u8]) -> usize {
+    if wide {
+        bytes.iter().filter(|&&b| !is_continuation(b)).count()
+    } else {
+        bytes.len()
     }
 }
 

@@ -22,4 +22,4 @@ pub use bitmask::{TokenBitmask, TokenBitmaskMut};
 pub use fingerprint::{fingerprint, hash_json, json_fingerprint, Fingerprint};
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
 pub use limits::{Budget, LimitError, Limits};
-pub use loop_class::{is_continuation, LoopClass, WIDE_CHAR_SHAPES};
+pub use loop_class::{is_continuation, member_count, LoopClass, WIDE_CHAR_SHAPES};
