@@ -8,7 +8,7 @@
 //! Two forms, as the house style wants:
 //! - [`Dfa`], the mutable builder form of one rule: Thompson construction into an ε-NFA and subset
 //!   construction ([`Dfa::from_expr`], in `super::nfa`), minimization (one bottom-up pass when
-//!   acyclic, Moore rounds otherwise), states numbered canonically in BFS order from the start
+//!   acyclic, worklist partition refinement otherwise), states numbered canonically in BFS order from the start
 //!   (state 0), and trimming of states that cannot reach acceptance.
 //! - [`CompactFsm`], the frozen form of a whole grammar: every rule's states in one global numbering
 //!   with CSR edge arrays; the parser reads only this.
@@ -18,6 +18,7 @@
 
 use rustc_hash::FxHashMap;
 
+use crate::util::slices::SliceInterner;
 use crate::util::{LoopClass, RuleId, StateId, WIDE_CHAR_SHAPES};
 
 /// One state of a rule's DFA.
@@ -52,8 +53,8 @@ pub struct Dfa {
 }
 
 impl Dfa {
-    /// Moore partition refinement, then canonical BFS renumbering from the start. Moore needs as many
-    /// rounds as the longest distinguishing path, so chain-shaped automata (large bounded
+    /// Partition refinement, then canonical BFS renumbering from the start. Refinement needs as
+    /// many rounds as the longest distinguishing path, so chain-shaped automata (large bounded
     /// repetitions) would cost O(n²); above [`MINIMIZE_LIMIT`] states only the renumbering is done.
     pub fn minimize(&self) -> Dfa {
         match self.minimize_checked(|| Ok::<(), std::convert::Infallible>(())) {
@@ -72,23 +73,92 @@ impl Dfa {
         if let Some(class) = self.acyclic_classes() {
             return Ok(self.quotient(&class).renumber_bfs());
         }
-        let mut class: Vec<u32> = self.states.iter().map(|s| u32::from(s.accept)).collect();
-        let mut count = 0usize;
-        loop {
-            check()?;
-            let mut ids = Signatures::default();
-            let mut next = vec![0u32; n];
-            for (i, s) in self.states.iter().enumerate() {
-                next[i] = ids.class_of(s, &class, class[i]);
-            }
-            let new_count = ids.len();
-            class = next;
-            if new_count == count {
-                break;
-            }
-            count = new_count;
-        }
+        let class = self.refine(&mut check)?;
         Ok(self.quotient(&class).renumber_bfs())
+    }
+
+    /// The coarsest partition of the states that separates accepting from other states and in
+    /// which equal states lead to equal blocks (the classes of the minimal DFA), by worklist
+    /// refinement: a block is split by its members' signatures ([`Signatures`]; the first group
+    /// keeps the block's number, the others get new ones), and only the blocks of the states
+    /// leading into moved states are split again. Signatures read the current partition, which is
+    /// always at least as coarse as the final one, so every split is a true distinction, and at
+    /// the fixed point no block can be split: the partition Moore's rounds would reach, without
+    /// their pass over every state per round. `check` runs before every round.
+    fn refine<E>(&self, check: &mut impl FnMut() -> Result<(), E>) -> Result<Vec<u32>, E> {
+        let n = self.states.len();
+        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (i, s) in self.states.iter().enumerate() {
+            let targets = s
+                .bytes
+                .iter()
+                .map(|e| e.2)
+                .chain(s.refs.iter().map(|e| e.1));
+            for t in targets {
+                let p = &mut preds[t as usize];
+                if p.last() != Some(&(i as u32)) {
+                    p.push(i as u32);
+                }
+            }
+        }
+        let accepting = self.states.first().is_some_and(|s| s.accept);
+        let mut class: Vec<u32> = self
+            .states
+            .iter()
+            .map(|s| u32::from(s.accept != accepting))
+            .collect();
+        let mut members: Vec<Vec<u32>> = vec![Vec::new(); 2];
+        for (i, &c) in class.iter().enumerate() {
+            members[c as usize].push(i as u32);
+        }
+        if members[1].is_empty() {
+            members.pop();
+        }
+        let mut dirty: Vec<u32> = (0..members.len() as u32).collect();
+        let mut is_dirty = vec![true; members.len()];
+        let mut ids = Signatures::default();
+        let mut group: Vec<u32> = Vec::new();
+        let mut moved: Vec<u32> = Vec::new();
+        while !dirty.is_empty() {
+            check()?;
+            moved.clear();
+            for b in std::mem::take(&mut dirty) {
+                is_dirty[b as usize] = false;
+                if members[b as usize].len() < 2 {
+                    continue;
+                }
+                ids.clear();
+                group.clear();
+                for &s in &members[b as usize] {
+                    group.push(ids.class_of(&self.states[s as usize], &class, 0));
+                }
+                let groups = ids.len();
+                if groups < 2 {
+                    continue;
+                }
+                let first = members.len() as u32 - 1;
+                members.resize(members.len() + groups - 1, Vec::new());
+                is_dirty.resize(members.len(), false);
+                let old = std::mem::take(&mut members[b as usize]);
+                for (&s, &g) in old.iter().zip(&group) {
+                    let to = if g == 0 { b } else { first + g };
+                    members[to as usize].push(s);
+                    if g != 0 {
+                        class[s as usize] = to;
+                        moved.push(s);
+                    }
+                }
+            }
+            for &s in &moved {
+                for &p in &preds[s as usize] {
+                    let b = class[p as usize];
+                    if !std::mem::replace(&mut is_dirty[b as usize], true) {
+                        dirty.push(b);
+                    }
+                }
+            }
+        }
+        Ok(class)
     }
 
     /// Equivalence classes in one bottom-up pass when no path (byte or reference edges) comes back
@@ -290,7 +360,7 @@ impl Dfa {
 /// edges (rule, class). Written into one reused buffer; a new signature gets the next class.
 #[derive(Default)]
 struct Signatures {
-    ids: FxHashMap<Vec<u32>, u32>,
+    ids: SliceInterner,
     buffer: Vec<u32>,
 }
 
@@ -315,16 +385,15 @@ impl Signatures {
         for &(r, t) in &s.refs {
             buffer.extend([r.0, class[t as usize]]);
         }
-        if let Some(&id) = self.ids.get(buffer.as_slice()) {
-            return id;
-        }
-        let id = self.ids.len() as u32;
-        self.ids.insert(buffer.clone(), id);
-        id
+        self.ids.intern(buffer).0
     }
 
     fn len(&self) -> usize {
-        self.ids.len()
+        self.ids.count()
+    }
+
+    fn clear(&mut self) {
+        self.ids.clear();
     }
 }
 

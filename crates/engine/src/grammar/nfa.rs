@@ -8,8 +8,6 @@
 //! Every construction is bounded by an NFA-state limit; exceeding it is
 //! [`GrammarError::RuleTooLarge`].
 
-use std::collections::BTreeMap;
-
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 
@@ -17,6 +15,7 @@ use super::dispatch::{DispatchAutomaton, Output};
 use super::fsm::{merge_ranges, DState, Dfa};
 use super::{CharClass, Expr, GrammarError, TagDispatch, TokenSet};
 use crate::util::marker::{id_range_sequences, token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
+use crate::util::slices::SliceInterner;
 use crate::util::{Budget, RuleId};
 
 #[derive(Default)]
@@ -272,15 +271,40 @@ impl Nfa<'_> {
         }
         Ok(())
     }
+}
 
-    fn closure(&self, set: &mut Vec<u32>) {
-        let mut stack = set.clone();
-        let mut seen: rustc_hash::FxHashSet<u32> = set.iter().copied().collect();
-        while let Some(s) = stack.pop() {
-            for &t in &self.eps[s as usize] {
-                if seen.insert(t) {
+/// Reused scratch of ε-closures: a visit stamp per NFA state (a state is in the closure being
+/// built when its stamp is the current one) and a stack.
+struct Closure {
+    stamp: Vec<u32>,
+    current: u32,
+    stack: Vec<u32>,
+}
+
+impl Closure {
+    fn new(states: usize) -> Closure {
+        Closure {
+            stamp: vec![0; states],
+            current: 0,
+            stack: Vec::new(),
+        }
+    }
+
+    /// Extends `set` to its ε-closure, sorted and without repeats.
+    fn close(&mut self, nfa: &Nfa<'_>, set: &mut Vec<u32>) {
+        self.current += 1;
+        if self.current == u32::MAX {
+            self.stamp.fill(0);
+            self.current = 1;
+        }
+        let current = self.current;
+        set.retain(|&s| std::mem::replace(&mut self.stamp[s as usize], current) != current);
+        self.stack.extend_from_slice(set);
+        while let Some(s) = self.stack.pop() {
+            for &t in &nfa.eps[s as usize] {
+                if std::mem::replace(&mut self.stamp[t as usize], current) != current {
                     set.push(t);
-                    stack.push(t);
+                    self.stack.push(t);
                 }
             }
         }
@@ -447,7 +471,8 @@ impl From<TooLarge> for Stop {
     }
 }
 
-/// Subset construction; `check` runs every 64 states.
+/// Subset construction; `check` runs every 64 states. NFA state sets are interned in one arena
+/// (DFA state `i` is set `i`), and every buffer is reused from state to state.
 fn determinize(
     nfa: &Nfa<'_>,
     start: u32,
@@ -455,76 +480,75 @@ fn determinize(
     limit: usize,
     check: &dyn Fn() -> Result<(), crate::util::LimitError>,
 ) -> Result<Dfa, Stop> {
-    let mut first = vec![start];
-    nfa.closure(&mut first);
-    let mut index: FxHashMap<Vec<u32>, u32> = FxHashMap::default();
-    index.insert(first.clone(), 0);
-    let mut sets = vec![first];
-    let mut states: Vec<DState> = Vec::new();
-    let mut intern = |set: Vec<u32>, sets: &mut Vec<Vec<u32>>| -> Result<u32, TooLarge> {
-        if let Some(&id) = index.get(&set) {
-            return Ok(id);
-        }
-        if sets.len() >= limit {
+    let mut closure = Closure::new(nfa.eps.len());
+    let mut sets = SliceInterner::default();
+    let mut target = vec![start];
+    closure.close(nfa, &mut target);
+    sets.intern(&target);
+    let intern = |target: &[u32], sets: &mut SliceInterner| -> Result<u32, TooLarge> {
+        let (id, new) = sets.intern(target);
+        if new && sets.count() > limit {
             return Err(TooLarge);
         }
-        let id = sets.len() as u32;
-        index.insert(set.clone(), id);
-        sets.push(set);
         Ok(id)
     };
+    let mut states: Vec<DState> = Vec::new();
+    let (mut set, mut edges, mut cuts, mut bytes, mut refs) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut i = 0;
-    while i < sets.len() {
+    while i < sets.count() {
         if i % 64 == 0 {
             check().map_err(Stop::Budget)?;
         }
-        let set = sets[i].clone();
+        set.clear();
+        set.extend_from_slice(sets.get(i as u32));
         i += 1;
-        let accept = set.contains(&end);
-        let edges: Vec<(u8, u8, u32)> = set
-            .iter()
-            .flat_map(|&s| nfa.bytes[s as usize].iter().copied())
-            .collect();
-        let mut cuts: Vec<u16> = edges
-            .iter()
-            .flat_map(|&(lo, hi, _)| [u16::from(lo), u16::from(hi) + 1])
-            .collect();
+        let accept = set.binary_search(&end).is_ok();
+        edges.clear();
+        for &s in &set {
+            edges.extend_from_slice(&nfa.bytes[s as usize]);
+        }
+        cuts.clear();
+        cuts.extend(
+            edges
+                .iter()
+                .flat_map(|&(lo, hi, _)| [u16::from(lo), u16::from(hi) + 1]),
+        );
         cuts.sort_unstable();
         cuts.dedup();
-        let mut bytes = Vec::new();
+        bytes.clear();
         for w in cuts.windows(2) {
             let (lo, hi) = (w[0], w[1] - 1);
-            let mut target: Vec<u32> = edges
-                .iter()
-                .filter(|&&(elo, ehi, _)| u16::from(elo) <= lo && hi <= u16::from(ehi))
-                .map(|e| e.2)
-                .collect();
+            target.clear();
+            target.extend(
+                edges
+                    .iter()
+                    .filter(|&&(elo, ehi, _)| u16::from(elo) <= lo && hi <= u16::from(ehi))
+                    .map(|e| e.2),
+            );
             if target.is_empty() {
                 continue;
             }
-            target.sort_unstable();
-            target.dedup();
-            nfa.closure(&mut target);
-            let t = intern(target, &mut sets)?;
+            closure.close(nfa, &mut target);
+            let t = intern(&target, &mut sets)?;
             bytes.push((lo as u8, hi as u8, t));
         }
-        let mut by_rule: BTreeMap<RuleId, Vec<u32>> = BTreeMap::new();
+        refs.clear();
         for &s in &set {
-            for &(r, t) in &nfa.refs[s as usize] {
-                by_rule.entry(r).or_default().push(t);
-            }
+            refs.extend_from_slice(&nfa.refs[s as usize]);
         }
-        let mut refs = Vec::with_capacity(by_rule.len());
-        for (r, mut target) in by_rule {
-            target.sort_unstable();
-            target.dedup();
-            nfa.closure(&mut target);
-            refs.push((r, intern(target, &mut sets)?));
+        refs.sort_unstable();
+        let mut state_refs = Vec::new();
+        for group in refs.chunk_by(|a, b| a.0 == b.0) {
+            target.clear();
+            target.extend(group.iter().map(|e| e.1));
+            closure.close(nfa, &mut target);
+            state_refs.push((group[0].0, intern(&target, &mut sets)?));
         }
         states.push(DState {
             accept,
-            bytes: merge_ranges(bytes.into_iter()),
-            refs,
+            bytes: merge_ranges(bytes.iter().copied()),
+            refs: state_refs,
         });
     }
     Ok(Dfa { states })

@@ -104,17 +104,15 @@ fn normalize_expr(e: Expr) -> Expr {
         },
         Expr::Seq(items) => {
             let mut out: Vec<Expr> = Vec::with_capacity(items.len());
+            let push = |out: &mut Vec<Expr>, part: Expr| match (out.last_mut(), part) {
+                (Some(Expr::Literal(prev)), Expr::Literal(next)) => prev.push_str(&next),
+                (_, part) => out.push(part),
+            };
             for item in items.into_iter().map(normalize_expr) {
-                let parts = match item {
-                    Expr::Seq(inner) => inner,
-                    Expr::Empty => continue,
-                    other => vec![other],
-                };
-                for part in parts {
-                    match (out.last_mut(), part) {
-                        (Some(Expr::Literal(prev)), Expr::Literal(next)) => prev.push_str(&next),
-                        (_, part) => out.push(part),
-                    }
+                match item {
+                    Expr::Seq(inner) => inner.into_iter().for_each(|part| push(&mut out, part)),
+                    Expr::Empty => {}
+                    other => push(&mut out, other),
                 }
             }
             match out.len() {
@@ -124,20 +122,25 @@ fn normalize_expr(e: Expr) -> Expr {
             }
         }
         Expr::Alt(items) => {
-            let mut out: Vec<Expr> = Vec::with_capacity(items.len());
-            let mut seen: FxHashSet<Expr> =
-                FxHashSet::with_capacity_and_hasher(items.len(), Default::default());
+            let mut all: Vec<Expr> = Vec::with_capacity(items.len());
             for item in items.into_iter().map(normalize_expr) {
-                let parts = match item {
-                    Expr::Alt(inner) => inner,
-                    other => vec![other],
-                };
-                for part in parts {
-                    if seen.insert(part.clone()) {
-                        out.push(part);
-                    }
+                match item {
+                    Expr::Alt(inner) => all.extend(inner),
+                    other => all.push(other),
                 }
             }
+            // Repeated alternatives are dropped, found by reference (cloning each alternative
+            // into a set cost more than the rest of the pass).
+            let keep: Vec<bool> = {
+                let mut seen: FxHashSet<&Expr> =
+                    FxHashSet::with_capacity_and_hasher(all.len(), Default::default());
+                all.iter().map(|part| seen.insert(part)).collect()
+            };
+            let mut out: Vec<Expr> = all
+                .into_iter()
+                .zip(keep)
+                .filter_map(|(part, keep)| keep.then_some(part))
+                .collect();
             if out.len() == 1 {
                 out.pop().unwrap_or(Expr::Empty)
             } else {

@@ -9,6 +9,7 @@
 //! - `marker`: how a whole token (by id) appears to the byte-level parser.
 //! - `fingerprint`: [`Fingerprint`], 128-bit structural hashes used as memo and cache keys.
 //! - [`guard`]: third-party parsers' panics on corrupt input turned into errors.
+//! - `slices`: `SliceInterner`, dense ids for distinct `u32` slices (automaton construction).
 
 mod bitmask;
 mod fingerprint;
@@ -17,6 +18,7 @@ mod ids;
 mod limits;
 mod loop_class;
 pub(crate) mod marker;
+pub(crate) mod slices;
 
 pub use bitmask::{TokenBitmask, TokenBitmaskMut};
 pub use fingerprint::{fingerprint, hash_json, json_fingerprint, Fingerprint};
