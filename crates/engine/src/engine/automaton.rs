@@ -231,23 +231,110 @@ impl DfaCache {
                     Expr::Ref(RuleId(i as u32))
                 });
                 let d = Arc::new(Dfa::from_expr_within(&numbered, name, limit, budget)?);
-                let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-                if map.len() >= DFA_CACHE_ENTRIES {
-                    map.clear();
-                }
-                map.insert(key, Arc::clone(&d));
+                self.insert(key, Arc::clone(&d));
                 d
             }
         };
-        let mut dfa = (*canonical).clone();
-        for state in &mut dfa.states {
-            for (r, _) in &mut state.refs {
-                *r = refs[r.index()];
-            }
-            state.refs.sort_unstable();
-        }
-        Ok(dfa)
+        Ok(renamed(&canonical, &refs))
     }
+
+    /// The DFA of rule `this` with its tail calls inlined ([`Dfa::from_expr_inlining`]), from the
+    /// cache or built (and kept). The key is the bodies of `this` and of every inlined rule they
+    /// reach, in order of discovery, with all references numbered in order of appearance and
+    /// marked as inlined or not: equal keys are the same group of rules up to their names.
+    fn inlining_dfa<'a>(
+        &self,
+        this: RuleId,
+        name: &str,
+        limit: usize,
+        inline: &[bool],
+        body_of: impl Fn(RuleId) -> &'a Expr,
+        budget: &Budget,
+    ) -> Result<Dfa, GrammarError> {
+        let inlined = |r: RuleId| r == this || inline.get(r.index()) == Some(&true);
+        let mut refs = vec![this];
+        let mut group = 0;
+        let mut h = Fingerprint::new();
+        h.write_u64(INLINING_KEY);
+        while group < refs.len() {
+            let r = refs[group];
+            group += 1;
+            if !inlined(r) {
+                continue;
+            }
+            h.write_usize(group);
+            let mut number = |r: RuleId, h: &mut Fingerprint| {
+                let i = refs.iter().position(|&x| x == r).unwrap_or_else(|| {
+                    refs.push(r);
+                    refs.len() - 1
+                });
+                h.write_usize(i);
+                h.write_u8(u8::from(inlined(r)));
+            };
+            hash_expr(body_of(r), &mut h, &mut number);
+        }
+        let key = h.finish128();
+        let cached = self
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        let canonical = match cached {
+            Some(d) => d,
+            None => {
+                let canon =
+                    |r: RuleId| RuleId(refs.iter().position(|&x| x == r).unwrap_or(0) as u32);
+                let bodies: Vec<Option<Expr>> = refs
+                    .iter()
+                    .map(|&r| {
+                        inlined(r).then(|| {
+                            let mut body = body_of(r).clone();
+                            body.map_refs(&mut |x| Expr::Ref(canon(x)));
+                            body
+                        })
+                    })
+                    .collect();
+                let inline_canon: Vec<bool> = refs.iter().map(|&r| inlined(r)).collect();
+                let empty = Expr::Empty;
+                let d = Arc::new(Dfa::from_expr_inlining(
+                    bodies[0].as_ref().unwrap_or(&empty),
+                    RuleId(0),
+                    name,
+                    limit,
+                    &inline_canon,
+                    |r| bodies[r.index()].as_ref().unwrap_or(&empty),
+                    budget,
+                )?);
+                self.insert(key, Arc::clone(&d));
+                d
+            }
+        };
+        Ok(renamed(&canonical, &refs))
+    }
+
+    fn insert(&self, key: u128, dfa: Arc<Dfa>) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= DFA_CACHE_ENTRIES {
+            map.clear();
+        }
+        map.insert(key, dfa);
+    }
+}
+
+/// Salts the keys of [`DfaCache::inlining_dfa`] apart from single bodies'.
+const INLINING_KEY: u64 = 0x5EED_1A11_0F7A_11C5;
+
+/// `canonical` with reference `i` renamed to `refs[i]`.
+fn renamed(canonical: &Dfa, refs: &[RuleId]) -> Dfa {
+    let mut dfa = canonical.clone();
+    for state in &mut dfa.states {
+        for (r, _) in &mut state.refs {
+            *r = refs[r.index()];
+        }
+        state.refs.sort_unstable();
+    }
+    dfa
 }
 
 /// Optimizes `grammar` and builds its automaton, compressing repetitions above the default
@@ -287,18 +374,17 @@ pub fn build_automaton_cached(
     let pinned: Vec<bool> = counted.iter().map(Option::is_some).collect();
     let inlined = passes::tail_inlined(&grammar, &pinned);
     let limit = limits.max_nfa_states_per_rule;
-    // A rule's automaton with its tail calls inlined.
+    // A rule's automaton with its tail calls inlined (from the cache when an equal group of rules
+    // was built before).
     let inlining_dfa = |this: RuleId| {
         let rule = grammar.rule(this);
-        Dfa::from_expr_inlining(
-            &rule.body,
-            this,
-            &rule.name,
-            limit,
-            &inlined,
-            |r| &grammar.rule(r).body,
-            budget,
-        )
+        let body_of = |r: RuleId| &grammar.rule(r).body;
+        match cache {
+            Some(c) => c.inlining_dfa(this, &rule.name, limit, &inlined, body_of, budget),
+            None => Dfa::from_expr_inlining(
+                &rule.body, this, &rule.name, limit, &inlined, body_of, budget,
+            ),
+        }
     };
     // 4. Each remaining rule's minimal DFA (from the cache when an equal body was built before).
     let mut dfas: Vec<Option<Dfa>> = vec![None; grammar.rules().len()];
