@@ -72,35 +72,39 @@ impl<'a> Loops<'a> {
         }
     }
 
-    /// After [`Loops::consumes`] accepted the token before `i` at `depth`: accepts the following
-    /// tokens (up to `end`) that stand in the same chain state, at the depth they share with the
-    /// token before, and whose rest the chain takes; returns the first token not taken, with
+    /// After [`Loops::consumes`] accepted the visit before `k` at `depth`: accepts the following
+    /// visits (up to `end`; visit `k` is sorted position `at(k)` and shares `shared[k]` bytes with
+    /// the visit before) that stand in the same chain state, at the depth they share with the
+    /// visit before, and whose rest the chain takes; returns the first visit not taken, with
     /// `depth` the depth the walk stands at for it.
+    #[allow(clippy::too_many_arguments)]
     pub fn accept_run(
         &self,
         walk: &SetWalk,
-        mut i: usize,
+        mut k: usize,
         end: usize,
+        at: impl Fn(usize) -> usize,
+        shared: &[u32],
         depth: &mut usize,
         accepted: &mut Vec<u32>,
     ) -> usize {
         let Some(chain) = self.last() else {
-            return i;
+            return k;
         };
         let item = self.last.0;
-        let lcp = self.vocab.sorted_lcp();
         let sorted = self.vocab.sorted();
-        while i < end {
-            let k = (*depth).min(lcp[i] as usize);
-            if walk.point(k).item != item || !rest_passes(&chain.tails, chain.cap, self.vocab, i, k)
+        while k < end {
+            let d = (*depth).min(shared[k] as usize);
+            let i = at(k);
+            if walk.point(d).item != item || !rest_passes(&chain.tails, chain.cap, self.vocab, i, d)
             {
                 break;
             }
             accepted.push(sorted[i].0);
-            *depth = k;
-            i += 1;
+            *depth = d;
+            k += 1;
         }
-        i
+        k
     }
 
     /// Whether the walk at `item` (a [`super::set_walk::Point::item`]) after `depth` bytes of the

@@ -399,9 +399,17 @@ impl AdaptiveMask {
                 let Some(d) = refused_at else {
                     accepted.push(sorted[i].0);
                     k += 1;
-                    if depth < bytes.len() && !listed {
-                        // Consumed by a chain: the next tokens standing in it go in a tight run.
-                        k = loops.accept_run(&walk, k, run.end, &mut depth, &mut accepted);
+                    if depth < bytes.len() {
+                        // Consumed by a chain: the next visits standing in it go in a tight run.
+                        k = loops.accept_run(
+                            &walk,
+                            k,
+                            visits.end,
+                            at,
+                            shared,
+                            &mut depth,
+                            &mut accepted,
+                        );
                     }
                     continue;
                 };
