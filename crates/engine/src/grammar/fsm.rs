@@ -7,9 +7,9 @@
 //!
 //! Two forms, as the house style wants:
 //! - [`Dfa`], the mutable builder form of one rule: Thompson construction into an ε-NFA and subset
-//!   construction ([`Dfa::from_expr`], in `super::nfa`), minimization (one bottom-up pass when
-//!   acyclic, worklist partition refinement otherwise), states numbered canonically in BFS order from the start
-//!   (state 0), and trimming of states that cannot reach acceptance.
+//!   construction ([`Dfa::from_expr`], in `super::nfa`), minimization ([`Dfa::minimize`], in
+//!   `super::minimize`), states numbered canonically in BFS order from the start (state 0), and
+//!   trimming of states that cannot reach acceptance.
 //! - [`CompactFsm`], the frozen form of a whole grammar: every rule's states in one global numbering
 //!   with CSR edge arrays; the parser reads only this.
 //!
@@ -18,7 +18,6 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::util::slices::SliceInterner;
 use crate::util::{LoopClass, RuleId, StateId, WIDE_CHAR_SHAPES};
 
 /// One state of a rule's DFA.
@@ -53,190 +52,6 @@ pub struct Dfa {
 }
 
 impl Dfa {
-    /// Partition refinement, then canonical BFS renumbering from the start. Refinement needs as
-    /// many rounds as the longest distinguishing path, so chain-shaped automata (large bounded
-    /// repetitions) would cost O(n²); above [`MINIMIZE_LIMIT`] states only the renumbering is done.
-    pub fn minimize(&self) -> Dfa {
-        match self.minimize_checked(|| Ok::<(), std::convert::Infallible>(())) {
-            Ok(d) => d,
-            Err(never) => match never {},
-        }
-    }
-
-    /// [`Dfa::minimize`], calling `check` before every refinement round and stopping with its
-    /// error (the compile budget).
-    pub fn minimize_checked<E>(&self, mut check: impl FnMut() -> Result<(), E>) -> Result<Dfa, E> {
-        let n = self.states.len();
-        if n > MINIMIZE_LIMIT {
-            return Ok(self.renumber_bfs());
-        }
-        if let Some(class) = self.acyclic_classes() {
-            return Ok(self.quotient(&class).renumber_bfs());
-        }
-        let class = self.refine(&mut check)?;
-        Ok(self.quotient(&class).renumber_bfs())
-    }
-
-    /// The coarsest partition of the states that separates accepting from other states and in
-    /// which equal states lead to equal blocks (the classes of the minimal DFA), by worklist
-    /// refinement: a block is split by its members' signatures ([`Signatures`]; the first group
-    /// keeps the block's number, the others get new ones), and only the blocks of the states
-    /// leading into moved states are split again. Signatures read the current partition, which is
-    /// always at least as coarse as the final one, so every split is a true distinction, and at
-    /// the fixed point no block can be split: the partition Moore's rounds would reach, without
-    /// their pass over every state per round. `check` runs before every round.
-    fn refine<E>(&self, check: &mut impl FnMut() -> Result<(), E>) -> Result<Vec<u32>, E> {
-        let n = self.states.len();
-        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for (i, s) in self.states.iter().enumerate() {
-            let targets = s
-                .bytes
-                .iter()
-                .map(|e| e.2)
-                .chain(s.refs.iter().map(|e| e.1));
-            for t in targets {
-                let p = &mut preds[t as usize];
-                if p.last() != Some(&(i as u32)) {
-                    p.push(i as u32);
-                }
-            }
-        }
-        let accepting = self.states.first().is_some_and(|s| s.accept);
-        let mut class: Vec<u32> = self
-            .states
-            .iter()
-            .map(|s| u32::from(s.accept != accepting))
-            .collect();
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); 2];
-        for (i, &c) in class.iter().enumerate() {
-            members[c as usize].push(i as u32);
-        }
-        if members[1].is_empty() {
-            members.pop();
-        }
-        let mut dirty: Vec<u32> = (0..members.len() as u32).collect();
-        let mut is_dirty = vec![true; members.len()];
-        let mut ids = Signatures::default();
-        let mut group: Vec<u32> = Vec::new();
-        let mut moved: Vec<u32> = Vec::new();
-        while !dirty.is_empty() {
-            check()?;
-            moved.clear();
-            for b in std::mem::take(&mut dirty) {
-                is_dirty[b as usize] = false;
-                if members[b as usize].len() < 2 {
-                    continue;
-                }
-                ids.clear();
-                group.clear();
-                for &s in &members[b as usize] {
-                    group.push(ids.class_of(&self.states[s as usize], &class, 0));
-                }
-                let groups = ids.len();
-                if groups < 2 {
-                    continue;
-                }
-                let first = members.len() as u32 - 1;
-                members.resize(members.len() + groups - 1, Vec::new());
-                is_dirty.resize(members.len(), false);
-                let old = std::mem::take(&mut members[b as usize]);
-                for (&s, &g) in old.iter().zip(&group) {
-                    let to = if g == 0 { b } else { first + g };
-                    members[to as usize].push(s);
-                    if g != 0 {
-                        class[s as usize] = to;
-                        moved.push(s);
-                    }
-                }
-            }
-            for &s in &moved {
-                for &p in &preds[s as usize] {
-                    let b = class[p as usize];
-                    if !std::mem::replace(&mut is_dirty[b as usize], true) {
-                        dirty.push(b);
-                    }
-                }
-            }
-        }
-        Ok(class)
-    }
-
-    /// Equivalence classes in one bottom-up pass when no path (byte or reference edges) comes back
-    /// to a state — tries of names and literals, the common case: two states are equivalent
-    /// exactly when they agree on acceptance and on the classes their edges lead to. `None` on a
-    /// cycle.
-    fn acyclic_classes(&self) -> Option<Vec<u32>> {
-        const NEW: u8 = 0;
-        const OPEN: u8 = 1;
-        const DONE: u8 = 2;
-        let n = self.states.len();
-        let mut mark = vec![NEW; n];
-        let mut class = vec![0u32; n];
-        let mut ids = Signatures::default();
-        let out_degree = |i: usize| self.states[i].bytes.len() + self.states[i].refs.len();
-        let target = |i: usize, k: usize| {
-            let st = &self.states[i];
-            match st.bytes.get(k) {
-                Some(e) => e.2 as usize,
-                None => st.refs[k - st.bytes.len()].1 as usize,
-            }
-        };
-        let mut stack: Vec<(usize, usize)> = Vec::new();
-        for root in 0..n {
-            if mark[root] != NEW {
-                continue;
-            }
-            mark[root] = OPEN;
-            stack.push((root, 0));
-            while let Some(&mut (i, ref mut next)) = stack.last_mut() {
-                if *next < out_degree(i) {
-                    let t = target(i, *next);
-                    *next += 1;
-                    match mark[t] {
-                        OPEN => return None,
-                        NEW => {
-                            mark[t] = OPEN;
-                            stack.push((t, 0));
-                        }
-                        _ => {}
-                    }
-                    continue;
-                }
-                stack.pop();
-                mark[i] = DONE;
-                let st = &self.states[i];
-                class[i] = ids.class_of(st, &class, u32::from(st.accept));
-            }
-        }
-        Some(class)
-    }
-
-    fn quotient(&self, class: &[u32]) -> Dfa {
-        let count = class.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
-        let mut states = vec![DState::default(); count];
-        let mut done = vec![false; count];
-        for (i, s) in self.states.iter().enumerate() {
-            let c = class[i] as usize;
-            if done[c] {
-                continue;
-            }
-            done[c] = true;
-            states[c] = classed(s, class);
-        }
-        let start = class.first().copied().unwrap_or(0) as usize;
-        states.swap(0, start);
-        let remap = |t: u32| match t as usize {
-            x if x == start => 0,
-            0 => start as u32,
-            _ => t,
-        };
-        for s in &mut states {
-            s.bytes.iter_mut().for_each(|e| e.2 = remap(e.2));
-            s.refs.iter_mut().for_each(|e| e.1 = remap(e.1));
-        }
-        Dfa { states }
-    }
-
     /// Renumbers states in BFS order from state 0 (byte edges first, then references), dropping
     /// unreachable ones. Two DFAs of the same language and shape end up identical.
     pub fn renumber_bfs(&self) -> Dfa {
@@ -351,67 +166,6 @@ impl Dfa {
                 return live;
             }
         }
-    }
-}
-
-/// Minimization classes by state signature: a lead value (the state's class or its acceptance),
-/// then its byte edges with every target replaced by its class and adjacent ranges to one class
-/// merged (`lo`, `hi`, class — the byte edges of [`classed`]), then `u32::MAX` and its reference
-/// edges (rule, class). Written into one reused buffer; a new signature gets the next class.
-#[derive(Default)]
-struct Signatures {
-    ids: SliceInterner,
-    buffer: Vec<u32>,
-}
-
-impl Signatures {
-    fn class_of(&mut self, s: &DState, class: &[u32], lead: u32) -> u32 {
-        let buffer = &mut self.buffer;
-        buffer.clear();
-        buffer.push(lead);
-        let mut last: Option<(u32, u32)> = None;
-        for &(lo, hi, t) in &s.bytes {
-            let c = class[t as usize];
-            match last {
-                Some((end, lc)) if lc == c && end + 1 == u32::from(lo) => {
-                    let len = buffer.len();
-                    buffer[len - 2] = u32::from(hi);
-                }
-                _ => buffer.extend([u32::from(lo), u32::from(hi), c]),
-            }
-            last = Some((u32::from(hi), c));
-        }
-        buffer.push(u32::MAX);
-        for &(r, t) in &s.refs {
-            buffer.extend([r.0, class[t as usize]]);
-        }
-        self.ids.intern(buffer).0
-    }
-
-    fn len(&self) -> usize {
-        self.ids.count()
-    }
-
-    fn clear(&mut self) {
-        self.ids.clear();
-    }
-}
-
-/// State `s` with every edge target replaced by its class (adjacent byte ranges into one class
-/// merged): its signature during minimization, and its form in the quotient.
-fn classed(s: &DState, class: &[u32]) -> DState {
-    DState {
-        accept: s.accept,
-        bytes: merge_ranges(
-            s.bytes
-                .iter()
-                .map(|&(lo, hi, t)| (lo, hi, class[t as usize])),
-        ),
-        refs: s
-            .refs
-            .iter()
-            .map(|&(r, t)| (r, class[t as usize]))
-            .collect(),
     }
 }
 

@@ -20,6 +20,7 @@ mod error;
 pub(crate) mod exprs;
 pub mod fsm;
 pub mod intern;
+mod minimize;
 mod nfa;
 pub mod passes;
 pub mod print;
