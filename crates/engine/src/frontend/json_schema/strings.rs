@@ -333,7 +333,7 @@ impl Lowerer<'_> {
 /// spelling; a name written with escapes is not recognised as that name.
 ///
 /// The expression is factored so that the free rest of the string (after the content leaves the
-/// names' trie) appears once or twice, not once per trie node: each copy would be determinized
+/// names' trie) appears once, not once per trie node: each copy would be determinized
 /// into states of its own, and a large name set's automaton would grow past the size that is
 /// minimized ([`crate::grammar::fsm::MINIMIZE_LIMIT`]).
 pub(super) fn content_except(names: &[String]) -> Expr {
