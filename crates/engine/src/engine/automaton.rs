@@ -216,25 +216,14 @@ impl DfaCache {
         budget: &Budget,
     ) -> Result<Dfa, GrammarError> {
         let (key, refs) = canonical_key(body);
-        let cached = self
-            .map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .cloned();
-        let canonical = match cached {
-            Some(d) => d,
-            None => {
-                let mut numbered = body.clone();
-                numbered.map_refs(&mut |r| {
-                    let i = refs.iter().position(|&x| x == r).unwrap_or(0);
-                    Expr::Ref(RuleId(i as u32))
-                });
-                let d = Arc::new(Dfa::from_expr_within(&numbered, name, limit, budget)?);
-                self.insert(key, Arc::clone(&d));
-                d
-            }
-        };
+        let canonical = self.get_or_build(key, || {
+            let mut numbered = body.clone();
+            numbered.map_refs(&mut |r| {
+                let i = refs.iter().position(|&x| x == r).unwrap_or(0);
+                Expr::Ref(RuleId(i as u32))
+            });
+            Dfa::from_expr_within(&numbered, name, limit, budget)
+        })?;
         Ok(renamed(&canonical, &refs))
     }
 
@@ -274,51 +263,55 @@ impl DfaCache {
             hash_expr(body_of(r), &mut h, &mut number);
         }
         let key = h.finish128();
+        let canonical = self.get_or_build(key, || {
+            let canon = |r: RuleId| RuleId(refs.iter().position(|&x| x == r).unwrap_or(0) as u32);
+            let bodies: Vec<Option<Expr>> = refs
+                .iter()
+                .map(|&r| {
+                    inlined(r).then(|| {
+                        let mut body = body_of(r).clone();
+                        body.map_refs(&mut |x| Expr::Ref(canon(x)));
+                        body
+                    })
+                })
+                .collect();
+            let inline_canon: Vec<bool> = refs.iter().map(|&r| inlined(r)).collect();
+            let empty = Expr::Empty;
+            Dfa::from_expr_inlining(
+                bodies[0].as_ref().unwrap_or(&empty),
+                RuleId(0),
+                name,
+                limit,
+                &inline_canon,
+                |r| bodies[r.index()].as_ref().unwrap_or(&empty),
+                budget,
+            )
+        })?;
+        Ok(renamed(&canonical, &refs))
+    }
+
+    /// The DFA kept under `key`, or `build`'s (then kept).
+    fn get_or_build(
+        &self,
+        key: u128,
+        build: impl FnOnce() -> Result<Dfa, GrammarError>,
+    ) -> Result<Arc<Dfa>, GrammarError> {
         let cached = self
             .map
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
             .cloned();
-        let canonical = match cached {
-            Some(d) => d,
-            None => {
-                let canon =
-                    |r: RuleId| RuleId(refs.iter().position(|&x| x == r).unwrap_or(0) as u32);
-                let bodies: Vec<Option<Expr>> = refs
-                    .iter()
-                    .map(|&r| {
-                        inlined(r).then(|| {
-                            let mut body = body_of(r).clone();
-                            body.map_refs(&mut |x| Expr::Ref(canon(x)));
-                            body
-                        })
-                    })
-                    .collect();
-                let inline_canon: Vec<bool> = refs.iter().map(|&r| inlined(r)).collect();
-                let empty = Expr::Empty;
-                let d = Arc::new(Dfa::from_expr_inlining(
-                    bodies[0].as_ref().unwrap_or(&empty),
-                    RuleId(0),
-                    name,
-                    limit,
-                    &inline_canon,
-                    |r| bodies[r.index()].as_ref().unwrap_or(&empty),
-                    budget,
-                )?);
-                self.insert(key, Arc::clone(&d));
-                d
-            }
-        };
-        Ok(renamed(&canonical, &refs))
-    }
-
-    fn insert(&self, key: u128, dfa: Arc<Dfa>) {
+        if let Some(d) = cached {
+            return Ok(d);
+        }
+        let d = Arc::new(build()?);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= DFA_CACHE_ENTRIES {
             map.clear();
         }
-        map.insert(key, dfa);
+        map.insert(key, Arc::clone(&d));
+        Ok(d)
     }
 }
 

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustc_hash::FxHashMap;
 
 use crate::grammar::fsm::CompactFsm;
+use crate::util::graph::components;
 use crate::util::{Fingerprint, RuleId, StateId};
 
 /// Most state visits spent serializing one cycle (members × states reached).
@@ -350,8 +351,7 @@ fn write_states(
     Some(order)
 }
 
-/// Strongly connected components of the rule reference graph, callees before callers (iterative
-/// Tarjan, so deep grammars cannot overflow the stack).
+/// Strongly connected components of the rule reference graph, callees before callers.
 fn sccs(fsm: &CompactFsm) -> Vec<Vec<usize>> {
     let n = fsm.num_rules();
     let callees: Vec<Vec<usize>> = (0..n)
@@ -369,56 +369,7 @@ fn sccs(fsm: &CompactFsm) -> Vec<Vec<usize>> {
             c
         })
         .collect();
-    let mut index = vec![usize::MAX; n];
-    let mut low = vec![0usize; n];
-    let mut on_stack = vec![false; n];
-    let mut stack = Vec::new();
-    let mut out = Vec::new();
-    let mut next = 0usize;
-    for root in 0..n {
-        if index[root] != usize::MAX {
-            continue;
-        }
-        let mut frames: Vec<(usize, usize)> = vec![(root, 0)];
-        index[root] = next;
-        low[root] = next;
-        next += 1;
-        stack.push(root);
-        on_stack[root] = true;
-        while let Some(&mut (v, ref mut i)) = frames.last_mut() {
-            if let Some(&w) = callees[v].get(*i) {
-                *i += 1;
-                if index[w] == usize::MAX {
-                    index[w] = next;
-                    low[w] = next;
-                    next += 1;
-                    stack.push(w);
-                    on_stack[w] = true;
-                    frames.push((w, 0));
-                } else if on_stack[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-                continue;
-            }
-            frames.pop();
-            if let Some(&(parent, _)) = frames.last() {
-                low[parent] = low[parent].min(low[v]);
-            }
-            if low[v] == index[v] {
-                let mut members = Vec::new();
-                while let Some(w) = stack.pop() {
-                    on_stack[w] = false;
-                    members.push(w);
-                    if w == v {
-                        break;
-                    }
-                }
-                members.sort_unstable();
-                out.push(members);
-            }
-        }
-    }
-    out
+    components(n, |v, i| callees[v].get(i).copied())
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! quotient is then renumbered canonically ([`Dfa::renumber_bfs`]).
 
 use super::fsm::{merge_ranges, DState, Dfa, MINIMIZE_LIMIT};
+use crate::util::graph::components;
 use crate::util::slices::SliceInterner;
 
 impl Dfa {
@@ -104,53 +105,15 @@ impl Dfa {
     /// Per state, whether a cycle reaches it (it is on one, or after one).
     fn reachable_from_cycles(&self) -> Vec<bool> {
         let n = self.states.len();
-        // Iterative Tarjan: a component of more than one state, or a state with an edge to
-        // itself, is a cycle.
-        let mut index = vec![u32::MAX; n];
-        let mut low = vec![0u32; n];
-        let mut on_stack = vec![false; n];
-        let mut component: Vec<usize> = Vec::new();
         let mut reached = vec![false; n];
-        let mut next_index = 0u32;
-        let mut calls: Vec<(usize, usize)> = Vec::new();
-        for root in 0..n {
-            if index[root] != u32::MAX {
-                continue;
-            }
-            calls.push((root, 0));
-            index[root] = next_index;
-            low[root] = next_index;
-            next_index += 1;
-            component.push(root);
-            on_stack[root] = true;
-            while let Some(&mut (i, ref mut k)) = calls.last_mut() {
-                if let Some(t) = self.target(i, *k) {
-                    *k += 1;
-                    if index[t] == u32::MAX {
-                        index[t] = next_index;
-                        low[t] = next_index;
-                        next_index += 1;
-                        component.push(t);
-                        on_stack[t] = true;
-                        calls.push((t, 0));
-                    } else if on_stack[t] {
-                        low[i] = low[i].min(index[t]);
-                    }
-                    continue;
-                }
-                calls.pop();
-                if let Some(&(parent, _)) = calls.last() {
-                    low[parent] = low[parent].min(low[i]);
-                }
-                if low[i] == index[i] {
-                    let at = component.iter().rposition(|&s| s == i).unwrap_or(0);
-                    let members = component.split_off(at);
-                    let looped =
-                        members.len() > 1 || (0..).map_while(|k| self.target(i, k)).any(|t| t == i);
-                    for &s in &members {
-                        on_stack[s] = false;
-                        reached[s] = looped;
-                    }
+        for members in components(n, |v, k| self.target(v, k)) {
+            let looped = members.len() > 1
+                || (0..)
+                    .map_while(|k| self.target(members[0], k))
+                    .any(|t| t == members[0]);
+            if looped {
+                for s in members {
+                    reached[s] = true;
                 }
             }
         }

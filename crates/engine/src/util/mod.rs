@@ -10,9 +10,11 @@
 //! - `fingerprint`: [`Fingerprint`], 128-bit structural hashes used as memo and cache keys.
 //! - [`guard`]: third-party parsers' panics on corrupt input turned into errors.
 //! - `slices`: `SliceInterner`, dense ids for distinct `u32` slices (automaton construction).
+//! - `graph`: strongly connected components (rule call graphs, automaton states).
 
 mod bitmask;
 mod fingerprint;
+pub(crate) mod graph;
 pub mod guard;
 mod ids;
 mod limits;

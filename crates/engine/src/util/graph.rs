@@ -1,0 +1,73 @@
+//! Strongly connected components of a graph given by a successor function (iterative Tarjan, so
+//! deep graphs cannot overflow the stack).
+//!
+//! Invariant of [`components`]: every vertex is in exactly one component; a component comes after
+//! every component it has an edge into (callees before callers); members are sorted.
+
+/// The strongly connected components of the graph on `0..n` whose `i`-th edge out of `v` leads to
+/// `successor(v, i)` (`None` past the last one).
+pub fn components(n: usize, successor: impl Fn(usize, usize) -> Option<usize>) -> Vec<Vec<usize>> {
+    let mut index = vec![usize::MAX; n];
+    let mut low = vec![0usize; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0usize;
+    for root in 0..n {
+        if index[root] != usize::MAX {
+            continue;
+        }
+        let mut frames: Vec<(usize, usize)> = vec![(root, 0)];
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut i)) = frames.last_mut() {
+            if let Some(w) = successor(v, *i) {
+                *i += 1;
+                if index[w] == usize::MAX {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    frames.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            frames.pop();
+            if let Some(&(parent, _)) = frames.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut members = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    members.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                members.sort_unstable();
+                out.push(members);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cycles_and_chains() {
+        // 0 -> 1 -> 2 -> 1, 2 -> 3, 4 alone with a self edge.
+        let edges: Vec<Vec<usize>> = vec![vec![1], vec![2], vec![1, 3], vec![], vec![4]];
+        let c = components(5, |v, i| edges[v].get(i).copied());
+        assert_eq!(c, vec![vec![3], vec![1, 2], vec![0], vec![4]]);
+    }
+}
