@@ -32,6 +32,14 @@ pub struct DState {
 }
 
 impl DState {
+    /// Every edge's target: byte edges in order, then reference edges.
+    pub fn targets(&self) -> impl Iterator<Item = u32> + '_ {
+        self.bytes
+            .iter()
+            .map(|e| e.2)
+            .chain(self.refs.iter().map(|e| e.1))
+    }
+
     /// The target of the byte edge taking `b`, if any.
     pub fn next(&self, b: u8) -> Option<u32> {
         self.bytes
@@ -64,12 +72,7 @@ impl Dfa {
         while head < queue.len() {
             let s = &self.states[queue[head] as usize];
             head += 1;
-            let targets = s
-                .bytes
-                .iter()
-                .map(|e| e.2)
-                .chain(s.refs.iter().map(|e| e.1));
-            for t in targets {
+            for t in s.targets() {
                 if order[t as usize] == u32::MAX {
                     order[t as usize] = queue.len() as u32;
                     queue.push(t);

@@ -108,9 +108,9 @@ impl Dfa {
         let mut reached = vec![false; n];
         for members in components(n, |v, k| self.target(v, k)) {
             let looped = members.len() > 1
-                || (0..)
-                    .map_while(|k| self.target(members[0], k))
-                    .any(|t| t == members[0]);
+                || self.states[members[0]]
+                    .targets()
+                    .any(|t| t as usize == members[0]);
             if looped {
                 for s in members {
                     reached[s] = true;
@@ -119,10 +119,10 @@ impl Dfa {
         }
         let mut stack: Vec<usize> = (0..n).filter(|&s| reached[s]).collect();
         while let Some(s) = stack.pop() {
-            for t in (0..).map_while(|k| self.target(s, k)) {
-                if !reached[t] {
-                    reached[t] = true;
-                    stack.push(t);
+            for t in self.states[s].targets() {
+                if !reached[t as usize] {
+                    reached[t as usize] = true;
+                    stack.push(t as usize);
                 }
             }
         }
@@ -159,8 +159,8 @@ impl Dfa {
         }
         let mut preds: Vec<Vec<u32>> = vec![Vec::new(); self.states.len()];
         for &s in members {
-            for t in (0..).map_while(|k| self.target(s as usize, k)) {
-                let p = &mut preds[t];
+            for t in self.states[s as usize].targets() {
+                let p = &mut preds[t as usize];
                 if p.last() != Some(&s) {
                     p.push(s);
                 }
