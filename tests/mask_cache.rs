@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use structgen::engine::batch::fill_next_token_bitmasks;
 use structgen::engine::{CompileOptions, GrammarCompiler, GrammarMatcher, Precompute};
-use structgen::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions};
+use structgen::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use structgen::vocab::LoadedVocab;
 use structgen::{Limits, TokenBitmask, TokenId};
 
@@ -157,6 +157,51 @@ fn cached_masks_equal_uncached_on_json_schema_sample() {
     }
     assert!(schemas >= 30, "only {schemas} schemas compiled");
     eprintln!("json schema sample: {schemas} schemas, {steps} steps, cached = uncached");
+}
+
+#[test]
+fn objects_with_other_names_share_their_free_key_runs() {
+    // Key states differ between these schemas in their known names, but every other first byte of
+    // a key enters the same free rest and the same value: the second and third schemas take those
+    // runs from the memo, and their masks still equal the uncached walk's.
+    let Some(loaded) = common::smollm2() else {
+        return;
+    };
+    let compiler = compiler(&loaded, CompileOptions::default());
+    let schemas = [
+        (
+            r#"{"type":"object","properties":{"alpha":{"type":"integer"},"beta":{"type":"string"}}}"#,
+            r#"{"beta": "x", "other key": [1, {"a": null}], "alpha": 3}"#,
+        ),
+        (
+            r#"{"type":"object","properties":{"gamma":{"type":"boolean"}}}"#,
+            r#"{"zeta": "free \" text", "gamma": true, "": 0}"#,
+        ),
+        (
+            r#"{"type":"object","properties":{"name":{"type":"string"},"size":{"type":"number"}}}"#,
+            r#"{"size": 1.5, "name": "n", "note": {"x": "y"}}"#,
+        ),
+    ];
+    let mut steps = 0;
+    for (i, (schema, instance)) in schemas.iter().enumerate() {
+        let schema: Value = serde_json::from_str(schema).expect("schema");
+        let options = JsonSchemaOptions {
+            strict: false,
+            property_order: PropertyOrder::Flexible,
+            ..JsonSchemaOptions::default()
+        };
+        let sg = json_schema_grammar(&schema, &options, &Limits::default()).expect("compiles");
+        let tokens = common::encode(&loaded, instance);
+        let what = format!("schema {i}");
+        let compared = compare(&compiler, &schema.to_string(), &sg.grammar, &tokens, &what);
+        assert_eq!(compared, tokens.len() + 1, "{what}: instance refused");
+        steps += compared;
+    }
+    let stats = compiler.pool_stats().expect("pool");
+    assert!(
+        stats.runs_reused > 0 && stats.runs_walked > 0,
+        "no key state reused another schema's runs ({steps} steps): {stats:?}"
+    );
 }
 
 /// Every mask of the first requests of one workload under `options`.

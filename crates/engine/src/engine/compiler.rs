@@ -17,6 +17,7 @@ use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_T
 use super::hash::{structural_hashes, Bounds, StructuralHashes, BELOW_BUDGET};
 use super::lookahead::has_byte;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
+use super::run_memo::Entered;
 use crate::frontend::json_schema::SchemaFragments;
 use crate::grammar::repetition::Counted;
 use crate::grammar::{Grammar, GrammarError};
@@ -170,7 +171,8 @@ impl CompiledGrammar {
                 // contents inside a larger rule): it is looked up by that structure alone. So is
                 // a state of a tag rule, new with every tool list though what follows a tool's
                 // name (its arguments, its end tag) is not.
-                let budget = if self.fan_out(s) >= self.vocab.size() / 16 {
+                let wide = self.fan_out(s) >= self.vocab.size() / 16;
+                let budget = if wide {
                     BELOW_BUDGET
                 } else if tag_below && a.is_dispatched(a.fsm().rule_of(s)) {
                     TAG_BELOW_BUDGET
@@ -182,12 +184,19 @@ impl CompiledGrammar {
                         key = below;
                     }
                 }
+                let below = |t: StateId| self.below_key(keys, t, BELOW_BUDGET);
+                let entered = Entered {
+                    memo: pool.runs(),
+                    below: &below,
+                };
+                // A wide state's first bytes mostly enter structure other states enter too.
+                let entered = (wide && count == 0).then_some(&entered);
                 pool.get_or_compute(key, &self.vocab, follow, || {
-                    AdaptiveMask::compute(a, &self.vocab, s, count)
+                    AdaptiveMask::compute(a, &self.vocab, s, count, entered)
                 })
             }
             _ => {
-                let mask = Arc::new(AdaptiveMask::compute(a, &self.vocab, s, count));
+                let mask = Arc::new(AdaptiveMask::compute(a, &self.vocab, s, count, None));
                 let uncertain = mask.uncertain_for(&self.vocab, follow);
                 StateMask { mask, uncertain }
             }

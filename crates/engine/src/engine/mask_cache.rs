@@ -29,7 +29,9 @@
 //! state are taken in one tight run. Where the state itself, or a token's first byte, enters such
 //! a chain, the tokens made wholly of members no more numerous than it takes are taken as the
 //! class's bitset without a walk; only the others (and, unless the chain is closed, the longer
-//! ones) are visited.
+//! ones) are visited. A wide state's first byte that enters structure another state entered
+//! before (a key's free rest, whatever names the object lists) takes that run's walk from the
+//! pool's run memo ([`super::run_memo`]).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,9 +42,40 @@ use rustc_hash::FxHashMap;
 use super::automaton::Automaton;
 use super::lookahead::{has_byte, ByteSet};
 use super::loops::{long_whole, ChainTails, Loops, WholeBits};
-use super::set_walk::SetWalk;
-use crate::util::StateId;
+use super::run_memo::{EndRange, Entered, RunMemo, RunWalk, VisitList, MIN_VISITS};
+use super::set_walk::{SetWalk, NO_STATE};
+use crate::util::{fingerprint, StateId};
 use crate::vocab::{common_prefix, Tails, Vocab};
+
+/// The [`RunMemo`] key of first byte `b`'s run visiting `list`, when the walk stands at one lone
+/// state after `b` and that state's structure below has a key (looked up once per walk, in
+/// `below`).
+fn run_key(
+    entered: &Entered,
+    walk: &mut SetWalk,
+    below: &mut Vec<(u32, Option<u128>)>,
+    b: u8,
+    list: VisitList,
+) -> Option<u128> {
+    let item = if walk.step(&[b], 0) {
+        walk.point(1).item
+    } else {
+        NO_STATE
+    };
+    walk.truncate(0);
+    if item == NO_STATE {
+        return None;
+    }
+    let key = match below.iter().find(|(s, _)| *s == item) {
+        Some(&(_, key)) => key,
+        None => {
+            let key = (entered.below)(StateId(item));
+            below.push((item, key));
+            key
+        }
+    };
+    Some(RunMemo::key(key?, list, b))
+}
 
 /// Accepted tokens of one state, in whichever form is smallest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,16 +127,6 @@ fn visit_list<'a>(
         merged.push(p);
     }
     (0..merged.len(), merged, lcp)
-}
-
-/// Tokens of `Vocab::sorted` positions `from..to` (sharing their first `at + 1` bytes) in which
-/// the state's rule can end after `at` bytes: what is left of each, from byte `at` on, must be
-/// accepted by the context.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct EndRange {
-    from: u32,
-    to: u32,
-    at: u32,
 }
 
 /// The uncertain tokens of a state under one grammar's follow bytes, grouped by what is left of
@@ -239,8 +262,15 @@ pub struct AdaptiveMask {
 
 impl AdaptiveMask {
     /// Parses every text token from `state` (with `count` completed iterations when it is a counted
-    /// rule's) out of context and classifies it.
-    pub fn compute(a: &Automaton, vocab: &Vocab, state: StateId, count: u32) -> AdaptiveMask {
+    /// rule's) out of context and classifies it. With `entered`, a first byte's run entering a
+    /// structure walked before is taken from its memo ([`super::run_memo`]).
+    pub(super) fn compute(
+        a: &Automaton,
+        vocab: &Vocab,
+        state: StateId,
+        count: u32,
+        entered: Option<&Entered>,
+    ) -> AdaptiveMask {
         let sorted = vocab.sorted();
         let lcp = vocab.sorted_lcp();
         let token_at = |i: usize| vocab.sorted_bytes(i);
@@ -257,6 +287,11 @@ impl AdaptiveMask {
         // ones are visited.
         // Where the chain is closed, the longer ones are refused: they are not visited either.
         let top = loops.tails(walk.point(0).item);
+        let own_list = a
+            .chain(state)
+            .map(|c| VisitList::OwnChain(fingerprint(&(c.class, c.capacity, c.closed))));
+        // Per state entered after a first byte: its structural key below.
+        let mut below: Vec<(u32, Option<u128>)> = Vec::new();
         let mut long_all = Vec::new();
         let mut whole_bits = top.as_ref().map(|c| {
             c.tails.longer_than(c.cap, &mut long_all);
@@ -373,6 +408,25 @@ impl AdaptiveMask {
                     p
                 }
             };
+            let list = match (&top, &bulk) {
+                (Some(_), _) => own_list,
+                (None, Some(_)) => Some(VisitList::EnteredChain),
+                (None, None) => Some(VisitList::All),
+            };
+            let memo = match (entered, list) {
+                (Some(e), Some(list)) if visits.len() >= MIN_VISITS => {
+                    run_key(e, &mut walk, &mut below, token_at(run.start)[0], list)
+                        .map(|key| (e.memo, key))
+                }
+                _ => None,
+            };
+            if let Some(hit) = memo.and_then(|(m, key)| m.get(key)) {
+                accepted.extend_from_slice(&hit.accepted);
+                ends.extend_from_slice(&hit.ends);
+                opaque.extend_from_slice(&hit.opaque);
+                continue;
+            }
+            let marks = (accepted.len(), ends.len(), opaque.len());
             let mut depth = 0usize;
             let mut k = visits.start;
             while k < visits.end {
@@ -428,6 +482,16 @@ impl AdaptiveMask {
                 k = visit_from(end, k);
             }
             walk.truncate(0);
+            if let Some((m, key)) = memo {
+                m.insert(
+                    key,
+                    RunWalk {
+                        accepted: accepted[marks.0..].into(),
+                        ends: ends[marks.1..].into(),
+                        opaque: opaque[marks.2..].into(),
+                    },
+                );
+            }
         }
         let accepted_set = match whole_bits {
             Some(w) => token_set_of_bits(vocab, w.finish(vocab, &accepted)),
@@ -535,8 +599,13 @@ pub struct PoolStats {
     pub evicted: u64,
     /// Entries held now.
     pub entries: usize,
-    /// Bytes held now.
+    /// Bytes held now (the run memo's included).
     pub bytes: usize,
+    /// First-byte runs of computed masks taken from the run memo: walks shared between states
+    /// that enter the same structure after a first byte.
+    pub runs_reused: u64,
+    /// First-byte runs walked and kept in the run memo.
+    pub runs_walked: u64,
 }
 
 #[derive(Debug)]
@@ -554,6 +623,9 @@ struct PoolInner {
     tick: u64,
 }
 
+/// The share of a pool's capacity that goes to its run memo (one part in this many).
+const RUN_SHARE: usize = 4;
+
 /// Adaptive masks of one vocabulary shared by every grammar of a compiler, keyed by the structural
 /// hash of the state. Thread-safe; bounded by bytes (least recently used first out).
 #[derive(Debug)]
@@ -564,19 +636,26 @@ pub struct MaskPool {
     partial: AtomicU64,
     misses: AtomicU64,
     evicted: AtomicU64,
+    runs: RunMemo,
 }
 
 impl MaskPool {
-    /// An empty pool holding at most `capacity` bytes of masks.
+    /// An empty pool holding at most `capacity` bytes of masks and runs.
     pub fn new(capacity: usize) -> MaskPool {
         MaskPool {
             inner: Mutex::new(PoolInner::default()),
-            capacity,
+            capacity: capacity - capacity / RUN_SHARE,
             perfect: AtomicU64::new(0),
             partial: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
+            runs: RunMemo::new(capacity / RUN_SHARE),
         }
+    }
+
+    /// The first-byte runs shared by the masks computed for this pool.
+    pub(super) fn runs(&self) -> &RunMemo {
+        &self.runs
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, PoolInner> {
@@ -662,6 +741,7 @@ impl MaskPool {
 
     /// Current counters.
     pub fn stats(&self) -> PoolStats {
+        let (runs_reused, runs_walked, runs_bytes) = self.runs.stats();
         let inner = self.lock();
         PoolStats {
             perfect_hits: self.perfect.load(Ordering::Relaxed),
@@ -669,7 +749,9 @@ impl MaskPool {
             misses: self.misses.load(Ordering::Relaxed),
             evicted: self.evicted.load(Ordering::Relaxed),
             entries: inner.map.len(),
-            bytes: inner.bytes,
+            bytes: inner.bytes + runs_bytes,
+            runs_reused,
+            runs_walked,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! - `mask`: the token-mask walk over the vocabulary's sorted order with prefix-trie skipping.
 //! - `mask_cache`: the adaptive accepted / rejected / uncertain split per state and the
 //!   cross-grammar pool that shares it.
+//! - `run_memo`: the mask cache's first-byte runs, shared between states by the structure entered.
 //! - `set_walk`: the mask cache's out-of-context token walk, memoized over canonical Earley sets.
 //! - `repetition`: large `{min,max}` repetitions as counted rules (a run-time iteration count).
 //! - `matcher`: [`GrammarMatcher`], the per-sequence state and its public API.
@@ -26,6 +27,7 @@ mod loops;
 pub(crate) mod mask;
 pub(crate) mod mask_cache;
 mod matcher;
+mod run_memo;
 pub(crate) mod set_walk;
 
 pub use automaton::{build_automaton, Automaton};
