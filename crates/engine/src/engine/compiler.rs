@@ -7,15 +7,19 @@
 //! masks. Masks are JIT: a state's mask is computed the first time a matcher needs it, or taken
 //! from the compiler's shared pool when a structurally equal state of any earlier grammar has one
 //! (the key is the state's structural hash). [`Precompute`] moves the most expensive ones into
-//! compile time, where a server overlaps them with the model's prefill.
+//! compile time, where a server overlaps them with the model's prefill. The tokens that cross a
+//! trigger into a tag rule (`.get` after `to=functions`) are opaque to the shared masks; for a
+//! root item from the start they are decided once per grammar, at compile time where many.
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
+use super::earley::EarleyParser;
 use super::hash::{structural_hashes, Bounds, StructuralHashes, BELOW_BUDGET};
 use super::lookahead::has_byte;
+use super::mask::walk_sorted;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
 use super::run_memo::Entered;
 use crate::frontend::json_schema::SchemaFragments;
@@ -102,6 +106,9 @@ pub struct CompiledGrammar {
     /// Per state: the callee starts consulted in place of an item at that state (see
     /// [`CompiledGrammar::stand_ins`]), decided on first use.
     stand_ins: Vec<OnceLock<Option<Box<[StateId]>>>>,
+    /// Per root-rule state decided so far: the ids of its opaque tokens a root item of origin 0
+    /// accepts there (see [`CompiledGrammar::crossing`]).
+    crossings: Mutex<FxHashMap<StateId, Arc<[u32]>>>,
 }
 
 impl CompiledGrammar {
@@ -259,6 +266,65 @@ impl CompiledGrammar {
             m
         });
         f(&mask)
+    }
+
+    /// For a root-rule item at `s` from the start of the input (origin 0): the ids of the tokens
+    /// among `s`'s opaque ones ([`AdaptiveMask::opaque`], those crossing into a tag rule, e.g.
+    /// `.get` after `to=functions`) that the item accepts. Such an item's context is the whole
+    /// grammar, the same at every position, so the full parse that decides them is done once per
+    /// grammar, from a parser holding that item alone.
+    pub(crate) fn crossing(&self, s: StateId) -> Arc<[u32]> {
+        if let Some(ids) = self.lock_crossings().get(&s) {
+            return Arc::clone(ids);
+        }
+        let a = &self.automaton;
+        let opaque = self.state_mask(s).mask.opaque();
+        let mut parser = EarleyParser::at_root_state(a, s);
+        let sorted = self.vocab.sorted();
+        let mut ids = Vec::new();
+        walk_sorted(
+            a,
+            &mut parser,
+            opaque.len(),
+            |i| self.vocab.sorted_bytes(opaque[i] as usize),
+            |i| ids.push(sorted[opaque[i] as usize].0),
+        );
+        let ids: Arc<[u32]> = ids.into();
+        self.lock_crossings().insert(s, Arc::clone(&ids));
+        ids
+    }
+
+    fn lock_crossings(&self) -> std::sync::MutexGuard<'_, FxHashMap<StateId, Arc<[u32]>>> {
+        self.crossings.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The root-rule states one byte before a tag rule's call (the last byte of its trigger) whose
+    /// crossing tokens are many: deciding them is the costliest mask of a request whose tools are
+    /// new, paid at the first call after its prefill unless done here.
+    fn precompute_crossings(&self, budget: &Budget) -> Result<(), GrammarError> {
+        let a = &self.automaton;
+        let fsm = a.fsm();
+        let root = a.root();
+        if a.counted(root).is_some() {
+            return Ok(());
+        }
+        let calls_tag = |t: StateId| {
+            fsm.ref_edges(t)
+                .iter()
+                .any(|&(r, _)| a.is_opaque_call(root, r))
+        };
+        let before: Vec<StateId> = fsm
+            .rule_states(root)
+            .map(|i| StateId(i as u32))
+            .filter(|&s| a.continues(s) && fsm.byte_edges(s).iter().any(|e| calls_tag(e.target)))
+            .collect();
+        for s in before {
+            budget.check(|| "deciding the tokens that cross a trigger".into())?;
+            if self.state_mask(s).mask.opaque().len() >= MIN_CROSSING_PRECOMPUTE {
+                self.crossing(s);
+            }
+        }
+        Ok(())
     }
 
     fn lock_counted(&self) -> std::sync::MutexGuard<'_, FxHashMap<(StateId, u32), StateMask>> {
@@ -455,7 +521,7 @@ impl CompiledGrammar {
             budget.check(|| format!("computing mask {} of {total} ahead of time", i + 1))?;
             self.masks[s.index()].get_or_init(|| self.compute_mask(s, 0, false));
         }
-        Ok(())
+        self.precompute_crossings(budget)
     }
 }
 
@@ -485,6 +551,10 @@ const MAX_TAG_PREFIX: usize = 64;
 
 /// Masks of new tag-rule states computed ahead of time per grammar, beyond `Precompute::Top`.
 const NEW_TAG_MASKS: usize = 2;
+
+/// Fewest crossing tokens for which [`CompiledGrammar::precompute_crossings`] decides a state's
+/// at compile time (fewer cost less than a mask lookup to decide at the first call).
+const MIN_CROSSING_PRECOMPUTE: usize = 256;
 
 /// Compiles `grammar` for `vocab` with the default options and a private mask pool.
 pub fn compile(
@@ -610,6 +680,7 @@ impl GrammarCompiler {
             max_token_len: self.vocab.max_token_len() as u32,
             max_earley_items: self.limits.max_earley_items,
             stand_ins,
+            crossings: Mutex::new(FxHashMap::default()),
         });
         budget.check(|| "analysing the automaton".into())?;
         compiled.precompute(self.options.precompute, &budget)?;

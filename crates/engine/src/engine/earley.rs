@@ -85,6 +85,22 @@ impl EarleyParser {
         p
     }
 
+    /// A parser whose only set holds an item of the root rule at `state` from the start and its
+    /// closure: what a matcher's current set holds for a root item of origin 0, the rest of the
+    /// input being unknown.
+    pub fn at_root_state(g: &Automaton, state: StateId) -> Self {
+        debug_assert_eq!(g.fsm().rule_of(state), g.root());
+        let mut p = EarleyParser {
+            items: Vec::new(),
+            starts: vec![0],
+            seen: FxHashSet::default(),
+            isolated: false,
+        };
+        p.add(Item::new(state, 0));
+        p.close(g);
+        p
+    }
+
     /// Back to the initial set.
     pub fn reset(&mut self, g: &Automaton) {
         self.items.clear();

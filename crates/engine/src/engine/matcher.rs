@@ -383,10 +383,26 @@ impl GrammarMatcher {
         let text = g.vocab().text_words();
         positions.clear();
         let mut lists = 0;
+        // A root item from the start of the input has the same context at every position: its
+        // opaque tokens are decided once per grammar ([`CompiledGrammar::crossing`]).
+        let root = a.root();
+        let uncounted_root = a.counted(root).is_none();
+        let from_start = |s: StateId| {
+            uncounted_root
+                && fsm.rule_of(s) == root
+                && kernel.iter().all(|&(t, origin, _)| t != s || origin == 0)
+        };
         for (i, &(s, class)) in states.iter().enumerate() {
             g.with_item_mask(s, class, |cached| {
                 cached.mask.or_into(mask.words_mut(), text, i == 0, words);
-                if !cached.mask.opaque().is_empty() {
+                if cached.mask.opaque().is_empty() {
+                    return;
+                }
+                if class == 0 && from_start(s) {
+                    for &t in g.crossing(s).iter() {
+                        mask.set(TokenId(t));
+                    }
+                } else {
                     positions.extend_from_slice(cached.mask.opaque());
                     lists += 1;
                 }

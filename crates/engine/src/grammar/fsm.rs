@@ -344,7 +344,6 @@ impl CompactFsm {
         }
     }
 
-    /// The class a walk standing at `s` consumes a token's rest of as a state looping on it would:
     /// Number of states over all rules.
     pub fn num_states(&self) -> usize {
         self.accept.len()
