@@ -211,6 +211,33 @@ impl WholeBits {
         w
     }
 
+    /// Every whole token of `tails`' class with at most `cap` members, every first byte covered:
+    /// the state itself has a closed chain, which refuses the longer ones. Whichever of the
+    /// longer and the others are fewer is walked (by member count, no sorting).
+    pub fn at_most(tails: Arc<Tails>, vocab: &Vocab, cap: u32) -> WholeBits {
+        let sorted = vocab.sorted();
+        let long = tails.count_longer(cap);
+        let id = |k: u32| sorted[tails.whole[k as usize] as usize].0 as usize;
+        let bits = if long <= tails.by_members.len() / 2 {
+            let mut bits = tails.whole_bits.to_vec();
+            for &k in &tails.by_members[..long] {
+                bits[id(k) / 32] &= !(1 << (id(k) % 32));
+            }
+            bits
+        } else {
+            let mut bits = vec![0u32; tails.whole_bits.len()];
+            for &k in &tails.by_members[long..] {
+                bits[id(k) / 32] |= 1 << (id(k) % 32);
+            }
+            bits
+        };
+        WholeBits {
+            tails,
+            bits,
+            covered: [true; 256],
+        }
+    }
+
     /// Whether these are the bits of `tails`' class.
     pub fn holds(&self, tails: &Arc<Tails>) -> bool {
         Arc::ptr_eq(&self.tails, tails)

@@ -77,6 +77,10 @@ fn run_key(
     Some(RunMemo::key(key?, list, b))
 }
 
+/// A state's own open chain lists the whole tokens longer than it takes for the walk only when
+/// at most one whole token in this many is one of them.
+const MOSTLY_SHORT: usize = 4;
+
 /// Accepted tokens of one state, in whichever form is smallest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenSet {
@@ -286,7 +290,12 @@ impl AdaptiveMask {
         // accepted from the start, whatever its first byte: only the others and the longer
         // ones are visited.
         // Where the chain is closed, the longer ones are refused: they are not visited either.
-        let top = loops.tails(walk.point(0).item);
+        // Where it is open and most whole tokens are longer than it takes (a few members left
+        // before the rule goes on), listing them costs more than the plain walk, whose chain
+        // shortcut takes the short ones at depth 0 all the same.
+        let top = loops.tails(walk.point(0).item).filter(|c| {
+            c.closed || c.tails.count_longer(c.cap) * MOSTLY_SHORT <= c.tails.whole.len()
+        });
         let own_list = a
             .chain(state)
             .map(|c| VisitList::OwnChain(fingerprint(&(c.class, c.capacity, c.closed))));
@@ -294,12 +303,12 @@ impl AdaptiveMask {
         let mut below: Vec<(u32, Option<u128>)> = Vec::new();
         let mut long_all = Vec::new();
         let mut whole_bits = top.as_ref().map(|c| {
-            c.tails.longer_than(c.cap, &mut long_all);
-            let bits = WholeBits::all(Arc::clone(&c.tails), vocab, &long_all);
             if c.closed {
-                long_all.clear();
+                WholeBits::at_most(Arc::clone(&c.tails), vocab, c.cap)
+            } else {
+                c.tails.longer_than(c.cap, &mut long_all);
+                WholeBits::all(Arc::clone(&c.tails), vocab, &long_all)
             }
-            bits
         });
         let mut ends: Vec<EndRange> = Vec::new();
         let mut opaque: Vec<u32> = Vec::new();

@@ -131,12 +131,18 @@ impl Tails {
     pub fn longer_than(&self, limit: u32, out: &mut Vec<u32>) {
         out.clear();
         out.extend(
-            self.by_members
+            self.by_members[..self.count_longer(limit)]
                 .iter()
-                .take_while(|&&k| u32::from(self.whole_members[k as usize]) > limit)
                 .map(|&k| self.whole[k as usize]),
         );
         out.sort_unstable();
+    }
+
+    /// How many whole entries have more than `limit` members: they come first in
+    /// [`Tails::by_members`].
+    pub fn count_longer(&self, limit: u32) -> usize {
+        self.by_members
+            .partition_point(|&k| u32::from(self.whole_members[k as usize]) > limit)
     }
 }
 
