@@ -111,6 +111,8 @@ pub struct Vocab {
     sorted_bytes: Vec<u8>,
     /// `sorted_bytes[sorted_offsets[i]..sorted_offsets[i + 1]]` is entry `i`.
     sorted_offsets: Vec<u32>,
+    /// Per entry of `sorted`, its [`tails::ascii_set`] (what [`Tails::build`] reads first).
+    sorted_ascii: Vec<u128>,
     /// Longest text token, bytes.
     max_len: usize,
     /// For each entry of `sorted`, the first later entry with a smaller `lcp` (or the length).
@@ -178,6 +180,7 @@ impl Vocab {
             lcp: Vec::new(),
             sorted_bytes: Vec::new(),
             sorted_offsets: Vec::new(),
+            sorted_ascii: Vec::new(),
             max_len: 0,
             lcp_drop: Vec::new(),
             first_byte_start: Vec::new(),
@@ -245,6 +248,10 @@ impl Vocab {
             .map(|w| (w[1] - w[0]) as usize)
             .max()
             .unwrap_or(0);
+        self.sorted_ascii = sorted
+            .iter()
+            .map(|&t| tails::ascii_set(self.token_bytes(t)))
+            .collect();
         self.sorted_bytes = sorted_bytes;
         self.sorted_offsets = sorted_offsets;
         self.sorted = sorted;
@@ -367,10 +374,13 @@ impl Vocab {
             let ids: Vec<u32> = self.sorted.iter().map(|t| t.0).collect();
             Tails::build(
                 class,
-                &ids,
-                self.size(),
-                |i| self.sorted_bytes(i),
-                &self.lcp,
+                &tails::Entries {
+                    ids: &ids,
+                    size: self.size(),
+                    bytes: |i| self.sorted_bytes(i),
+                    lcp: &self.lcp,
+                    ascii: &self.sorted_ascii,
+                },
             )
         })
     }

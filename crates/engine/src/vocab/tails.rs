@@ -48,48 +48,80 @@ pub struct Tails {
     pub wide: bool,
 }
 
+/// The set of an entry's bytes, one bit each, when all of them are ASCII; 0 when one is not (an
+/// entry is never empty, so 0 is no ASCII entry's set). [`Tails::build`] reads it to find the
+/// entries made only of a class's ASCII members in one comparison.
+pub fn ascii_set(bytes: &[u8]) -> u128 {
+    let mut set = 0u128;
+    for &b in bytes {
+        if b >= 0x80 {
+            return 0;
+        }
+        set |= 1 << b;
+    }
+    set
+}
+
+/// The sorted entries a [`Tails`] is built over: entry `i` has bytes `bytes(i)`, common prefix
+/// `lcp[i]` with entry `i - 1`, token id `ids[i]` and byte set `ascii[i]` ([`ascii_set`]), in a
+/// vocabulary of `size` ids.
+pub struct Entries<'a, F> {
+    /// Token id per entry.
+    pub ids: &'a [u32],
+    /// Number of ids of the vocabulary.
+    pub size: usize,
+    /// Bytes per entry.
+    pub bytes: F,
+    /// Common prefix with the entry before, per entry.
+    pub lcp: &'a [u32],
+    /// [`ascii_set`] per entry.
+    pub ascii: &'a [u128],
+}
+
 impl Tails {
-    /// The tails of `class` over the sorted entries (`bytes(i)`, `lcp[i]`, token id `ids[i]`) of a
-    /// vocabulary of `size` ids.
-    pub fn build<'v>(
-        class: &LoopClass,
-        ids: &[u32],
-        size: usize,
-        bytes: impl Fn(usize) -> &'v [u8],
-        lcp: &[u32],
-    ) -> Tails {
-        let n = ids.len();
-        let mut starts = Vec::with_capacity(n);
-        let (mut whole, mut others, mut others_lcp) = (Vec::new(), Vec::new(), Vec::new());
-        let mut whole_members = Vec::new();
-        let mut run_max = Box::new([0u8; 256]);
-        let mut whole_bits = vec![0u32; size.div_ceil(32)];
-        let mut shared = u32::MAX;
-        // The class's ASCII members, one bit each: most tokens are ASCII, and one made only of
+    /// The tails of `class` over `entries`. Two passes: the first finds every entry's tail start
+    /// and counts the whole ones, so the second fills lists of their exact sizes.
+    pub fn build<'v, F: Fn(usize) -> &'v [u8]>(class: &LoopClass, entries: &Entries<F>) -> Tails {
+        let n = entries.ids.len();
+        // The class's ASCII members, one bit each: most entries are ASCII, and one made only of
         // members needs no tail scan.
-        let ascii = u128::from(class.bytes[1]) << 64 | u128::from(class.bytes[0]);
-        for (i, &common) in lcp.iter().enumerate().take(n) {
-            let b = bytes(i);
-            let plain = b.iter().all(|&x| x < 0x80 && ascii >> x & 1 == 1);
-            let start = if plain {
-                0
-            } else {
-                u8::try_from(class.tail_start(b))
-                    .ok()
-                    .filter(|&s| s != UNKNOWN_TAIL)
-                    .unwrap_or(UNKNOWN_TAIL)
-            };
-            starts.push(start);
+        let members = u128::from(class.bytes[1]) << 64 | u128::from(class.bytes[0]);
+        let mut starts = vec![0u8; n];
+        let mut whole_count = 0;
+        for (i, (start, &set)) in starts.iter_mut().zip(entries.ascii).enumerate() {
+            if set != 0 && set & !members == 0 {
+                whole_count += 1;
+                continue;
+            }
+            let b = (entries.bytes)(i);
+            *start = u8::try_from(class.tail_start(b))
+                .ok()
+                .filter(|&s| s != UNKNOWN_TAIL)
+                .unwrap_or(UNKNOWN_TAIL);
+            if *start == 0 && !b.first().is_some_and(|&f| is_continuation(f)) {
+                whole_count += 1;
+            }
+        }
+        let mut whole = Vec::with_capacity(whole_count);
+        let mut whole_members = Vec::with_capacity(whole_count);
+        let mut others = Vec::with_capacity(n - whole_count);
+        let mut others_lcp = Vec::with_capacity(n - whole_count);
+        let mut run_max = Box::new([0u8; 256]);
+        let mut whole_bits = vec![0u32; entries.size.div_ceil(32)];
+        let mut shared = u32::MAX;
+        for (i, (&start, &common)) in starts.iter().zip(entries.lcp).enumerate() {
             shared = shared.min(common);
+            let b = (entries.bytes)(i);
             if start == 0 && !b.first().is_some_and(|&f| is_continuation(f)) {
                 whole.push(i as u32);
-                let members = if plain { b.len() } else { class.members(b) };
-                let members = u8::try_from(members).unwrap_or(u8::MAX);
-                whole_members.push(members);
+                let plain = entries.ascii[i] != 0;
+                let count = if plain { b.len() } else { class.members(b) };
+                let count = u8::try_from(count).unwrap_or(u8::MAX);
+                whole_members.push(count);
                 if let Some(&f) = b.first() {
-                    run_max[usize::from(f)] = run_max[usize::from(f)].max(members);
+                    run_max[usize::from(f)] = run_max[usize::from(f)].max(count);
                 }
-                let id = ids[i] as usize;
+                let id = entries.ids[i] as usize;
                 whole_bits[id / 32] |= 1 << (id % 32);
             } else {
                 others.push(i as u32);
@@ -205,7 +237,17 @@ mod tests {
             })
             .collect();
         let ids: Vec<u32> = (0..entries.len() as u32).rev().collect();
-        let t = Tails::build(&class, &ids, entries.len(), |i| entries[i], &lcp);
+        let ascii: Vec<u128> = entries.iter().map(|e| ascii_set(e)).collect();
+        let t = Tails::build(
+            &class,
+            &Entries {
+                ids: &ids,
+                size: entries.len(),
+                bytes: |i| entries[i],
+                lcp: &lcp,
+                ascii: &ascii,
+            },
+        );
         let (mut whole, mut others) = (Vec::new(), Vec::new());
         for (i, e) in entries.iter().enumerate() {
             assert_eq!(usize::from(t.starts[i]), class.tail_start(e), "{e:?}");
