@@ -62,6 +62,12 @@ pub fn ascii_set(bytes: &[u8]) -> u128 {
     set
 }
 
+/// Whether an entry of bytes `bytes` whose tail starts at `start` is whole: its tail is all of
+/// it, and it does not begin inside a character.
+fn is_whole(start: u8, bytes: &[u8]) -> bool {
+    start == 0 && !bytes.first().is_some_and(|&f| is_continuation(f))
+}
+
 /// The sorted entries a [`Tails`] is built over: entry `i` has bytes `bytes(i)`, common prefix
 /// `lcp[i]` with entry `i - 1`, token id `ids[i]` and byte set `ascii[i]` ([`ascii_set`]), in a
 /// vocabulary of `size` ids.
@@ -98,7 +104,7 @@ impl Tails {
                 .ok()
                 .filter(|&s| s != UNKNOWN_TAIL)
                 .unwrap_or(UNKNOWN_TAIL);
-            if *start == 0 && !b.first().is_some_and(|&f| is_continuation(f)) {
+            if is_whole(*start, b) {
                 whole_count += 1;
             }
         }
@@ -112,7 +118,7 @@ impl Tails {
         for (i, (&start, &common)) in starts.iter().zip(entries.lcp).enumerate() {
             shared = shared.min(common);
             let b = (entries.bytes)(i);
-            if start == 0 && !b.first().is_some_and(|&f| is_continuation(f)) {
+            if is_whole(start, b) {
                 whole.push(i as u32);
                 let plain = entries.ascii[i] != 0;
                 let count = if plain { b.len() } else { class.members(b) };
