@@ -111,29 +111,38 @@ impl EarleyParser {
         self.close(g);
     }
 
-    /// A parser for one item out of context, for the mask cache: set 0 is an empty stand-in for the
-    /// unknown context and set 1 holds `(state, origin 0)` and its closure. When an item with origin
-    /// 0 completes, its rule (the one `state` belongs to) has ended and the bytes after that point
-    /// belong to whatever context surrounds it. Opaque calls are not predicted (nullable callees are
-    /// still stepped over). [`EarleyParser::unknown_continuations`] reports both.
-    /// `count` is the item's completed iterations when `state` is a counted rule's.
-    pub fn isolated(g: &Automaton, state: StateId, count: u32) -> Self {
-        let mut p = EarleyParser {
+    /// A parser with no set, holding no memory.
+    pub(super) fn empty() -> Self {
+        EarleyParser {
             items: Vec::new(),
-            starts: vec![0, 0],
+            starts: Vec::new(),
             seen: FxHashSet::default(),
-            isolated: true,
-        };
-        p.add(Item {
+            isolated: false,
+        }
+    }
+
+    /// Makes this a parser for one item out of context, for the mask cache, keeping the memory its
+    /// sets held: set 0 is an empty stand-in for the unknown context and set 1 holds
+    /// `(state, origin 0)` and its closure. When an item with origin 0 completes, its rule (the one
+    /// `state` belongs to) has ended and the bytes after that point belong to whatever context
+    /// surrounds it. Opaque calls are not predicted (nullable callees are still stepped over).
+    /// [`EarleyParser::unknown_continuations`] reports both. `count` is the item's completed
+    /// iterations when `state` is a counted rule's.
+    pub(super) fn isolate(&mut self, g: &Automaton, state: StateId, count: u32) {
+        self.items.clear();
+        self.starts.clear();
+        self.starts.extend([0, 0]);
+        self.seen.clear();
+        self.isolated = true;
+        self.add(Item {
             state,
             origin: 0,
             count,
         });
-        p.close(g);
-        p
+        self.close(g);
     }
 
-    /// In an [`EarleyParser::isolated`] parser, after the bytes of the last set: whether the
+    /// In an [`EarleyParser::isolate`] parser, after the bytes of the last set: whether the
     /// isolated item's rule can end here, and whether an opaque call could start here.
     pub fn unknown_continuations(&self, g: &Automaton) -> (bool, bool) {
         let fsm = g.fsm();

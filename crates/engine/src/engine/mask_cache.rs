@@ -1,7 +1,7 @@
 //! The adaptive token-mask cache: per automaton state, which tokens the state decides by itself.
 //!
 //! Take an Earley item at state `s` of rule `R` and parse every vocabulary token from it *out of
-//! context* ([`super::earley::EarleyParser::isolated`]): `R`'s own states and everything `R` calls are parsed
+//! context* ([`super::earley::EarleyParser::isolate`]): `R`'s own states and everything `R` calls are parsed
 //! exactly, but what comes after `R` ends is unknown. Each token falls in one of three classes:
 //!
 //! - **accepted**: the whole token is consumed without `R` ending first. Then the token is allowed

@@ -1,7 +1,7 @@
 //! The out-of-context token walk of the mask cache, memoized as a lazy DFA over Earley sets.
 //!
 //! [`super::mask_cache::AdaptiveMask::compute`] parses every vocabulary token from one item
-//! ([`EarleyParser::isolated`]), walking the sorted vocabulary so that a shared prefix is parsed
+//! ([`EarleyParser::isolate`]), walking the sorted vocabulary so that a shared prefix is parsed
 //! once. Most of that work repeats: in free text, inside a JSON string or in whitespace the item set
 //! after one more byte is the set before it. [`SetWalk`] gives every set a canonical id — its items
 //! with each origin replaced by the id of the set it points to (the context set and the set itself
@@ -12,6 +12,9 @@
 //! Invariants: `path[d]` is the node after the first `d` bytes of the current token; the parser holds
 //! the sets of `path[..=synced]` (set `1 + d` is depth `d`; set 0 is the empty context stand-in).
 //! After [`MAX_NODES`] ids the walk stops interning and parses every byte (exact, only slower).
+//! A finished walk leaves its memory to the thread's next walk ([`Buffers`]), cleared before use.
+
+use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
 
@@ -81,22 +84,79 @@ pub struct SetWalk<'g> {
 /// Parser sets before depth 0 (the empty context set).
 const BASE: usize = 1;
 
+/// The memory of a finished walk, kept for the thread's next one: a long walk grows its
+/// transition table to megabytes (at most [`MAX_NODES`] rows), and growing fresh memory costs
+/// page faults that reused memory does not.
+struct Buffers {
+    parser: EarleyParser,
+    ids: FxHashMap<Vec<(u32, u32, u32)>, u32>,
+    flags: Vec<(bool, bool, u32)>,
+    next: Vec<u32>,
+    path: Vec<Point>,
+    key: Vec<(u32, u32, u32)>,
+}
+
+impl Default for Buffers {
+    fn default() -> Self {
+        Buffers {
+            parser: EarleyParser::empty(),
+            ids: FxHashMap::default(),
+            flags: Vec::new(),
+            next: Vec::new(),
+            path: Vec::new(),
+            key: Vec::new(),
+        }
+    }
+}
+
+thread_local! {
+    /// The last finished walk's memory (see [`Buffers`]); empty while a walk holds it.
+    static BUFFERS: RefCell<Buffers> = RefCell::new(Buffers::default());
+}
+
+impl Drop for SetWalk<'_> {
+    fn drop(&mut self) {
+        let buffers = Buffers {
+            parser: std::mem::replace(&mut self.parser, EarleyParser::empty()),
+            ids: std::mem::take(&mut self.ids),
+            flags: std::mem::take(&mut self.flags),
+            next: std::mem::take(&mut self.next),
+            path: std::mem::take(&mut self.path),
+            key: std::mem::take(&mut self.key),
+        };
+        BUFFERS.with(|b| *b.borrow_mut() = buffers);
+    }
+}
+
 impl<'g> SetWalk<'g> {
     /// A walk from `state` (with `count` completed iterations when it is a counted rule's). It
     /// starts unmemoized (numbering a set costs more than parsing a byte, so it only pays when
     /// the walk is long) and turns memoization on after
     /// [`MEMO_STEPS`] steps.
     pub fn new(g: &'g Automaton, state: StateId, count: u32) -> SetWalk<'g> {
-        let parser = EarleyParser::isolated(g, state, count);
+        let Buffers {
+            mut parser,
+            mut ids,
+            mut flags,
+            mut next,
+            mut path,
+            mut key,
+        } = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        parser.isolate(g, state, count);
+        ids.clear();
+        flags.clear();
+        next.clear();
+        path.clear();
+        key.clear();
         let mut walk = SetWalk {
             g,
             parser,
-            ids: FxHashMap::default(),
-            flags: Vec::new(),
-            next: Vec::new(),
-            path: Vec::new(),
+            ids,
+            flags,
+            next,
+            path,
             synced: 0,
-            key: Vec::new(),
+            key,
             max_nodes: 0,
             memo_tried: false,
             steps: 0,
