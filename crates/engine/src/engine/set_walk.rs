@@ -39,6 +39,8 @@ const NONE: u32 = u32::MAX - 2;
 const CONTEXT: u32 = u32::MAX - 3;
 /// Canonical origin of an item predicted in its own set.
 const SELF: u32 = u32::MAX - 4;
+/// Every byte: the scan set of a lone point, whose steps the automaton decides.
+const ANY_BYTE: ByteSet = [u64::MAX; 4];
 /// A point whose set is not a lone call-free item.
 pub const NO_STATE: u32 = u32::MAX;
 
@@ -50,9 +52,9 @@ pub struct Point {
     pub may_end: bool,
     /// An opaque call could start here.
     pub opaque: bool,
-    /// For a set without an id, once a byte was refused here: the bytes it can scan (siblings are
-    /// then refused without a parse step).
-    refusable: Option<ByteSet>,
+    /// The bytes the set can scan (every byte at a lone point, whose steps the automaton decides):
+    /// any other byte is refused without a parse step.
+    scan: ByteSet,
     /// When the set is the isolated item alone at a state without reference edges (inside a
     /// literal, a name trie, a character class): that state. The next byte is then a DFA step,
     /// read from the automaton without the parser (which catches up by replay if needed).
@@ -69,8 +71,8 @@ pub struct SetWalk<'g> {
     g: &'g Automaton,
     parser: EarleyParser,
     ids: FxHashMap<Vec<(u32, u32, u32)>, u32>,
-    /// Per canonical set: `may_end`, `opaque` and `item` of its points.
-    flags: Vec<(bool, bool, u32)>,
+    /// Per canonical set: `may_end`, `opaque`, `item` and `scan` of its points.
+    flags: Vec<(bool, bool, u32, ByteSet)>,
     next: Vec<u32>,
     path: Vec<Point>,
     synced: usize,
@@ -90,7 +92,7 @@ const BASE: usize = 1;
 struct Buffers {
     parser: EarleyParser,
     ids: FxHashMap<Vec<(u32, u32, u32)>, u32>,
-    flags: Vec<(bool, bool, u32)>,
+    flags: Vec<(bool, bool, u32, ByteSet)>,
     next: Vec<u32>,
     path: Vec<Point>,
     key: Vec<(u32, u32, u32)>,
@@ -238,7 +240,7 @@ impl<'g> SetWalk<'g> {
                     node: NONE,
                     may_end: fsm.is_accept(t),
                     opaque: false,
-                    refusable: None,
+                    scan: ANY_BYTE,
                     lone: next,
                     item: next,
                 });
@@ -247,22 +249,20 @@ impl<'g> SetWalk<'g> {
         }
         let node = self.path[depth].node;
         let slot = node as usize * 256 + bytes[depth] as usize;
-        if let Some(set) = &self.path[depth].refusable {
-            if !has_byte(set, bytes[depth]) {
-                return false;
-            }
+        if !has_byte(&self.path[depth].scan, bytes[depth]) {
+            return false;
         }
         if node != NONE {
             match self.next[slot] {
                 DEAD => return false,
                 UNKNOWN => {}
                 t => {
-                    let (may_end, opaque, item) = self.flags[t as usize];
+                    let (may_end, opaque, item, scan) = self.flags[t as usize];
                     self.path.push(Point {
                         node: t,
                         may_end,
                         opaque,
-                        refusable: None,
+                        scan,
                         lone: NO_STATE,
                         item,
                     });
@@ -280,12 +280,7 @@ impl<'g> SetWalk<'g> {
                 self.path.push(p);
                 true
             }
-            None => {
-                if node == NONE {
-                    self.path[depth].refusable = Some(self.parser.next_bytes(self.g));
-                }
-                false
-            }
+            None => false,
         }
     }
 
@@ -314,6 +309,7 @@ impl<'g> SetWalk<'g> {
     fn intern(&mut self) -> Point {
         let (may_end, opaque) = self.parser.unknown_continuations(self.g);
         let item = self.alone_item();
+        let scan = self.parser.next_bytes(self.g);
         let k = self.parser.num_sets() - 1;
         let mut node = NONE;
         if self.next.len() / 256 < self.max_nodes {
@@ -335,7 +331,7 @@ impl<'g> SetWalk<'g> {
                     None => {
                         let id = (self.next.len() / 256) as u32;
                         self.ids.insert(self.key.clone(), id);
-                        self.flags.push((may_end, opaque, item));
+                        self.flags.push((may_end, opaque, item, scan));
                         self.next.resize(self.next.len() + 256, UNKNOWN);
                         id
                     }
@@ -346,7 +342,7 @@ impl<'g> SetWalk<'g> {
             node,
             may_end,
             opaque,
-            refusable: None,
+            scan,
             lone: NO_STATE,
             item,
         }
