@@ -62,8 +62,8 @@ impl Item {
 /// Sets larger than this switch from linear to hashed duplicate checks.
 const LINEAR_DEDUP: usize = 32;
 
-/// The item sets of every byte position so far.
-#[derive(Debug, Clone)]
+/// The item sets of every byte position so far (by default none, holding no memory).
+#[derive(Debug, Clone, Default)]
 pub struct EarleyParser {
     items: Vec<Item>,
     starts: Vec<u32>,
@@ -109,16 +109,6 @@ impl EarleyParser {
         self.seen.clear();
         self.add(Item::new(g.fsm().start(g.root()), 0));
         self.close(g);
-    }
-
-    /// A parser with no set, holding no memory.
-    pub(super) fn empty() -> Self {
-        EarleyParser {
-            items: Vec::new(),
-            starts: Vec::new(),
-            seen: FxHashSet::default(),
-            isolated: false,
-        }
     }
 
     /// Makes this a parser for one item out of context, for the mask cache, keeping the memory its

@@ -9,30 +9,8 @@
 //! tokens that would end a rule and go on with an impossible byte.
 
 use crate::grammar::fsm::CompactFsm;
+pub use crate::util::{add_range, has_byte, ByteSet};
 use crate::util::{RuleId, StateId};
-
-/// A set of bytes.
-pub type ByteSet = [u64; 4];
-
-/// Whether `b` is in `set`.
-#[inline]
-pub fn has_byte(set: &ByteSet, b: u8) -> bool {
-    set[usize::from(b >> 6)] & (1 << (b & 63)) != 0
-}
-
-/// Adds the bytes `lo..=hi` to `set`, a word at a time.
-pub fn add_range(set: &mut ByteSet, lo: u8, hi: u8) {
-    let (lo, hi) = (usize::from(lo), usize::from(hi));
-    for (w, word) in set.iter_mut().enumerate().take(hi / 64 + 1).skip(lo / 64) {
-        let from = lo.max(w * 64) - w * 64;
-        let to = hi.min(w * 64 + 63) - w * 64;
-        *word |= if to - from == 63 {
-            u64::MAX
-        } else {
-            ((1u64 << (to - from + 1)) - 1) << from
-        };
-    }
-}
 
 fn union(into: &mut ByteSet, from: &ByteSet) -> bool {
     let mut changed = false;

@@ -69,14 +69,9 @@ pub struct Point {
 /// The memoized isolated parse of one item (see the module docs).
 pub struct SetWalk<'g> {
     g: &'g Automaton,
-    parser: EarleyParser,
-    ids: FxHashMap<Vec<(u32, u32, u32)>, u32>,
-    /// Per canonical set: `may_end`, `opaque`, `item` and `scan` of its points.
-    flags: Vec<(bool, bool, u32, ByteSet)>,
-    next: Vec<u32>,
-    path: Vec<Point>,
+    /// The parser, the set ids and the transition table, given back to the thread when dropped.
+    mem: Buffers,
     synced: usize,
-    key: Vec<(u32, u32, u32)>,
     max_nodes: usize,
     memo_tried: bool,
     steps: usize,
@@ -89,26 +84,15 @@ const BASE: usize = 1;
 /// The memory of a finished walk, kept for the thread's next one: a long walk grows its
 /// transition table to megabytes (at most [`MAX_NODES`] rows), and growing fresh memory costs
 /// page faults that reused memory does not.
+#[derive(Default)]
 struct Buffers {
     parser: EarleyParser,
     ids: FxHashMap<Vec<(u32, u32, u32)>, u32>,
+    /// Per canonical set: `may_end`, `opaque`, `item` and `scan` of its points.
     flags: Vec<(bool, bool, u32, ByteSet)>,
     next: Vec<u32>,
     path: Vec<Point>,
     key: Vec<(u32, u32, u32)>,
-}
-
-impl Default for Buffers {
-    fn default() -> Self {
-        Buffers {
-            parser: EarleyParser::empty(),
-            ids: FxHashMap::default(),
-            flags: Vec::new(),
-            next: Vec::new(),
-            path: Vec::new(),
-            key: Vec::new(),
-        }
-    }
 }
 
 thread_local! {
@@ -118,15 +102,8 @@ thread_local! {
 
 impl Drop for SetWalk<'_> {
     fn drop(&mut self) {
-        let buffers = Buffers {
-            parser: std::mem::replace(&mut self.parser, EarleyParser::empty()),
-            ids: std::mem::take(&mut self.ids),
-            flags: std::mem::take(&mut self.flags),
-            next: std::mem::take(&mut self.next),
-            path: std::mem::take(&mut self.path),
-            key: std::mem::take(&mut self.key),
-        };
-        BUFFERS.with(|b| *b.borrow_mut() = buffers);
+        let mem = std::mem::take(&mut self.mem);
+        BUFFERS.with(|b| *b.borrow_mut() = mem);
     }
 }
 
@@ -136,29 +113,17 @@ impl<'g> SetWalk<'g> {
     /// the walk is long) and turns memoization on after
     /// [`MEMO_STEPS`] steps.
     pub fn new(g: &'g Automaton, state: StateId, count: u32) -> SetWalk<'g> {
-        let Buffers {
-            mut parser,
-            mut ids,
-            mut flags,
-            mut next,
-            mut path,
-            mut key,
-        } = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
-        parser.isolate(g, state, count);
-        ids.clear();
-        flags.clear();
-        next.clear();
-        path.clear();
-        key.clear();
+        let mut mem = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        mem.parser.isolate(g, state, count);
+        mem.ids.clear();
+        mem.flags.clear();
+        mem.next.clear();
+        mem.path.clear();
+        mem.key.clear();
         let mut walk = SetWalk {
             g,
-            parser,
-            ids,
-            flags,
-            next,
-            path,
+            mem,
             synced: 0,
-            key,
             max_nodes: 0,
             memo_tried: false,
             steps: 0,
@@ -166,7 +131,7 @@ impl<'g> SetWalk<'g> {
         };
         let mut start = walk.intern();
         start.lone = start.item;
-        walk.path.push(start);
+        walk.mem.path.push(start);
         walk
     }
 
@@ -182,13 +147,13 @@ impl<'g> SetWalk<'g> {
 
     /// The bytes the item can scan first.
     pub fn first_bytes(&self) -> ByteSet {
-        self.parser.next_bytes(self.g)
+        self.mem.parser.next_bytes(self.g)
     }
 
     /// Forgets everything after the first `depth` bytes of the current token.
     #[inline]
     pub fn truncate(&mut self, depth: usize) {
-        self.path.truncate(depth + 1);
+        self.mem.path.truncate(depth + 1);
         self.synced = self.synced.min(depth);
     }
 
@@ -200,12 +165,12 @@ impl<'g> SetWalk<'g> {
         self.max_nodes = MAX_NODES;
         self.parses = 0;
         self.steps = 0;
-        self.parser.truncate(BASE + 1);
-        self.path[0] = self.intern();
+        self.mem.parser.truncate(BASE + 1);
+        self.mem.path[0] = self.intern();
         for (d, &b) in bytes[..depth].iter().enumerate() {
-            let replayed = self.parser.push_byte(self.g, b);
+            let replayed = self.mem.parser.push_byte(self.g, b);
             debug_assert!(replayed, "a byte of the path is refused on replay");
-            self.path[d + 1] = self.intern();
+            self.mem.path[d + 1] = self.intern();
         }
         self.synced = depth;
     }
@@ -213,19 +178,19 @@ impl<'g> SetWalk<'g> {
     /// What is known after the first `d` bytes of the current token (`d <= ` the depth reached).
     #[inline]
     pub fn point(&self, d: usize) -> &Point {
-        &self.path[d]
+        &self.mem.path[d]
     }
 
     /// Scans `bytes[depth]` after `bytes[..depth]` (the walk must be at `depth`); `false` when
     /// refused.
     #[inline]
     pub fn step(&mut self, bytes: &[u8], depth: usize) -> bool {
-        debug_assert_eq!(self.path.len(), depth + 1);
+        debug_assert_eq!(self.mem.path.len(), depth + 1);
         self.steps += 1;
         if self.steps > MEMO_STEPS && !self.memo_tried {
             self.start_memo(bytes, depth);
         }
-        let lone = self.path[depth].lone;
+        let lone = self.mem.path[depth].lone;
         if lone != NO_STATE {
             // The lone item scans the byte or the token is refused; past a state with calls the
             // parser takes over. A long walk still turns memoization on (table lookups beat
@@ -236,7 +201,7 @@ impl<'g> SetWalk<'g> {
             };
             let next = self.lone_state(t);
             if next != NO_STATE {
-                self.path.push(Point {
+                self.mem.path.push(Point {
                     node: NONE,
                     may_end: fsm.is_accept(t),
                     opaque: false,
@@ -247,18 +212,18 @@ impl<'g> SetWalk<'g> {
                 return true;
             }
         }
-        let node = self.path[depth].node;
+        let node = self.mem.path[depth].node;
         let slot = node as usize * 256 + bytes[depth] as usize;
-        if !has_byte(&self.path[depth].scan, bytes[depth]) {
+        if !has_byte(&self.mem.path[depth].scan, bytes[depth]) {
             return false;
         }
         if node != NONE {
-            match self.next[slot] {
+            match self.mem.next[slot] {
                 DEAD => return false,
                 UNKNOWN => {}
                 t => {
-                    let (may_end, opaque, item, scan) = self.flags[t as usize];
-                    self.path.push(Point {
+                    let (may_end, opaque, item, scan) = self.mem.flags[t as usize];
+                    self.mem.path.push(Point {
                         node: t,
                         may_end,
                         opaque,
@@ -272,12 +237,12 @@ impl<'g> SetWalk<'g> {
         }
         let parsed = self.parse(bytes, depth);
         if node != NONE {
-            self.next[slot] =
+            self.mem.next[slot] =
                 parsed.map_or(DEAD, |p| if p.node == NONE { UNKNOWN } else { p.node });
         }
         match parsed {
             Some(p) => {
-                self.path.push(p);
+                self.mem.path.push(p);
                 true
             }
             None => false,
@@ -292,13 +257,13 @@ impl<'g> SetWalk<'g> {
             // Sets rarely repeat here: numbering them costs more than it saves.
             self.max_nodes = 0;
         }
-        self.parser.truncate(BASE + 1 + self.synced);
+        self.mem.parser.truncate(BASE + 1 + self.synced);
         for &b in &bytes[self.synced..depth] {
-            let replayed = self.parser.push_byte(self.g, b);
+            let replayed = self.mem.parser.push_byte(self.g, b);
             debug_assert!(replayed, "a memoized byte is refused on replay");
         }
         self.synced = depth;
-        if !self.parser.push_byte(self.g, bytes[depth]) {
+        if !self.mem.parser.push_byte(self.g, bytes[depth]) {
             return None;
         }
         self.synced = depth + 1;
@@ -307,32 +272,32 @@ impl<'g> SetWalk<'g> {
 
     /// The canonical id of the parser's last set (numbering it if new), with its flags.
     fn intern(&mut self) -> Point {
-        let (may_end, opaque) = self.parser.unknown_continuations(self.g);
+        let (may_end, opaque) = self.mem.parser.unknown_continuations(self.g);
         let item = self.alone_item();
-        let scan = self.parser.next_bytes(self.g);
-        let k = self.parser.num_sets() - 1;
+        let scan = self.mem.parser.next_bytes(self.g);
+        let k = self.mem.parser.num_sets() - 1;
         let mut node = NONE;
-        if self.next.len() / 256 < self.max_nodes {
-            self.key.clear();
+        if self.mem.next.len() / 256 < self.max_nodes {
+            self.mem.key.clear();
             let mut complete = true;
-            for it in self.parser.current() {
+            for it in self.mem.parser.current() {
                 let origin = match it.origin as usize {
                     0 => CONTEXT,
                     o if o == k => SELF,
-                    o => self.path[o - BASE].node,
+                    o => self.mem.path[o - BASE].node,
                 };
                 complete &= origin != NONE;
-                self.key.push((it.state.0, it.count, origin));
+                self.mem.key.push((it.state.0, it.count, origin));
             }
             if complete {
-                self.key.sort_unstable();
-                node = match self.ids.get(&self.key) {
+                self.mem.key.sort_unstable();
+                node = match self.mem.ids.get(&self.mem.key) {
                     Some(&id) => id,
                     None => {
-                        let id = (self.next.len() / 256) as u32;
-                        self.ids.insert(self.key.clone(), id);
-                        self.flags.push((may_end, opaque, item, scan));
-                        self.next.resize(self.next.len() + 256, UNKNOWN);
+                        let id = (self.mem.next.len() / 256) as u32;
+                        self.mem.ids.insert(self.mem.key.clone(), id);
+                        self.mem.flags.push((may_end, opaque, item, scan));
+                        self.mem.next.resize(self.mem.next.len() + 256, UNKNOWN);
                         id
                     }
                 };
@@ -351,7 +316,7 @@ impl<'g> SetWalk<'g> {
     /// The state of the parser's last set when it is the isolated item alone (uncounted, at a
     /// state without reference edges), else [`NO_STATE`].
     fn alone_item(&self) -> u32 {
-        let mut items = self.parser.current().iter();
+        let mut items = self.mem.parser.current().iter();
         match (items.next(), items.next()) {
             (Some(it), None)
                 if it.origin == 0

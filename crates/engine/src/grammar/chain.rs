@@ -19,7 +19,7 @@
 use rustc_hash::FxHashMap;
 
 use super::fsm::CompactFsm;
-use crate::util::{LoopClass, StateId, WIDE_CHAR_SHAPES};
+use crate::util::{add_range, LoopClass, StateId, WIDE_CHAR_SHAPES};
 
 /// Capacity of a state that takes any number of members.
 pub const UNBOUNDED: u32 = u32::MAX;
@@ -207,13 +207,12 @@ impl CompactFsm {
         let mut out = Vec::new();
         let mut held = [0u64; 4];
         for e in self.byte_edges(t) {
-            let range = byte_range(e.lo, e.hi);
+            let mut range = [0u64; 4];
+            add_range(&mut range, e.lo, e.hi);
             if (0..4).any(|w| range[w] & class.bytes[w] != 0) {
                 out.push(e.target);
             }
-            for (h, r) in held.iter_mut().zip(range) {
-                *h |= r;
-            }
+            add_range(&mut held, e.lo, e.hi);
         }
         if (0..4).any(|w| class.bytes[w] & !held[w] != 0) {
             return None;
@@ -260,25 +259,6 @@ impl CompactFsm {
     }
 }
 
-/// The bytes `lo..=hi`, one bit each.
-fn byte_range(lo: u8, hi: u8) -> [u64; 4] {
-    let mut bits = [0u64; 4];
-    for (w, word) in bits.iter_mut().enumerate() {
-        let (first, last) = (w * 64, w * 64 + 63);
-        let (from, to) = (usize::from(lo).max(first), usize::from(hi).min(last));
-        if from <= to {
-            let width = to - from + 1;
-            let ones = if width == 64 {
-                u64::MAX
-            } else {
-                (1u64 << width) - 1
-            };
-            *word = ones << (from - first);
-        }
-    }
-    bits
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,17 +275,6 @@ mod tests {
     fn after(f: &CompactFsm, text: &[u8]) -> StateId {
         text.iter()
             .fold(f.start(RuleId(0)), |s, &b| f.step(s, b).expect("steps"))
-    }
-
-    #[test]
-    fn a_byte_range_sets_its_bits_across_words() {
-        let bits = byte_range(60, 130);
-        for b in 0..=255u8 {
-            let set = bits[usize::from(b >> 6)] >> (b & 63) & 1 == 1;
-            assert_eq!(set, (60..=130).contains(&b), "byte {b}");
-        }
-        assert_eq!(byte_range(0, 255), [u64::MAX; 4]);
-        assert_eq!(byte_range(7, 7), [1 << 7, 0, 0, 0]);
     }
 
     #[test]

@@ -11,8 +11,10 @@
 //! - [`guard`]: third-party parsers' panics on corrupt input turned into errors.
 //! - `slices`: `SliceInterner`, dense ids for distinct `u32` slices (automaton construction).
 //! - `graph`: strongly connected components (rule call graphs, automaton states).
+//! - `byte_set`: [`ByteSet`], 256-bit byte sets.
 
 mod bitmask;
+mod byte_set;
 mod fingerprint;
 pub(crate) mod graph;
 pub mod guard;
@@ -23,6 +25,7 @@ pub(crate) mod marker;
 pub(crate) mod slices;
 
 pub use bitmask::{TokenBitmask, TokenBitmaskMut};
+pub use byte_set::{add_range, has_byte, ByteSet};
 pub use fingerprint::{fingerprint, hash_json, json_fingerprint, Fingerprint};
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
 pub use limits::{Budget, LimitError, Limits};
