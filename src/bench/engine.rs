@@ -156,12 +156,14 @@ impl Engine for StructgenEngine {
             )
         });
         Some(format!(
-            "grammar cache hits {grammars}, schema fragment hits {fragments}; mask pool: {} perfect hits, {} partial hits, {} computed ({} first-byte runs reused, {} walked), {} entries, {:.1} MiB, {} evicted{verified}",
+            "grammar cache hits {grammars}, schema fragment hits {fragments}; mask pool: {} perfect hits, {} partial hits, {} computed ({} first-byte runs reused, {} walked; {} rule ends in the root's context reused, {} walked), {} entries, {:.1} MiB, {} evicted{verified}",
             pool.perfect_hits,
             pool.partial_hits,
             pool.misses,
             pool.runs_reused,
             pool.runs_walked,
+            pool.ends_reused,
+            pool.ends_walked,
             pool.entries,
             pool.bytes as f64 / (1 << 20) as f64,
             pool.evicted,

@@ -19,7 +19,7 @@
 //! scanning it leaves a non-empty set.
 
 use std::hash::Hasher;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
 
@@ -60,6 +60,8 @@ pub struct Automaton {
     /// The chains of the states asked about so far ([`Automaton::chain`]), filled lazily by the
     /// mask walks.
     chains: Mutex<Chains>,
+    /// [`Automaton::root_covered`], computed on first use.
+    root_covered: OnceLock<Box<[bool]>>,
 }
 
 /// [`Automaton::chain`]'s memo: per state asked, its chain; per state met, its capacities.
@@ -169,6 +171,30 @@ impl Automaton {
         let chain = self.fsm.chain(s, caps);
         of.insert(s, chain);
         chain
+    }
+
+    /// Per rule: whether the root reaches it through calls that are not opaque (the root
+    /// included). These are the rules a root state's structural hash ([`super::hash`]) describes;
+    /// a tag rule behind a TagDispatch, and what it calls, are not among them.
+    pub fn root_covered(&self) -> &[bool] {
+        self.root_covered.get_or_init(|| {
+            let fsm = &self.fsm;
+            let mut covered = vec![false; fsm.num_rules()];
+            let root = self.root();
+            covered[root.index()] = true;
+            let mut stack = vec![root];
+            while let Some(r) = stack.pop() {
+                for s in fsm.rule_states(r) {
+                    for &(callee, _) in fsm.ref_edges(StateId(s as u32)) {
+                        if !covered[callee.index()] && !self.is_opaque_call(r, callee) {
+                            covered[callee.index()] = true;
+                            stack.push(callee);
+                        }
+                    }
+                }
+            }
+            covered.into()
+        })
     }
 
     /// Whether an item at `s` can go on (it has byte or call edges); only such items have a mask.
@@ -471,6 +497,7 @@ pub fn build_automaton_cached(
         tag_rules,
         takes_whole_tokens,
         chains: Mutex::default(),
+        root_covered: OnceLock::new(),
     })
 }
 

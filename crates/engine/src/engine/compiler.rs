@@ -11,21 +11,23 @@
 //! trigger into a tag rule (`.get` after `to=functions`) are opaque to the shared masks; for a
 //! root item from the start they are decided once per grammar, at compile time where many.
 
+use std::hash::Hasher;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
 use super::earley::EarleyParser;
+use super::end_memo::EndMemo;
 use super::hash::{structural_hashes, Bounds, StructuralHashes, BELOW_BUDGET};
 use super::lookahead::has_byte;
 use super::mask::walk_sorted;
-use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
+use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask, Uncertain};
 use super::run_memo::Entered;
 use crate::frontend::json_schema::SchemaFragments;
 use crate::grammar::repetition::Counted;
 use crate::grammar::{Grammar, GrammarError};
-use crate::util::{Budget, Limits, RuleId, StateId};
+use crate::util::{Budget, Fingerprint, Limits, RuleId, StateId};
 use crate::vocab::Vocab;
 
 /// Most uncertain suffix groups a callee start may leave to the matcher when it stands in for the
@@ -292,6 +294,22 @@ impl CompiledGrammar {
         let ids: Arc<[u32]> = ids.into();
         self.lock_crossings().insert(s, Arc::clone(&ids));
         ids
+    }
+
+    /// The rule-end memo and the key of `uncertain`'s decision after a completion into the root
+    /// states `targets` ([`super::end_memo`]); `None` without a shared pool.
+    pub(crate) fn root_end_key(
+        &self,
+        uncertain: &Uncertain,
+        targets: &[StateId],
+    ) -> Option<(&EndMemo, u128)> {
+        let (pool, keys) = (self.pool.as_ref()?, self.keys.as_ref()?);
+        let mut f = Fingerprint::new();
+        f.write_u128(uncertain.fingerprint());
+        for t in targets {
+            f.write_u128(keys.states[t.index()]);
+        }
+        Some((pool.ends(), f.finish128()))
     }
 
     fn lock_crossings(&self) -> std::sync::MutexGuard<'_, FxHashMap<StateId, Arc<[u32]>>> {

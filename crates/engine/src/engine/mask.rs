@@ -103,7 +103,44 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
     parser: &mut EarleyParser,
     count: usize,
     bytes: impl Fn(usize) -> B,
+    accepted: impl FnMut(usize),
+) {
+    walk::<B, false>(g, parser, count, bytes, &[], accepted, |_| {});
+}
+
+/// [`walk_sorted`], also calling `unsure(i)` for every entry (accepted or not) whose verdict read a
+/// set holding an item of a rule outside `covered` (indexed by rule): the entries whose verdict
+/// may change when only the covered rules' structure is kept.
+pub fn walk_sorted_tracked<B: AsRef<[u8]>>(
+    g: &Automaton,
+    parser: &mut EarleyParser,
+    count: usize,
+    bytes: impl Fn(usize) -> B,
+    covered: &[bool],
+    accepted: impl FnMut(usize),
+    unsure: impl FnMut(usize),
+) {
+    walk::<B, true>(g, parser, count, bytes, covered, accepted, unsure);
+}
+
+/// Whether the parser's current set holds an item of a rule outside `covered`.
+fn set_uncovered(g: &Automaton, parser: &EarleyParser, covered: &[bool]) -> bool {
+    let fsm = g.fsm();
+    parser
+        .current()
+        .iter()
+        .any(|it| !covered[fsm.rule_of(it.state).index()])
+}
+
+/// The walk of [`walk_sorted`] and, with `TRACK`, of [`walk_sorted_tracked`].
+fn walk<B: AsRef<[u8]>, const TRACK: bool>(
+    g: &Automaton,
+    parser: &mut EarleyParser,
+    count: usize,
+    bytes: impl Fn(usize) -> B,
+    covered: &[bool],
     mut accepted: impl FnMut(usize),
+    mut unsure: impl FnMut(usize),
 ) {
     let fsm = g.fsm();
     let base = parser.num_sets();
@@ -114,6 +151,12 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
     // lone[d]: the state of the set after d bytes when it is one item stepped on the automaton
     // (see `lone_item`), else `NOT_LONE`; the parser holds the sets of depths `0..=synced`.
     let mut lone: Vec<u32> = vec![lone_item(g, parser)];
+    // With TRACK, tainted[d]: some set after 0..=d bytes holds an item outside `covered` (a lone
+    // item's set is its rule's item again, so it keeps the depth's taint).
+    let mut tainted: Vec<bool> = Vec::new();
+    if TRACK {
+        tainted.push(set_uncovered(g, parser, covered));
+    }
     let mut synced = 0usize;
     let mut i = 0;
     while i < count {
@@ -125,6 +168,9 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
         parser.truncate(base + synced);
         refusable.truncate(keep + 1);
         lone.truncate(keep + 1);
+        if TRACK {
+            tainted.truncate(keep + 1);
+        }
         depth = keep;
         let mut refused_at = None;
         while depth < cur.len() {
@@ -139,6 +185,9 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
                         depth += 1;
                         refusable.push(None);
                         lone.push(t.0);
+                        if TRACK {
+                            tainted.push(tainted[depth - 1]);
+                        }
                         continue;
                     }
                     Some(_) => {}
@@ -161,13 +210,25 @@ pub fn walk_sorted<B: AsRef<[u8]>>(
             synced = depth;
             refusable.push(None);
             lone.push(lone_item(g, parser));
+            if TRACK {
+                tainted.push(tainted[depth - 1] || set_uncovered(g, parser, covered));
+            }
         }
         let next = match refused_at {
             None => {
                 accepted(i);
+                if TRACK && tainted[cur.len().saturating_sub(1)] {
+                    unsure(i);
+                }
                 i + 1
             }
-            Some(d) => skip_prefix(i + 1, count, &cur[..=d], &bytes),
+            Some(d) => {
+                let next = skip_prefix(i + 1, count, &cur[..=d], &bytes);
+                if TRACK && tainted[d] {
+                    (i..next).for_each(&mut unsure);
+                }
+                next
+            }
         };
         prev = Some(entry);
         i = next;

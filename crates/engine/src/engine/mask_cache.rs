@@ -35,14 +35,15 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
 
 use super::automaton::Automaton;
+use super::end_memo::EndMemo;
 use super::lookahead::{has_byte, ByteSet};
 use super::loops::{long_whole, ChainTails, Loops, WholeBits};
-use super::run_memo::{EndRange, Entered, RunMemo, RunWalk, VisitList, MIN_VISITS};
+use super::run_memo::{memo_key, EndRange, Entered, RunMemo, RunWalk, VisitList, MIN_VISITS};
 use super::set_walk::{SetWalk, NO_STATE};
 use crate::util::{fingerprint, StateId};
 use crate::vocab::{common_prefix, Tails, Vocab};
@@ -74,7 +75,7 @@ fn run_key(
             key
         }
     };
-    Some(RunMemo::key(key?, list, b))
+    Some(memo_key(key?, list, b))
 }
 
 /// A state's own open chain lists the whole tokens longer than it takes for the walk only when
@@ -137,13 +138,23 @@ fn visit_list<'a>(
 /// them after the state's rule ends (the suffix, never empty) and sorted by it: the context must
 /// accept a group's suffix for its tokens to be allowed this way. Stored flat (one byte arena, one
 /// token array) so that a large list costs three allocations.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Uncertain {
     bytes: Box<[u8]>,
     /// Per group: end of its suffix in `bytes`, end of its tokens in `tokens`.
     ends: Box<[(u32, u32)]>,
     tokens: Box<[u32]>,
+    /// [`Uncertain::fingerprint`], computed on first use.
+    fingerprint: OnceLock<u128>,
 }
+
+impl PartialEq for Uncertain {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.bytes, &self.ends, &self.tokens) == (&other.bytes, &other.ends, &other.tokens)
+    }
+}
+
+impl Eq for Uncertain {}
 
 impl Uncertain {
     /// Groups `entries` (suffix, token) by suffix.
@@ -170,7 +181,15 @@ impl Uncertain {
             bytes: bytes.into(),
             ends: ends.into(),
             tokens: tokens.into(),
+            fingerprint: OnceLock::new(),
         }
+    }
+
+    /// A 128-bit hash of the groups: equal lists (of any grammar) have equal fingerprints.
+    pub fn fingerprint(&self) -> u128 {
+        *self
+            .fingerprint
+            .get_or_init(|| fingerprint(&(&self.bytes, &self.ends, &self.tokens)))
     }
 
     /// Number of groups.
@@ -615,6 +634,10 @@ pub struct PoolStats {
     pub runs_reused: u64,
     /// First-byte runs walked and kept in the run memo.
     pub runs_walked: u64,
+    /// Rule ends in the root's context taken from the rule-end memo ([`super::end_memo`]).
+    pub ends_reused: u64,
+    /// Rule ends in the root's context walked and kept in that memo.
+    pub ends_walked: u64,
 }
 
 #[derive(Debug)]
@@ -635,6 +658,9 @@ struct PoolInner {
 /// The share of a pool's capacity that goes to its run memo (one part in this many).
 const RUN_SHARE: usize = 4;
 
+/// The share of a pool's capacity that goes to its rule-end memo (one part in this many).
+const END_SHARE: usize = 32;
+
 /// Adaptive masks of one vocabulary shared by every grammar of a compiler, keyed by the structural
 /// hash of the state. Thread-safe; bounded by bytes (least recently used first out).
 #[derive(Debug)]
@@ -646,6 +672,7 @@ pub struct MaskPool {
     misses: AtomicU64,
     evicted: AtomicU64,
     runs: RunMemo,
+    ends: EndMemo,
 }
 
 impl MaskPool {
@@ -653,13 +680,19 @@ impl MaskPool {
     pub fn new(capacity: usize) -> MaskPool {
         MaskPool {
             inner: Mutex::new(PoolInner::default()),
-            capacity: capacity - capacity / RUN_SHARE,
+            capacity: capacity - capacity / RUN_SHARE - capacity / END_SHARE,
             perfect: AtomicU64::new(0),
             partial: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             runs: RunMemo::new(capacity / RUN_SHARE),
+            ends: EndMemo::new(capacity / END_SHARE),
         }
+    }
+
+    /// The rule ends decided in the root's context ([`super::end_memo`]).
+    pub(super) fn ends(&self) -> &EndMemo {
+        &self.ends
     }
 
     /// The first-byte runs shared by the masks computed for this pool.
@@ -750,7 +783,8 @@ impl MaskPool {
 
     /// Current counters.
     pub fn stats(&self) -> PoolStats {
-        let (runs_reused, runs_walked, runs_bytes) = self.runs.stats();
+        let runs = self.runs.stats();
+        let ends = self.ends.stats();
         let inner = self.lock();
         PoolStats {
             perfect_hits: self.perfect.load(Ordering::Relaxed),
@@ -758,9 +792,11 @@ impl MaskPool {
             misses: self.misses.load(Ordering::Relaxed),
             evicted: self.evicted.load(Ordering::Relaxed),
             entries: inner.map.len(),
-            bytes: inner.bytes + runs_bytes,
-            runs_reused,
-            runs_walked,
+            bytes: inner.bytes + runs.bytes + ends.bytes,
+            runs_reused: runs.reused,
+            runs_walked: runs.kept,
+            ends_reused: ends.reused,
+            ends_walked: ends.kept,
         }
     }
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use super::automaton::Automaton;
 use super::compiler::CompiledGrammar;
 use super::earley::EarleyParser;
+use super::end_memo;
 use super::mask;
 use crate::util::marker::{token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::{LimitError, StateId, TokenBitmask, TokenBitmaskMut, TokenId};
@@ -91,6 +92,8 @@ struct Scratch {
     kernel: Vec<(StateId, u32, u32)>,
     positions: Vec<u32>,
     words: Vec<u32>,
+    /// The root states a completion advances to ([`end_memo::root_context`]).
+    targets: Vec<StateId>,
 }
 
 /// Matching state of one sequence.
@@ -342,6 +345,7 @@ impl GrammarMatcher {
             kernel,
             positions,
             words,
+            targets,
         } = &mut self.scratch;
         kernel.clear();
         let root_start = fsm.start(a.root());
@@ -408,27 +412,36 @@ impl GrammarMatcher {
                 }
             });
         }
-        // Tokens the rule of a kernel item can end inside: the context must accept the rest.
+        // Tokens the rule of a kernel item can end inside: the context must accept the rest
+        // (decided once per structure where the context is the root's, from the start).
         let parser = &mut self.parser;
         for &(s, origin, class) in kernel.iter() {
             g.with_item_mask(s, class, |cached| {
-                if cached.uncertain.is_empty()
-                    || !parser.push_completion(a, fsm.rule_of(s), origin as usize)
+                let rule = fsm.rule_of(s);
+                if cached.uncertain.is_empty() || !parser.push_completion(a, rule, origin as usize)
                 {
                     return;
                 }
                 let uncertain = &cached.uncertain;
-                mask::walk_sorted(
-                    a,
-                    parser,
-                    uncertain.len(),
-                    |i| uncertain.suffix(i),
-                    |i| {
-                        for &t in uncertain.tokens(i) {
-                            mask.set(TokenId(t));
-                        }
-                    },
-                );
+                let memo = end_memo::root_context(a, parser, rule, origin as usize, targets)
+                    .then(|| g.root_end_key(uncertain, targets))
+                    .flatten();
+                match memo {
+                    Some((memo, key)) => {
+                        end_memo::fill_root_ends(a, memo, key, parser, uncertain, mask)
+                    }
+                    None => mask::walk_sorted(
+                        a,
+                        parser,
+                        uncertain.len(),
+                        |i| uncertain.suffix(i),
+                        |i| {
+                            for &t in uncertain.tokens(i) {
+                                mask.set(TokenId(t));
+                            }
+                        },
+                    ),
+                }
                 parser.truncate(k + 1);
             });
         }

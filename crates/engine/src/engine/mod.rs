@@ -10,6 +10,8 @@
 //! - `mask_cache`: the adaptive accepted / rejected / uncertain split per state and the
 //!   cross-grammar pool that shares it.
 //! - `run_memo`: the mask cache's first-byte runs, shared between states by the structure entered.
+//! - `end_memo`: the matcher's decisions of rule ends in the root's context, shared between
+//!   grammars by structure.
 //! - `set_walk`: the mask cache's out-of-context token walk, memoized over canonical Earley sets.
 //! - `repetition`: large `{min,max}` repetitions as counted rules (a run-time iteration count).
 //! - `matcher`: [`GrammarMatcher`], the per-sequence state and its public API.
@@ -21,6 +23,7 @@ pub mod batch;
 pub mod check;
 mod compiler;
 pub(crate) mod earley;
+mod end_memo;
 pub(crate) mod hash;
 pub(crate) mod lookahead;
 mod loops;

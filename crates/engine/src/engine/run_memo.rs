@@ -17,14 +17,8 @@
 //! and the first byte, and every step after the first byte reads only the entered state's
 //! structure below.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
-use rustc_hash::FxHashMap;
-
-use crate::util::fingerprint;
-use crate::util::StateId;
+use crate::util::memo::{Memo, Weighed};
+use crate::util::{fingerprint, StateId};
 
 /// Tokens of `Vocab::sorted` positions `from..to` (sharing their first `at + 1` bytes) in which
 /// the state's rule can end after `at` bytes: what is left of each, from byte `at` on, must be
@@ -46,7 +40,7 @@ pub(super) struct RunWalk {
     pub opaque: Box<[u32]>,
 }
 
-impl RunWalk {
+impl Weighed for RunWalk {
     fn bytes(&self) -> usize {
         (self.accepted.len() + self.opaque.len()) * 4
             + self.ends.len() * std::mem::size_of::<EndRange>()
@@ -79,75 +73,10 @@ pub(super) const MIN_VISITS: usize = 24;
 
 /// Run walks shared by every grammar of a compiler (see the module docs). Bounded by bytes,
 /// oldest first out.
-#[derive(Debug)]
-pub struct RunMemo {
-    inner: Mutex<RunInner>,
-    capacity: usize,
-    reused: AtomicU64,
-    walked: AtomicU64,
-}
+pub type RunMemo = Memo<RunWalk>;
 
-#[derive(Debug, Default)]
-struct RunInner {
-    map: FxHashMap<u128, Arc<RunWalk>>,
-    order: VecDeque<u128>,
-    bytes: usize,
-}
-
-impl RunMemo {
-    /// An empty memo holding at most `capacity` bytes.
-    pub fn new(capacity: usize) -> RunMemo {
-        RunMemo {
-            inner: Mutex::new(RunInner::default()),
-            capacity,
-            reused: AtomicU64::new(0),
-            walked: AtomicU64::new(0),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, RunInner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The key of first byte `b`'s run entering the structure hashed `below`, visiting `list`.
-    pub(super) fn key(below: u128, list: VisitList, b: u8) -> u128 {
-        fingerprint(&(below, list, b))
-    }
-
-    /// The walk kept under `key`.
-    pub(super) fn get(&self, key: u128) -> Option<Arc<RunWalk>> {
-        let found = self.lock().map.get(&key).cloned();
-        if found.is_some() {
-            self.reused.fetch_add(1, Ordering::Relaxed);
-        }
-        found
-    }
-
-    /// Keeps `walk` under `key`, dropping the oldest walks past the capacity.
-    pub(super) fn insert(&self, key: u128, walk: RunWalk) {
-        self.walked.fetch_add(1, Ordering::Relaxed);
-        let bytes = walk.bytes();
-        let mut inner = self.lock();
-        if inner.map.insert(key, Arc::new(walk)).is_none() {
-            inner.order.push_back(key);
-            inner.bytes += bytes;
-        }
-        while inner.bytes > self.capacity {
-            let Some(old) = inner.order.pop_front() else {
-                break;
-            };
-            if let Some(w) = inner.map.remove(&old) {
-                inner.bytes -= w.bytes();
-            }
-        }
-    }
-
-    /// Runs taken from the memo, runs walked and kept, and bytes held.
-    pub fn stats(&self) -> (u64, u64, usize) {
-        (
-            self.reused.load(Ordering::Relaxed),
-            self.walked.load(Ordering::Relaxed),
-            self.lock().bytes,
-        )
-    }
+/// The [`RunMemo`] key of first byte `b`'s run entering the structure hashed `below`, visiting
+/// `list`.
+pub(super) fn memo_key(below: u128, list: VisitList, b: u8) -> u128 {
+    fingerprint(&(below, list, b))
 }

@@ -12,6 +12,7 @@
 //! - `slices`: `SliceInterner`, dense ids for distinct `u32` slices (automaton construction).
 //! - `graph`: strongly connected components (rule call graphs, automaton states).
 //! - `byte_set`: [`ByteSet`], 256-bit byte sets.
+//! - `memo`: `Memo`, results shared between grammars by key, bounded by bytes.
 
 mod bitmask;
 mod byte_set;
@@ -22,6 +23,7 @@ mod ids;
 mod limits;
 mod loop_class;
 pub(crate) mod marker;
+pub(crate) mod memo;
 pub(crate) mod slices;
 
 pub use bitmask::{TokenBitmask, TokenBitmaskMut};

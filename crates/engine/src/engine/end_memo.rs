@@ -1,0 +1,236 @@
+//! Rule ends in the root's context, decided once per structure and shared between grammars.
+//!
+//! An item whose rule can end inside a token leaves the rest of the token (its uncertain list's
+//! suffix groups, [`Uncertain`]) to the items below it: the matcher completes the rule and walks
+//! the suffixes through the full parse. Where every item the completion advances is a root item
+//! from the start of the input (a tool call's end, back in a TagDispatch's free text), the set
+//! the suffixes are walked from holds those root items and what they predict, nothing else. It is
+//! fixed by the advanced root states, whose structural hashes ([`super::hash`]) describe every
+//! rule the root reaches ([`Automaton::root_covered`]) but not the tag rules behind its opaque
+//! calls, the tools that change with every request.
+//!
+//! So a group whose walk only ever read sets of covered items has the same verdict in every
+//! grammar where the same list is completed into root states of the same hashes. [`EndMemo`]
+//! keeps, under that key, the tokens of the groups so accepted and the groups whose walk met a tag
+//! rule's item (a suffix running on into the next call's trigger and tool name). A later grammar
+//! sets the first and walks only the second.
+//!
+//! Invariant: an [`EndWalk`]'s key determines it: the list's fingerprint names its groups, and
+//! the hashes of the root states the walk's covered part.
+
+use super::automaton::Automaton;
+use super::earley::EarleyParser;
+use super::mask::{walk_sorted, walk_sorted_tracked};
+use super::mask_cache::Uncertain;
+use crate::util::memo::{Memo, Weighed};
+use crate::util::{RuleId, StateId, TokenBitmaskMut, TokenId};
+
+/// The decision of one uncertain list in one root context.
+#[derive(Debug)]
+pub struct EndWalk {
+    /// Ids of the tokens of the groups accepted whatever the tag rules are.
+    accepted: Box<[u32]>,
+    /// The groups whose verdict read a tag rule's item (increasing indices).
+    unsure: Box<[u32]>,
+}
+
+impl Weighed for EndWalk {
+    fn bytes(&self) -> usize {
+        (self.accepted.len() + self.unsure.len()) * 4 + 64
+    }
+}
+
+/// Rule-end decisions shared by every grammar of a compiler (see the module docs).
+pub type EndMemo = Memo<EndWalk>;
+
+/// Whether every item that completing `rule` (started at `origin`) advances is a root item from
+/// the start of the input, in a grammar whose root is not counted; if so, `targets` is set to the
+/// states they advance to (sorted, without repeats). `parser` must hold set `origin`.
+pub(super) fn root_context(
+    a: &Automaton,
+    parser: &EarleyParser,
+    rule: RuleId,
+    origin: usize,
+    targets: &mut Vec<StateId>,
+) -> bool {
+    let fsm = a.fsm();
+    let root = a.root();
+    targets.clear();
+    if a.counted(root).is_some() {
+        return false;
+    }
+    for parent in parser.set(origin) {
+        for &(r, t) in fsm.ref_edges(parent.state) {
+            if r != rule || !parent.may_call(a) {
+                continue;
+            }
+            if parent.origin != 0 || fsm.rule_of(parent.state) != root {
+                return false;
+            }
+            targets.push(t);
+        }
+    }
+    targets.sort_unstable();
+    targets.dedup();
+    !targets.is_empty()
+}
+
+/// Sets in `mask` the tokens of `uncertain` whose suffix the parser's current set accepts, that set
+/// being the completion [`root_context`] found, whose key is `key`: from `memo` when kept there
+/// (walking only the unsure groups), else by a tracked walk whose result is kept.
+pub(super) fn fill_root_ends(
+    a: &Automaton,
+    memo: &EndMemo,
+    key: u128,
+    parser: &mut EarleyParser,
+    uncertain: &Uncertain,
+    mask: &mut TokenBitmaskMut,
+) {
+    if let Some(known) = memo.get(key) {
+        for &t in known.accepted.iter() {
+            mask.set(TokenId(t));
+        }
+        let unsure = &known.unsure;
+        walk_sorted(
+            a,
+            parser,
+            unsure.len(),
+            |i| uncertain.suffix(unsure[i] as usize),
+            |i| {
+                for &t in uncertain.tokens(unsure[i] as usize) {
+                    mask.set(TokenId(t));
+                }
+            },
+        );
+        return;
+    }
+    let mut passed = Vec::new();
+    let mut unsure = Vec::new();
+    walk_sorted_tracked(
+        a,
+        parser,
+        uncertain.len(),
+        |i| uncertain.suffix(i),
+        a.root_covered(),
+        |i| passed.push(i as u32),
+        |i| unsure.push(i as u32),
+    );
+    let mut accepted = Vec::new();
+    for &i in &passed {
+        let tokens = uncertain.tokens(i as usize);
+        for &t in tokens {
+            mask.set(TokenId(t));
+        }
+        if unsure.binary_search(&i).is_err() {
+            accepted.extend_from_slice(tokens);
+        }
+    }
+    memo.insert(
+        key,
+        EndWalk {
+            accepted: accepted.into(),
+            unsure: unsure.into(),
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::engine::{CompileOptions, GrammarCompiler, GrammarMatcher};
+    use crate::grammar::ebnf;
+    use crate::util::{Limits, TokenBitmask, TokenId};
+    use crate::vocab::{TokenKind, Vocab};
+
+    /// Single bytes, and tokens that end a call and run on into free text, into the next
+    /// trigger, or through it into a tool's name.
+    const TOKENS: &[&str] = &[
+        "<",
+        "t",
+        "=",
+        "a",
+        "b",
+        ">",
+        "/",
+        "1",
+        "2",
+        "x",
+        "</t>",
+        "</t>x",
+        "</t><t",
+        "</t><t=",
+        "</t><t=a",
+        "</t><t=b",
+        "1</t><t=a>",
+        "1</t><t=b>",
+        "2</t>",
+    ];
+
+    fn vocab() -> Arc<Vocab> {
+        let mut tokens: Vec<_> = TOKENS
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i as u32, t.as_bytes().to_vec(), TokenKind::Normal))
+            .collect();
+        let end = TOKENS.len() as u32;
+        tokens.push((end, b"<end>".to_vec(), TokenKind::Special));
+        Arc::new(Vocab::new(TOKENS.len() + 1, tokens, vec![TokenId(end)]))
+    }
+
+    fn id(token: &str) -> TokenId {
+        TokenId(
+            TOKENS
+                .iter()
+                .position(|t| *t == token)
+                .expect("a test token") as u32,
+        )
+    }
+
+    /// A TagDispatch calling one tool, `name`, whose call is `<t=NAME>` digits `</t>`.
+    fn grammar(name: &str) -> crate::Grammar {
+        let src = format!(
+            "root ::= TagDispatch((\"<t=\", call), stop_eos=true, stop_str=(), \
+             loop_after_dispatch=true, excludes=())\ncall ::= \"{name}>\" [12]+ \"</t>\""
+        );
+        ebnf::parse(&src, "root", &Limits::default()).expect("grammar")
+    }
+
+    /// The mask inside a call's digits, cached and uncached, after `text`.
+    fn masks_after(compiler: &GrammarCompiler, name: &str, text: &str) -> (Vec<u32>, Vec<u32>) {
+        let g = compiler.compile(&grammar(name)).expect("compiles");
+        let mut m = GrammarMatcher::new(g);
+        assert!(m.accept_string(text), "{text}");
+        let size = compiler.vocab().size();
+        let (mut cached, mut uncached) = (TokenBitmask::new(size), TokenBitmask::new(size));
+        m.fill_next_token_bitmask(&mut cached);
+        m.fill_next_token_bitmask_uncached(&mut uncached);
+        (cached.allowed_ids(), uncached.allowed_ids())
+    }
+
+    #[test]
+    fn a_call_end_is_decided_once_and_a_run_into_the_next_name_every_time() {
+        let compiler = GrammarCompiler::new(vocab(), Limits::default(), CompileOptions::default());
+        let (cached, uncached) = masks_after(&compiler, "a", "hi <t=a>1");
+        assert_eq!(cached, uncached, "the first grammar walks and keeps");
+        let stats = compiler.pool_stats().expect("a pool");
+        assert_eq!((stats.ends_reused, stats.ends_walked), (0, 1));
+        for t in ["</t>", "</t>x", "</t><t=", "</t><t=a", "1</t><t=a>"] {
+            assert!(cached.contains(&id(t).0), "{t} allowed with tool a");
+        }
+        for t in ["</t><t=b", "1</t><t=b>"] {
+            assert!(!cached.contains(&id(t).0), "{t} refused with tool a");
+        }
+
+        let (cached, uncached) = masks_after(&compiler, "b", "<t=b>2");
+        assert_eq!(cached, uncached, "the second grammar reuses the decision");
+        let stats = compiler.pool_stats().expect("a pool");
+        assert_eq!((stats.ends_reused, stats.ends_walked), (1, 1));
+        for t in ["</t>", "</t>x", "</t><t=", "</t><t=b", "1</t><t=b>"] {
+            assert!(cached.contains(&id(t).0), "{t} allowed with tool b");
+        }
+        for t in ["</t><t=a", "1</t><t=a>"] {
+            assert!(!cached.contains(&id(t).0), "{t} refused with tool b");
+        }
+    }
+}
