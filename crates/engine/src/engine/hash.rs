@@ -19,6 +19,7 @@
 //! key's free rest in two objects' key rules, string contents inside two larger rules — share a
 //! mask; the compiler uses it for wide states new under their rule's key.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +34,7 @@ use crate::util::{Fingerprint, RuleId, StateId};
 pub const CYCLE_BUDGET: usize = 4_000_000;
 
 /// A serialization being written: what [`serialize`] hashes.
+#[derive(Default)]
 struct Serial(Vec<u8>);
 
 impl Serial {
@@ -43,6 +45,32 @@ impl Serial {
     fn write_u128(&mut self, v: u128) {
         self.0.extend_from_slice(&v.to_le_bytes());
     }
+}
+
+/// What one serialization ([`write_states`]) works in: kept per thread and reused, so that hashing
+/// a state (many times per mask computation) allocates nothing once the buffers have grown.
+#[derive(Default)]
+struct Buffers {
+    serial: Serial,
+    /// The states numbered so far, in BFS order.
+    order: Vec<StateId>,
+    queue: VecDeque<StateId>,
+    /// One state's reference edges, sorted before they are written.
+    refs: Vec<(u8, u128, RuleId, StateId)>,
+    /// [`StructuralHashes::below`]'s numbering.
+    index: FxHashMap<StateId, u32>,
+}
+
+thread_local! {
+    static BUFFERS: RefCell<Buffers> = RefCell::new(Buffers::default());
+}
+
+/// Calls `f` with this thread's buffers (fresh ones if they are in use further up the stack).
+fn with_buffers<R>(f: impl FnOnce(&mut Buffers) -> R) -> R {
+    BUFFERS.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffers) => f(&mut buffers),
+        Err(_) => f(&mut Buffers::default()),
+    })
 }
 
 /// A pseudo-random 128-bit key for state index `i` of a rule (two splitmix64 finalizers): a
@@ -195,27 +223,33 @@ impl StructuralHashes {
             opaque,
             bounds,
         };
-        let mut index: FxHashMap<StateId, u32> = FxHashMap::default();
-        let mut h = Serial(Vec::new());
-        // A domain separator: a serialization from a state never equals one from a rule start.
-        h.write_u64(u64::MAX - 1);
-        write_states(
-            &ctx,
-            s,
-            &mut h,
-            |t, order: &mut Vec<StateId>| {
-                let next = order.len() as u32;
-                let i = *index.entry(t).or_insert(next);
-                if i == next {
-                    order.push(t);
-                }
-                (i, i == next)
-            },
-            budget.min(BELOW_BUDGET),
-        )?;
-        let mut f = Fingerprint::new();
-        f.write(&h.0);
-        Some(f.finish128())
+        with_buffers(|buf| {
+            buf.index.clear();
+            let mut index = std::mem::take(&mut buf.index);
+            buf.serial.0.clear();
+            // A domain separator: a serialization from a state never equals one from a rule start.
+            buf.serial.write_u64(u64::MAX - 1);
+            let written = write_states(
+                &ctx,
+                s,
+                buf,
+                |t, order: &mut Vec<StateId>| {
+                    let next = order.len() as u32;
+                    let i = *index.entry(t).or_insert(next);
+                    if i == next {
+                        order.push(t);
+                    }
+                    (i, i == next)
+                },
+                budget.min(BELOW_BUDGET),
+            );
+            buf.index = index;
+            written.then(|| {
+                let mut f = Fingerprint::new();
+                f.write(&buf.serial.0);
+                f.finish128()
+            })
+        })
     }
 }
 
@@ -234,46 +268,47 @@ struct Context<'a> {
 /// canonical index of each of the rule's own states (`u32::MAX` when unreachable from its start).
 fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u32>) {
     let fsm = ctx.fsm;
-    // The serialization, hashed in one write (SipHash is much faster on one long input than on
-    // many eight-byte ones).
-    let mut h = Serial(Vec::new());
-    let order = write_states(
-        ctx,
-        fsm.start(rule),
-        &mut h,
-        |t, order: &mut Vec<StateId>| {
-            if index[t.index()] == u32::MAX {
-                index[t.index()] = order.len() as u32;
-                order.push(t);
-                (index[t.index()], true)
-            } else {
-                (index[t.index()], false)
-            }
-        },
-        usize::MAX,
-    )
-    .unwrap_or_default();
-    let own = fsm.rule_states(rule);
-    let canonical = own.clone().map(|s| index[s]).collect();
-    for s in order {
-        index[s.index()] = u32::MAX;
-    }
-    let mut f = Fingerprint::new();
-    f.write(&h.0);
-    (f.finish128(), canonical)
+    with_buffers(|buf| {
+        // The serialization, hashed in one write (one long input hashes faster than many
+        // eight-byte ones).
+        buf.serial.0.clear();
+        write_states(
+            ctx,
+            fsm.start(rule),
+            buf,
+            |t, order: &mut Vec<StateId>| {
+                if index[t.index()] == u32::MAX {
+                    index[t.index()] = order.len() as u32;
+                    order.push(t);
+                    (index[t.index()], true)
+                } else {
+                    (index[t.index()], false)
+                }
+            },
+            usize::MAX,
+        );
+        let canonical = fsm.rule_states(rule).map(|s| index[s]).collect();
+        for s in &buf.order {
+            index[s.index()] = u32::MAX;
+        }
+        let mut f = Fingerprint::new();
+        f.write(&buf.serial.0);
+        (f.finish128(), canonical)
+    })
 }
 
-/// Writes the states reachable from `start` to `h` in BFS order (byte edges in byte order, then
-/// reference edges; same-cycle callees by their start's number, others by their hash); `number`
-/// gives a state's number and whether it is new (then it was appended to the order). Returns the
-/// order, or `None` once more than `budget` states were numbered.
+/// Appends the states reachable from `start` to `buf.serial` in BFS order (byte edges in byte
+/// order, then reference edges; same-cycle callees by their start's number, others by their
+/// hash); `number` gives a state's number and whether it is new (then it was appended to the
+/// order). Leaves the states numbered in `buf.order`; `false` once more than `budget` states were
+/// numbered.
 fn write_states(
     ctx: &Context<'_>,
     start: StateId,
-    h: &mut Serial,
+    buf: &mut Buffers,
     mut number: impl FnMut(StateId, &mut Vec<StateId>) -> (u32, bool),
     budget: usize,
-) -> Option<Vec<StateId>> {
+) -> bool {
     let Context {
         fsm,
         comp,
@@ -283,8 +318,15 @@ fn write_states(
         opaque,
         bounds,
     } = *ctx;
-    let mut order: Vec<StateId> = Vec::new();
-    let mut queue = VecDeque::new();
+    let Buffers {
+        serial: h,
+        order,
+        queue,
+        refs,
+        ..
+    } = buf;
+    order.clear();
+    queue.clear();
     let mut visit = |s: StateId, order: &mut Vec<StateId>, queue: &mut VecDeque<StateId>| -> u64 {
         let (i, new) = number(s, order);
         if new {
@@ -292,10 +334,10 @@ fn write_states(
         }
         i.into()
     };
-    visit(start, &mut order, &mut queue);
+    visit(start, order, queue);
     while let Some(s) = queue.pop_front() {
         if order.len() > budget {
-            return None;
+            return false;
         }
         if fsm.start(fsm.rule_of(s)) == s {
             match bounds(fsm.rule_of(s)) {
@@ -312,43 +354,40 @@ fn write_states(
         h.write_u64(edges.len() as u64);
         for e in edges {
             h.write_u64(u64::from(e.lo) << 8 | u64::from(e.hi));
-            let t = visit(e.target, &mut order, &mut queue);
+            let t = visit(e.target, order, queue);
             h.write_u64(t);
         }
         let caller = fsm.rule_of(s);
         // 0: opaque (hash = nullable flag), 1: same cycle, 2: callee hash.
-        let mut refs: Vec<(u8, u128, RuleId, StateId)> = fsm
-            .ref_edges(s)
-            .iter()
-            .map(|&(c, t)| {
-                if opaque(caller, c) {
-                    (0, u128::from(nullable[c.index()]), c, t)
-                } else if component[c.index()] == comp {
-                    (1, 0, c, t)
-                } else {
-                    (2, hashes[c.index()], c, t)
-                }
-            })
-            .collect();
+        refs.clear();
+        refs.extend(fsm.ref_edges(s).iter().map(|&(c, t)| {
+            if opaque(caller, c) {
+                (0, u128::from(nullable[c.index()]), c, t)
+            } else if component[c.index()] == comp {
+                (1, 0, c, t)
+            } else {
+                (2, hashes[c.index()], c, t)
+            }
+        }));
         refs.sort_unstable();
         h.write_u64(refs.len() as u64);
-        for (kind, callee, c, t) in refs {
+        for &(kind, callee, c, t) in refs.iter() {
             if kind == 0 {
                 h.write_u64(3);
                 h.write_u128(callee);
             } else if kind == 1 {
-                let start = visit(fsm.start(c), &mut order, &mut queue);
+                let start = visit(fsm.start(c), order, queue);
                 h.write_u64(1);
                 h.write_u64(start);
             } else {
                 h.write_u64(2);
                 h.write_u128(callee);
             }
-            let t = visit(t, &mut order, &mut queue);
+            let t = visit(t, order, queue);
             h.write_u64(t);
         }
     }
-    Some(order)
+    true
 }
 
 /// Strongly connected components of the rule reference graph, callees before callers.
