@@ -173,9 +173,11 @@ impl Automaton {
         chain
     }
 
-    /// Per rule: whether the root reaches it through calls that are not opaque (the root
-    /// included). These are the rules a root state's structural hash ([`super::hash`]) describes;
-    /// a tag rule behind a TagDispatch, and what it calls, are not among them.
+    /// Per rule: whether the root reaches it through calls of rules that are no TagDispatch's tag
+    /// rule (the root included): rules whose structure a root state's structural hash describes.
+    /// A tag rule is left out even where a plain call also reaches it, as is what only it
+    /// reaches: the hash writes a TagDispatch's call as a call to some rule, so an item of the tag
+    /// rule may come from that call, which the hash does not describe.
     pub fn root_covered(&self) -> &[bool] {
         self.root_covered.get_or_init(|| {
             let fsm = &self.fsm;
@@ -186,7 +188,7 @@ impl Automaton {
             while let Some(r) = stack.pop() {
                 for s in fsm.rule_states(r) {
                     for &(callee, _) in fsm.ref_edges(StateId(s as u32)) {
-                        if !covered[callee.index()] && !self.is_opaque_call(r, callee) {
+                        if !covered[callee.index()] && !self.is_dispatched(callee) {
                             covered[callee.index()] = true;
                             stack.push(callee);
                         }

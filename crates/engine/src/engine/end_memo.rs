@@ -21,7 +21,7 @@
 use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::mask::{walk_sorted, walk_sorted_tracked};
-use super::mask_cache::Uncertain;
+use super::uncertain::Uncertain;
 use crate::util::memo::{Memo, Weighed};
 use crate::util::{RuleId, StateId, TokenBitmaskMut, TokenId};
 
@@ -188,17 +188,17 @@ mod tests {
     }
 
     /// A TagDispatch calling one tool, `name`, whose call is `<t=NAME>` digits `</t>`.
-    fn grammar(name: &str) -> crate::Grammar {
-        let src = format!(
+    fn grammar(name: &str) -> String {
+        format!(
             "root ::= TagDispatch((\"<t=\", call), stop_eos=true, stop_str=(), \
              loop_after_dispatch=true, excludes=())\ncall ::= \"{name}>\" [12]+ \"</t>\""
-        );
-        ebnf::parse(&src, "root", &Limits::default()).expect("grammar")
+        )
     }
 
-    /// The mask inside a call's digits, cached and uncached, after `text`.
-    fn masks_after(compiler: &GrammarCompiler, name: &str, text: &str) -> (Vec<u32>, Vec<u32>) {
-        let g = compiler.compile(&grammar(name)).expect("compiles");
+    /// The mask inside a call's digits, cached and uncached, after `text`, under EBNF `src`.
+    fn masks_after(compiler: &GrammarCompiler, src: &str, text: &str) -> (Vec<u32>, Vec<u32>) {
+        let grammar = ebnf::parse(src, "root", &Limits::default()).expect("grammar");
+        let g = compiler.compile(&grammar).expect("compiles");
         let mut m = GrammarMatcher::new(g);
         assert!(m.accept_string(text), "{text}");
         let size = compiler.vocab().size();
@@ -211,7 +211,7 @@ mod tests {
     #[test]
     fn a_call_end_is_decided_once_and_a_run_into_the_next_name_every_time() {
         let compiler = GrammarCompiler::new(vocab(), Limits::default(), CompileOptions::default());
-        let (cached, uncached) = masks_after(&compiler, "a", "hi <t=a>1");
+        let (cached, uncached) = masks_after(&compiler, &grammar("a"), "hi <t=a>1");
         assert_eq!(cached, uncached, "the first grammar walks and keeps");
         let stats = compiler.pool_stats().expect("a pool");
         assert_eq!((stats.ends_reused, stats.ends_walked), (0, 1));
@@ -222,7 +222,7 @@ mod tests {
             assert!(!cached.contains(&id(t).0), "{t} refused with tool a");
         }
 
-        let (cached, uncached) = masks_after(&compiler, "b", "<t=b>2");
+        let (cached, uncached) = masks_after(&compiler, &grammar("b"), "<t=b>2");
         assert_eq!(cached, uncached, "the second grammar reuses the decision");
         let stats = compiler.pool_stats().expect("a pool");
         assert_eq!((stats.ends_reused, stats.ends_walked), (1, 1));
@@ -232,5 +232,30 @@ mod tests {
         for t in ["</t><t=a", "1</t><t=a>"] {
             assert!(!cached.contains(&id(t).0), "{t} refused with tool b");
         }
+    }
+
+    #[test]
+    fn a_tag_rule_also_called_directly_is_still_walked() {
+        // Both grammars call rule `call` (tool `a`) directly from the root through `y`; the first
+        // also dispatches to it, the second to `call2` (tool `b`). The root states hash the same
+        // (a TagDispatch's call is a call to some rule), so a run into the next tool's name must
+        // not be decided from the first grammar's walk.
+        let src = |tag: &str| {
+            format!(
+                "root ::= TagDispatch((\"<t=\", {tag}), stop_eos=true, stop_str=(), \
+                 loop_after_dispatch=true, excludes=()) | y\ny ::= \"!\" call \";\"\n\
+                 call ::= \"a>\" [12]+ \"</t>\"\ncall2 ::= \"b>\" [12]+ \"</t>\""
+            )
+        };
+        let compiler = GrammarCompiler::new(vocab(), Limits::default(), CompileOptions::default());
+        let (cached, uncached) = masks_after(&compiler, &src("call"), "<t=a>1");
+        assert_eq!(cached, uncached);
+        assert!(cached.contains(&id("</t><t=a").0));
+        let (cached, uncached) = masks_after(&compiler, &src("call2"), "<t=b>2");
+        assert_eq!(cached, uncached, "the run into a tool name is walked again");
+        assert!(cached.contains(&id("</t><t=b").0));
+        assert!(!cached.contains(&id("</t><t=a").0));
+        let stats = compiler.pool_stats().expect("a pool");
+        assert_eq!(stats.ends_reused, 1, "the second grammar used the memo");
     }
 }

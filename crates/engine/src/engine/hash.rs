@@ -65,10 +65,19 @@ thread_local! {
     static BUFFERS: RefCell<Buffers> = RefCell::new(Buffers::default());
 }
 
+/// Largest serialization buffer a thread keeps after use (a larger one is freed).
+const KEPT_SERIAL: usize = 1 << 20;
+
 /// Calls `f` with this thread's buffers (fresh ones if they are in use further up the stack).
 fn with_buffers<R>(f: impl FnOnce(&mut Buffers) -> R) -> R {
     BUFFERS.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buffers) => f(&mut buffers),
+        Ok(mut buffers) => {
+            let out = f(&mut buffers);
+            if buffers.serial.0.capacity() > KEPT_SERIAL {
+                buffers.serial = Serial::default();
+            }
+            out
+        }
         Err(_) => f(&mut Buffers::default()),
     })
 }

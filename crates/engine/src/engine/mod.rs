@@ -12,6 +12,7 @@
 //! - `run_memo`: the mask cache's first-byte runs, shared between states by the structure entered.
 //! - `end_memo`: the matcher's decisions of rule ends in the root's context, shared between
 //!   grammars by structure.
+//! - `uncertain`: a state's uncertain tokens, grouped by the suffix its rule's context must accept.
 //! - `set_walk`: the mask cache's out-of-context token walk, memoized over canonical Earley sets.
 //! - `repetition`: large `{min,max}` repetitions as counted rules (a run-time iteration count).
 //! - `matcher`: [`GrammarMatcher`], the per-sequence state and its public API.
@@ -32,6 +33,7 @@ pub(crate) mod mask_cache;
 mod matcher;
 mod run_memo;
 pub(crate) mod set_walk;
+mod uncertain;
 
 pub use automaton::{build_automaton, Automaton};
 pub use compiler::{compile, CompileOptions, CompiledGrammar, GrammarCompiler, Precompute};
