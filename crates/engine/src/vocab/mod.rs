@@ -371,11 +371,10 @@ impl Vocab {
     /// classes: `None` past it).
     pub fn class_tails(&self, class: &LoopClass) -> Option<std::sync::Arc<Tails>> {
         self.tails.get(class, || {
-            let ids: Vec<u32> = self.sorted.iter().map(|t| t.0).collect();
             Tails::build(
                 class,
                 &tails::Entries {
-                    ids: &ids,
+                    ids: &self.sorted,
                     size: self.size(),
                     bytes: |i| self.sorted_bytes(i),
                     lcp: &self.lcp,

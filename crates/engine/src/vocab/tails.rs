@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use rustc_hash::FxHashMap;
 
-use crate::util::{is_continuation, LoopClass};
+use crate::util::{is_continuation, LoopClass, TokenId};
 
 /// A stored tail start that is too large for a byte: the shortcut never applies.
 pub const UNKNOWN_TAIL: u8 = u8::MAX;
@@ -73,7 +73,7 @@ fn is_whole(start: u8, bytes: &[u8]) -> bool {
 /// vocabulary of `size` ids.
 pub struct Entries<'a, F> {
     /// Token id per entry.
-    pub ids: &'a [u32],
+    pub ids: &'a [TokenId],
     /// Number of ids of the vocabulary.
     pub size: usize,
     /// Bytes per entry.
@@ -127,7 +127,7 @@ impl Tails {
                 if let Some(&f) = b.first() {
                     run_max[usize::from(f)] = run_max[usize::from(f)].max(count);
                 }
-                let id = entries.ids[i] as usize;
+                let id = entries.ids[i].index();
                 whole_bits[id / 32] |= 1 << (id % 32);
             } else {
                 others.push(i as u32);
@@ -242,7 +242,7 @@ mod tests {
                     .count() as u32,
             })
             .collect();
-        let ids: Vec<u32> = (0..entries.len() as u32).rev().collect();
+        let ids: Vec<TokenId> = (0..entries.len() as u32).rev().map(TokenId).collect();
         let ascii: Vec<u128> = entries.iter().map(|e| ascii_set(e)).collect();
         let t = Tails::build(
             &class,
@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(*t.whole, *whole);
         for (k, &p) in whole.iter().enumerate() {
             assert_eq!(usize::from(t.whole_members[k]), entries[p as usize].len());
-            let id = ids[p as usize] as usize;
+            let id = ids[p as usize].index();
             assert_eq!(t.whole_bits[id / 32] >> (id % 32) & 1, 1);
         }
         let bits: u32 = t.whole_bits.iter().map(|w| w.count_ones()).sum();
