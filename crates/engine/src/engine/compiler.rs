@@ -202,11 +202,11 @@ impl CompiledGrammar {
                 // A wide state's first bytes mostly enter structure other states enter too.
                 let entered = (wide && count == 0).then_some(&entered);
                 pool.get_or_compute(key, &self.vocab, follow, || {
-                    AdaptiveMask::compute(a, &self.vocab, s, count, entered)
+                    AdaptiveMask::compute(a, &self.vocab, s, count, entered, Some(pool.bitsets()))
                 })
             }
             _ => {
-                let mask = Arc::new(AdaptiveMask::compute(a, &self.vocab, s, count, None));
+                let mask = Arc::new(AdaptiveMask::compute(a, &self.vocab, s, count, None, None));
                 let uncertain = mask.uncertain_for(&self.vocab, follow);
                 StateMask { mask, uncertain }
             }

@@ -192,9 +192,10 @@ pub struct WholeBits {
 }
 
 impl WholeBits {
-    /// Every whole token of `tails`' class, none covered yet.
-    pub fn new(tails: Arc<Tails>) -> WholeBits {
-        let bits = tails.whole_bits.to_vec();
+    /// Every whole token of `tails`' class, none covered yet, in `bits` (a buffer, emptied).
+    pub fn new(tails: Arc<Tails>, mut bits: Vec<u32>) -> WholeBits {
+        bits.clear();
+        bits.extend_from_slice(&tails.whole_bits);
         WholeBits {
             tails,
             bits,
@@ -204,8 +205,8 @@ impl WholeBits {
 
     /// Every whole token of `tails`' class but `long` (sorted positions), every first byte
     /// covered: the state itself has the chain.
-    pub fn all(tails: Arc<Tails>, vocab: &Vocab, long: &[u32]) -> WholeBits {
-        let mut w = WholeBits::new(tails);
+    pub fn all(tails: Arc<Tails>, vocab: &Vocab, long: &[u32], bits: Vec<u32>) -> WholeBits {
+        let mut w = WholeBits::new(tails, bits);
         w.covered = [true; 256];
         w.cover(vocab, 0, long);
         w
@@ -214,23 +215,22 @@ impl WholeBits {
     /// Every whole token of `tails`' class with at most `cap` members, every first byte covered:
     /// the state itself has a closed chain, which refuses the longer ones. Whichever of the
     /// longer and the others are fewer is walked (by member count, no sorting).
-    pub fn at_most(tails: Arc<Tails>, vocab: &Vocab, cap: u32) -> WholeBits {
+    pub fn at_most(tails: Arc<Tails>, vocab: &Vocab, cap: u32, mut bits: Vec<u32>) -> WholeBits {
         let sorted = vocab.sorted();
         let long = tails.count_longer(cap);
         let id = |k: u32| sorted[tails.whole[k as usize] as usize].0 as usize;
-        let bits = if long <= tails.by_members.len() / 2 {
-            let mut bits = tails.whole_bits.to_vec();
+        bits.clear();
+        if long <= tails.by_members.len() / 2 {
+            bits.extend_from_slice(&tails.whole_bits);
             for &k in &tails.by_members[..long] {
                 bits[id(k) / 32] &= !(1 << (id(k) % 32));
             }
-            bits
         } else {
-            let mut bits = vec![0u32; tails.whole_bits.len()];
+            bits.resize(tails.whole_bits.len(), 0);
             for &k in &tails.by_members[long..] {
                 bits[id(k) / 32] |= 1 << (id(k) % 32);
             }
-            bits
-        };
+        }
         WholeBits {
             tails,
             bits,
@@ -255,7 +255,7 @@ impl WholeBits {
     }
 
     /// The accepted set: the covered whole tokens and the `visited` ones the walk accepted, as
-    /// token-id bits.
+    /// token-id bits (in the buffer the bits were made in).
     pub fn finish(mut self, vocab: &Vocab, visited: &[u32]) -> Vec<u32> {
         let sorted = vocab.sorted();
         let whole = &self.tails.whole;

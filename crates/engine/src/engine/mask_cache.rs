@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex};
 use rustc_hash::FxHashMap;
 
 use super::automaton::Automaton;
+use super::bitsets::{self, Bitsets};
 use super::end_memo::EndMemo;
 use super::lookahead::{has_byte, ByteSet};
 use super::loops::{long_whole, ChainTails, Loops, WholeBits};
@@ -91,8 +92,9 @@ pub enum TokenSet {
     /// Ids of the text tokens that are *not* accepted (few refused): the accepted set is every other
     /// text token.
     Rejected(Box<[u32]>),
-    /// One bit per token id, in [`crate::util::TokenBitmask`] layout.
-    Bitset(Box<[u32]>),
+    /// One bit per token id, in [`crate::util::TokenBitmask`] layout (equal sets of one pool are
+    /// held once).
+    Bitset(Arc<[u32]>),
 }
 
 /// The visits of a run whose whole tokens are taken as bits: its `others` (a range of
@@ -140,8 +142,9 @@ thread_local! {
     static ACCEPTED: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The accepted tokens (distinct ids) in whichever [`TokenSet`] form is smallest.
-fn token_set(vocab: &Vocab, listed: &mut [u32]) -> TokenSet {
+/// The accepted tokens (distinct ids) in whichever [`TokenSet`] form is smallest; a bitset is
+/// taken from `shared` when it holds an equal one.
+fn token_set(vocab: &Vocab, listed: &mut [u32], shared: Option<&Bitsets>) -> TokenSet {
     let words = vocab.size().div_ceil(32);
     let count = listed.len();
     let others = vocab.sorted().len() - count;
@@ -149,28 +152,31 @@ fn token_set(vocab: &Vocab, listed: &mut [u32]) -> TokenSet {
         listed.sort_unstable();
         return TokenSet::Accepted(listed.into());
     }
-    let mut bits = vec![0u32; words];
+    let mut bits = bitsets::take_buffer();
+    bits.resize(words, 0);
     for &t in listed.iter() {
         bits[t as usize / 32] |= 1 << (t % 32);
     }
-    token_set_of_bits(vocab, bits)
+    let set = token_set_of_bits(vocab, &bits, shared);
+    bitsets::give_back(bits);
+    set
 }
 
 /// The accepted text tokens given as id bits, in whichever [`TokenSet`] form is smallest (the same
 /// form [`token_set`] picks for the same tokens).
-fn token_set_of_bits(vocab: &Vocab, bits: Vec<u32>) -> TokenSet {
+fn token_set_of_bits(vocab: &Vocab, bits: &[u32], shared: Option<&Bitsets>) -> TokenSet {
     let words = bits.len();
     let count = bits.iter().map(|w| w.count_ones() as usize).sum::<usize>();
     let others = vocab.sorted().len() - count;
     if count <= others && count < words {
-        return TokenSet::Accepted(ids_of(&bits, |w| bits[w]).into());
+        return TokenSet::Accepted(ids_of(bits, |w| bits[w]).into());
     }
     if others < words {
         // The text tokens outside the accepted bits, in increasing id order.
         let text = vocab.text_words();
-        return TokenSet::Rejected(ids_of(&bits, |w| text[w] & !bits[w]).into());
+        return TokenSet::Rejected(ids_of(bits, |w| text[w] & !bits[w]).into());
     }
-    TokenSet::Bitset(bits.into())
+    TokenSet::Bitset(shared.map_or_else(|| Arc::from(bits), |s| s.intern(bits)))
 }
 
 /// The ids whose bit is set in `word(w)` for each word index `w` of `bits`, increasing.
@@ -201,13 +207,15 @@ pub struct AdaptiveMask {
 impl AdaptiveMask {
     /// Parses every text token from `state` (with `count` completed iterations when it is a counted
     /// rule's) out of context and classifies it. With `entered`, a first byte's run entering a
-    /// structure walked before is taken from its memo ([`super::run_memo`]).
+    /// structure walked before is taken from its memo ([`super::run_memo`]); with `shared`, an
+    /// accepted bitset equal to one held there is shared ([`super::bitsets`]).
     pub(super) fn compute(
         a: &Automaton,
         vocab: &Vocab,
         state: StateId,
         count: u32,
         entered: Option<&Entered>,
+        shared: Option<&Bitsets>,
     ) -> AdaptiveMask {
         let sorted = vocab.sorted();
         let lcp = vocab.sorted_lcp();
@@ -238,10 +246,15 @@ impl AdaptiveMask {
         let mut long_all = Vec::new();
         let mut whole_bits = top.as_ref().map(|c| {
             if c.closed {
-                WholeBits::at_most(Arc::clone(&c.tails), vocab, c.cap)
+                WholeBits::at_most(Arc::clone(&c.tails), vocab, c.cap, bitsets::take_buffer())
             } else {
                 c.tails.longer_than(c.cap, &mut long_all);
-                WholeBits::all(Arc::clone(&c.tails), vocab, &long_all)
+                WholeBits::all(
+                    Arc::clone(&c.tails),
+                    vocab,
+                    &long_all,
+                    bitsets::take_buffer(),
+                )
             }
         });
         let mut ends: Vec<EndRange> = Vec::new();
@@ -311,7 +324,7 @@ impl AdaptiveMask {
                     match &mut whole_bits {
                         Some(w) if w.holds(t) => w.cover(vocab, b, &long),
                         None => {
-                            let mut w = WholeBits::new(Arc::clone(t));
+                            let mut w = WholeBits::new(Arc::clone(t), bitsets::take_buffer());
                             w.cover(vocab, b, &long);
                             whole_bits = Some(w);
                         }
@@ -437,8 +450,13 @@ impl AdaptiveMask {
             }
         }
         let accepted_set = match whole_bits {
-            Some(w) => token_set_of_bits(vocab, w.finish(vocab, &accepted)),
-            None => token_set(vocab, &mut accepted),
+            Some(w) => {
+                let bits = w.finish(vocab, &accepted);
+                let set = token_set_of_bits(vocab, &bits, shared);
+                bitsets::give_back(bits);
+                set
+            }
+            None => token_set(vocab, &mut accepted, shared),
         };
         let mask = AdaptiveMask {
             accepted: accepted_set,
@@ -457,7 +475,9 @@ impl AdaptiveMask {
     /// Heap bytes held.
     pub fn bytes(&self) -> usize {
         let set = match &self.accepted {
-            TokenSet::Accepted(v) | TokenSet::Rejected(v) | TokenSet::Bitset(v) => v.len() * 4,
+            TokenSet::Accepted(v) | TokenSet::Rejected(v) => v.len() * 4,
+            // A shared bitset counts its share.
+            TokenSet::Bitset(v) => v.len() * 4 / Arc::strong_count(v),
         };
         set + self.ends.len() * 12 + self.opaque.len() * 4 + std::mem::size_of::<Self>()
     }
@@ -589,6 +609,7 @@ pub struct MaskPool {
     evicted: AtomicU64,
     runs: RunMemo,
     ends: EndMemo,
+    bitsets: Bitsets,
 }
 
 impl MaskPool {
@@ -603,7 +624,13 @@ impl MaskPool {
             evicted: AtomicU64::new(0),
             runs: RunMemo::new(capacity / RUN_SHARE),
             ends: EndMemo::new(capacity / END_SHARE),
+            bitsets: Bitsets::default(),
         }
+    }
+
+    /// The accepted bitsets the pool's masks hold, each once.
+    pub(super) fn bitsets(&self) -> &Bitsets {
+        &self.bitsets
     }
 
     /// The rule ends decided in the root's context ([`super::end_memo`]).

@@ -9,6 +9,7 @@
 //! - `mask`: the token-mask walk over the vocabulary's sorted order with prefix-trie skipping.
 //! - `mask_cache`: the adaptive accepted / rejected / uncertain split per state and the
 //!   cross-grammar pool that shares it.
+//! - `bitsets`: equal accepted-token bitsets held once by a pool's masks.
 //! - `run_memo`: the mask cache's first-byte runs, shared between states by the structure entered.
 //! - `end_memo`: the matcher's decisions of rule ends in the root's context, shared between
 //!   grammars by structure.
@@ -21,6 +22,7 @@
 
 pub mod automaton;
 pub mod batch;
+mod bitsets;
 pub mod check;
 mod compiler;
 pub(crate) mod earley;
