@@ -62,6 +62,14 @@ impl Item {
 /// Sets larger than this switch from linear to hashed duplicate checks.
 const LINEAR_DEDUP: usize = 32;
 
+/// Most items a parser given back to its thread may have room for (3 MiB).
+const MAX_RECYCLED_ITEMS: usize = 1 << 18;
+
+thread_local! {
+    /// The last parser given back ([`EarleyParser::recycle`]), empty while none is.
+    static RECYCLED: std::cell::RefCell<EarleyParser> = std::cell::RefCell::new(EarleyParser::default());
+}
+
 /// The item sets of every byte position so far (by default none, holding no memory).
 #[derive(Debug, Clone, Default)]
 pub struct EarleyParser {
@@ -73,16 +81,31 @@ pub struct EarleyParser {
 }
 
 impl EarleyParser {
-    /// A parser positioned before the first byte.
+    /// A parser positioned before the first byte, in the memory of the last parser this thread
+    /// gave back with [`EarleyParser::recycle`]: a sequence's sets grow to hundreds of kilobytes,
+    /// and growing fresh memory again for every sequence costs reallocations and page faults.
     pub fn new(g: &Automaton) -> Self {
-        let mut p = EarleyParser {
-            items: Vec::new(),
-            starts: Vec::new(),
-            seen: FxHashSet::default(),
-            isolated: false,
-        };
+        let mut p = RECYCLED
+            .try_with(|r| r.try_borrow_mut().map(|mut p| std::mem::take(&mut *p)))
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        p.isolated = false;
         p.reset(g);
         p
+    }
+
+    /// Keeps this parser's memory for the thread's next [`EarleyParser::new`] (unless it is
+    /// larger than [`MAX_RECYCLED_ITEMS`] items).
+    pub fn recycle(self) {
+        if self.items.capacity() <= MAX_RECYCLED_ITEMS {
+            // At thread exit the slot may be gone: the memory is then simply freed.
+            let _ = RECYCLED.try_with(|r| {
+                if let Ok(mut slot) = r.try_borrow_mut() {
+                    *slot = self;
+                }
+            });
+        }
     }
 
     /// A parser whose only set holds an item of the root rule at `state` from the start and its

@@ -108,6 +108,13 @@ pub struct GrammarMatcher {
     overflow: Option<LimitError>,
 }
 
+impl Drop for GrammarMatcher {
+    /// Gives the parser's memory to the thread's next matcher.
+    fn drop(&mut self) {
+        std::mem::take(&mut self.parser).recycle();
+    }
+}
+
 impl GrammarMatcher {
     /// A matcher at the start of the grammar, stopping on the vocabulary's default stop tokens.
     pub fn new(grammar: Arc<CompiledGrammar>) -> Self {
