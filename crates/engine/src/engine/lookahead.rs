@@ -22,14 +22,50 @@ fn union(into: &mut ByteSet, from: &ByteSet) -> bool {
     changed
 }
 
-/// Closes `sets` under "`sets[x]` flows into `sets[y]` for every `y` in `into[x]`", by worklist:
-/// linear in the edges times the (at most 256) bytes a set can gain, where round-robin sweeps would
-/// take as many rounds as the longest chain (tens of thousands of calls in a large object schema).
-fn propagate(sets: &mut [ByteSet], into: &[Vec<u32>]) {
+/// A list of nodes per node, stored flat (compressed rows): a large automaton has tens of
+/// thousands of states and few reference edges, so a vector per state would cost more than the
+/// lists.
+struct Lists {
+    /// Node `x`'s list is `items[ends[x - 1]..ends[x]]` (from 0 for the first).
+    ends: Vec<u32>,
+    items: Vec<u32>,
+}
+
+impl Lists {
+    /// The lists of `n` nodes holding what `edges` adds (it is called twice: to count, then to
+    /// fill); `add(x, y)` appends `y` to `x`'s list.
+    fn build(n: usize, edges: impl Fn(&mut dyn FnMut(usize, u32))) -> Lists {
+        let mut ends = vec![0u32; n];
+        edges(&mut |x, _| ends[x] += 1);
+        let mut total = 0;
+        for end in &mut ends {
+            total += *end;
+            *end = total;
+        }
+        let mut items = vec![0u32; total as usize];
+        let mut fill = ends.clone();
+        edges(&mut |x, y| {
+            fill[x] -= 1;
+            items[fill[x] as usize] = y;
+        });
+        Lists { ends, items }
+    }
+
+    fn of(&self, x: usize) -> &[u32] {
+        let lo = if x == 0 { 0 } else { self.ends[x - 1] };
+        &self.items[lo as usize..self.ends[x] as usize]
+    }
+}
+
+/// Closes `sets` under "`sets[x]` flows into `sets[y]` for every `y` in `into`'s list of `x`", by
+/// worklist: linear in the edges times the (at most 256) bytes a set can gain, where round-robin
+/// sweeps would take as many rounds as the longest chain (tens of thousands of calls in a large
+/// object schema).
+fn propagate(sets: &mut [ByteSet], into: &Lists) {
     let mut work: Vec<u32> = (0..sets.len() as u32).collect();
     while let Some(x) = work.pop() {
         let from = sets[x as usize];
-        for &y in &into[x as usize] {
+        for &y in into.of(x as usize) {
             if union(&mut sets[y as usize], &from) {
                 work.push(y);
             }
@@ -62,31 +98,33 @@ impl Lookahead {
         }
         // An item can also end its rule (when accepting) or step over nullable callees; the bytes
         // after those are follow bytes, not first bytes, so only predictions add to `first`.
-        let mut into: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for s in 0..n {
-            for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
-                into[fsm.start(r).index()].push(s as u32);
-                if nullable[r.index()] {
-                    into[t.index()].push(s as u32);
+        let into = Lists::build(n, |add| {
+            for s in 0..n {
+                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
+                    add(fsm.start(r).index(), s as u32);
+                    if nullable[r.index()] {
+                        add(t.index(), s as u32);
+                    }
                 }
             }
-        }
+        });
         propagate(&mut first, &into);
         // States from which the rule can end: accepting, or stepping over nullable callees to one.
         let mut endable = (0..n)
             .map(|s| fsm.is_accept(StateId(s as u32)))
             .collect::<Vec<_>>();
-        let mut back: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for s in 0..n {
-            for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
-                if nullable[r.index()] {
-                    back[t.index()].push(s as u32);
+        let back = Lists::build(n, |add| {
+            for s in 0..n {
+                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
+                    if nullable[r.index()] {
+                        add(t.index(), s as u32);
+                    }
                 }
             }
-        }
+        });
         let mut work: Vec<u32> = (0..n as u32).filter(|&s| endable[s as usize]).collect();
         while let Some(t) = work.pop() {
-            for &s in &back[t as usize] {
+            for &s in back.of(t as usize) {
                 if !endable[s as usize] {
                     endable[s as usize] = true;
                     work.push(s);
@@ -97,17 +135,22 @@ impl Lookahead {
         // caller can end right after the reference.
         let rules = fsm.num_rules();
         let mut follow = vec![[0u64; 4]; rules];
-        let mut callees: Vec<Vec<u32>> = vec![Vec::new(); rules];
         for s in 0..n {
-            let caller = fsm.rule_of(StateId(s as u32));
             for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
                 let after = first[t.index()];
                 union(&mut follow[r.index()], &after);
-                if endable[t.index()] {
-                    callees[caller.index()].push(r.0);
-                }
             }
         }
+        let callees = Lists::build(rules, |add| {
+            for s in 0..n {
+                let caller = fsm.rule_of(StateId(s as u32));
+                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
+                    if endable[t.index()] {
+                        add(caller.index(), r.0);
+                    }
+                }
+            }
+        });
         propagate(&mut follow, &callees);
         Lookahead { first, follow }
     }

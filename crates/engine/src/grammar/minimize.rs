@@ -12,7 +12,7 @@
 //! quotient is then renumbered canonically ([`Dfa::renumber_bfs`]).
 
 use super::fsm::{merge_ranges, DState, Dfa, MINIMIZE_LIMIT};
-use crate::util::graph::components;
+use crate::util::graph::for_each_component;
 use crate::util::slices::SliceInterner;
 
 impl Dfa {
@@ -106,17 +106,21 @@ impl Dfa {
     fn reachable_from_cycles(&self) -> Vec<bool> {
         let n = self.states.len();
         let mut reached = vec![false; n];
-        for members in components(n, |v, k| self.target(v, k)) {
-            let looped = members.len() > 1
-                || self.states[members[0]]
-                    .targets()
-                    .any(|t| t as usize == members[0]);
-            if looped {
-                for s in members {
-                    reached[s] = true;
+        for_each_component(
+            n,
+            |v, k| self.target(v, k),
+            |members| {
+                let looped = members.len() > 1
+                    || self.states[members[0]]
+                        .targets()
+                        .any(|t| t as usize == members[0]);
+                if looped {
+                    for &s in members {
+                        reached[s] = true;
+                    }
                 }
-            }
-        }
+            },
+        );
         let mut stack: Vec<usize> = (0..n).filter(|&s| reached[s]).collect();
         while let Some(s) = stack.pop() {
             for t in self.states[s].targets() {

@@ -7,17 +7,31 @@
 /// The strongly connected components of the graph on `0..n` whose `i`-th edge out of `v` leads to
 /// `successor(v, i)` (`None` past the last one).
 pub fn components(n: usize, successor: impl Fn(usize, usize) -> Option<usize>) -> Vec<Vec<usize>> {
-    let mut index = vec![usize::MAX; n];
-    let mut low = vec![0usize; n];
+    let mut out = Vec::new();
+    for_each_component(n, successor, |members| out.push(members.to_vec()));
+    out
+}
+
+/// Calls `f` with the members of each strongly connected component of the graph of
+/// [`components`], in the same order, without allocating per component (a mostly acyclic
+/// automaton has as many components as states).
+pub fn for_each_component(
+    n: usize,
+    successor: impl Fn(usize, usize) -> Option<usize>,
+    mut f: impl FnMut(&[usize]),
+) {
+    let mut index = vec![u32::MAX; n];
+    let mut low = vec![0u32; n];
     let mut on_stack = vec![false; n];
     let mut stack = Vec::new();
-    let mut out = Vec::new();
-    let mut next = 0usize;
+    let mut frames: Vec<(usize, usize)> = Vec::new();
+    let mut members = Vec::new();
+    let mut next = 0u32;
     for root in 0..n {
-        if index[root] != usize::MAX {
+        if index[root] != u32::MAX {
             continue;
         }
-        let mut frames: Vec<(usize, usize)> = vec![(root, 0)];
+        frames.push((root, 0));
         index[root] = next;
         low[root] = next;
         next += 1;
@@ -26,7 +40,7 @@ pub fn components(n: usize, successor: impl Fn(usize, usize) -> Option<usize>) -
         while let Some(&mut (v, ref mut i)) = frames.last_mut() {
             if let Some(w) = successor(v, *i) {
                 *i += 1;
-                if index[w] == usize::MAX {
+                if index[w] == u32::MAX {
                     index[w] = next;
                     low[w] = next;
                     next += 1;
@@ -43,7 +57,7 @@ pub fn components(n: usize, successor: impl Fn(usize, usize) -> Option<usize>) -
                 low[parent] = low[parent].min(low[v]);
             }
             if low[v] == index[v] {
-                let mut members = Vec::new();
+                members.clear();
                 while let Some(w) = stack.pop() {
                     on_stack[w] = false;
                     members.push(w);
@@ -52,11 +66,10 @@ pub fn components(n: usize, successor: impl Fn(usize, usize) -> Option<usize>) -
                     }
                 }
                 members.sort_unstable();
-                out.push(members);
+                f(&members);
             }
         }
     }
-    out
 }
 
 #[cfg(test)]
