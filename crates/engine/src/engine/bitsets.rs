@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use rustc_hash::FxHashMap;
 
-use crate::util::fingerprint;
+use crate::util::{fingerprint, kept};
 
 /// Entries past which dead ones are dropped, at least.
 const MIN_PURGE: usize = 1024;
@@ -60,14 +60,14 @@ thread_local! {
 /// This thread's bitset buffer, empty; hand it back with [`give_back`] when done (until then the
 /// thread's next call gets a fresh one).
 pub fn take_buffer() -> Vec<u32> {
-    let mut buffer = BUFFER.with(|b| std::mem::take(&mut *b.borrow_mut()));
+    let mut buffer = kept::take(&BUFFER);
     buffer.clear();
     buffer
 }
 
 /// Keeps `buffer` for the thread's next [`take_buffer`].
 pub fn give_back(buffer: Vec<u32>) {
-    BUFFER.with(|b| *b.borrow_mut() = buffer);
+    kept::keep(&BUFFER, buffer);
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use rustc_hash::FxHashSet;
 
 use super::automaton::Automaton;
 use super::lookahead::{add_range, ByteSet};
-use crate::util::{RuleId, StateId};
+use crate::util::{kept, RuleId, StateId};
 
 /// A dotted rule: a state of some rule's DFA plus the byte position where the rule began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -85,11 +85,7 @@ impl EarleyParser {
     /// gave back with [`EarleyParser::recycle`]: a sequence's sets grow to hundreds of kilobytes,
     /// and growing fresh memory again for every sequence costs reallocations and page faults.
     pub fn new(g: &Automaton) -> Self {
-        let mut p = RECYCLED
-            .try_with(|r| r.try_borrow_mut().map(|mut p| std::mem::take(&mut *p)))
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let mut p = kept::take(&RECYCLED);
         p.isolated = false;
         p.reset(g);
         p
@@ -99,12 +95,7 @@ impl EarleyParser {
     /// larger than [`MAX_RECYCLED_ITEMS`] items).
     pub fn recycle(self) {
         if self.items.capacity() <= MAX_RECYCLED_ITEMS {
-            // At thread exit the slot may be gone: the memory is then simply freed.
-            let _ = RECYCLED.try_with(|r| {
-                if let Ok(mut slot) = r.try_borrow_mut() {
-                    *slot = self;
-                }
-            });
+            kept::keep(&RECYCLED, self);
         }
     }
 

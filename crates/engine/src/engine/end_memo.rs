@@ -96,11 +96,7 @@ pub(super) fn fill_root_ends(
             parser,
             unsure.len(),
             |i| uncertain.suffix(unsure[i] as usize),
-            |i| {
-                for &t in uncertain.tokens(unsure[i] as usize) {
-                    mask.set(TokenId(t));
-                }
-            },
+            |i| uncertain.allow(unsure[i] as usize, mask),
         );
         return;
     }
@@ -117,12 +113,9 @@ pub(super) fn fill_root_ends(
     );
     let mut accepted = Vec::new();
     for &i in &passed {
-        let tokens = uncertain.tokens(i as usize);
-        for &t in tokens {
-            mask.set(TokenId(t));
-        }
+        uncertain.allow(i as usize, mask);
         if unsure.binary_search(&i).is_err() {
-            accepted.extend_from_slice(tokens);
+            accepted.extend_from_slice(uncertain.tokens(i as usize));
         }
     }
     memo.insert(
@@ -187,6 +180,10 @@ mod tests {
         )
     }
 
+    fn compiler() -> GrammarCompiler {
+        GrammarCompiler::new(vocab(), Limits::default(), CompileOptions::default())
+    }
+
     /// A TagDispatch calling one tool, `name`, whose call is `<t=NAME>` digits `</t>`.
     fn grammar(name: &str) -> String {
         format!(
@@ -208,30 +205,38 @@ mod tests {
         (cached.allowed_ids(), uncached.allowed_ids())
     }
 
+    /// Compiles the one-tool grammar of tool `name` after those `compiler` compiled, checks its
+    /// mask inside the call's digits after `text` against the uncached one, the memo's
+    /// (reused, walked) counts after it, and that a call end running into the next call's name
+    /// is allowed for `name` and refused for `other`.
+    fn check_call_end(
+        compiler: &GrammarCompiler,
+        (name, other): (&str, &str),
+        text: &str,
+        counts: (u64, u64),
+        what: &str,
+    ) {
+        let (cached, uncached) = masks_after(compiler, &grammar(name), text);
+        assert_eq!(cached, uncached, "{what}");
+        let stats = compiler.pool_stats().expect("a pool");
+        assert_eq!((stats.ends_reused, stats.ends_walked), counts);
+        let allowed = ["</t>", "</t>x", "</t><t="].map(String::from);
+        let own = [format!("</t><t={name}"), format!("1</t><t={name}>")];
+        for t in allowed.iter().chain(&own) {
+            assert!(cached.contains(&id(t).0), "{t} allowed with tool {name}");
+        }
+        for t in [format!("</t><t={other}"), format!("1</t><t={other}>")] {
+            assert!(!cached.contains(&id(&t).0), "{t} refused with tool {name}");
+        }
+    }
+
     #[test]
     fn a_call_end_is_decided_once_and_a_run_into_the_next_name_every_time() {
-        let compiler = GrammarCompiler::new(vocab(), Limits::default(), CompileOptions::default());
-        let (cached, uncached) = masks_after(&compiler, &grammar("a"), "hi <t=a>1");
-        assert_eq!(cached, uncached, "the first grammar walks and keeps");
-        let stats = compiler.pool_stats().expect("a pool");
-        assert_eq!((stats.ends_reused, stats.ends_walked), (0, 1));
-        for t in ["</t>", "</t>x", "</t><t=", "</t><t=a", "1</t><t=a>"] {
-            assert!(cached.contains(&id(t).0), "{t} allowed with tool a");
-        }
-        for t in ["</t><t=b", "1</t><t=b>"] {
-            assert!(!cached.contains(&id(t).0), "{t} refused with tool a");
-        }
-
-        let (cached, uncached) = masks_after(&compiler, &grammar("b"), "<t=b>2");
-        assert_eq!(cached, uncached, "the second grammar reuses the decision");
-        let stats = compiler.pool_stats().expect("a pool");
-        assert_eq!((stats.ends_reused, stats.ends_walked), (1, 1));
-        for t in ["</t>", "</t>x", "</t><t=", "</t><t=b", "1</t><t=b>"] {
-            assert!(cached.contains(&id(t).0), "{t} allowed with tool b");
-        }
-        for t in ["</t><t=a", "1</t><t=a>"] {
-            assert!(!cached.contains(&id(t).0), "{t} refused with tool b");
-        }
+        let compiler = compiler();
+        let first = "the first grammar walks and keeps";
+        check_call_end(&compiler, ("a", "b"), "hi <t=a>1", (0, 1), first);
+        let second = "the second grammar reuses the decision";
+        check_call_end(&compiler, ("b", "a"), "<t=b>2", (1, 1), second);
     }
 
     #[test]
@@ -247,7 +252,7 @@ mod tests {
                  call ::= \"a>\" [12]+ \"</t>\"\ncall2 ::= \"b>\" [12]+ \"</t>\""
             )
         };
-        let compiler = GrammarCompiler::new(vocab(), Limits::default(), CompileOptions::default());
+        let compiler = compiler();
         let (cached, uncached) = masks_after(&compiler, &src("call"), "<t=a>1");
         assert_eq!(cached, uncached);
         assert!(cached.contains(&id("</t><t=a").0));

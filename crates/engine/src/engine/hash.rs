@@ -28,7 +28,7 @@ use rustc_hash::FxHashMap;
 
 use crate::grammar::fsm::CompactFsm;
 use crate::util::graph::components;
-use crate::util::{Fingerprint, RuleId, StateId};
+use crate::util::{kept, Fingerprint, RuleId, StateId};
 
 /// Most state visits spent serializing one cycle (members × states reached).
 pub const CYCLE_BUDGET: usize = 4_000_000;
@@ -70,16 +70,13 @@ const KEPT_SERIAL: usize = 1 << 20;
 
 /// Calls `f` with this thread's buffers (fresh ones if they are in use further up the stack).
 fn with_buffers<R>(f: impl FnOnce(&mut Buffers) -> R) -> R {
-    BUFFERS.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buffers) => {
-            let out = f(&mut buffers);
-            if buffers.serial.0.capacity() > KEPT_SERIAL {
-                buffers.serial = Serial::default();
-            }
-            out
-        }
-        Err(_) => f(&mut Buffers::default()),
-    })
+    let mut buffers = kept::take(&BUFFERS);
+    let out = f(&mut buffers);
+    if buffers.serial.0.capacity() > KEPT_SERIAL {
+        buffers.serial = Serial::default();
+    }
+    kept::keep(&BUFFERS, buffers);
+    out
 }
 
 /// A pseudo-random 128-bit key for state index `i` of a rule (two splitmix64 finalizers): a

@@ -47,7 +47,7 @@ use super::loops::{long_whole, ChainTails, Loops, WholeBits};
 use super::run_memo::{memo_key, EndRange, Entered, RunMemo, RunWalk, VisitList, MIN_VISITS};
 use super::set_walk::{SetWalk, NO_STATE};
 use super::uncertain::Uncertain;
-use crate::util::{fingerprint, StateId};
+use crate::util::{fingerprint, kept, StateId};
 use crate::vocab::{common_prefix, Tails, Vocab};
 
 /// The [`RunMemo`] key of first byte `b`'s run visiting `list`, when the walk stands at one lone
@@ -225,7 +225,7 @@ impl AdaptiveMask {
         let first = walk.first_bytes();
         // The accepted ids go to a buffer the thread keeps: a whole-vocabulary state accepts
         // most of the vocabulary, and growing a fresh vector for it costs more than the walk.
-        let mut accepted = ACCEPTED.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        let mut accepted = kept::take(&ACCEPTED);
         accepted.clear();
         let (mut long, mut merged, mut merged_lcp) = (Vec::new(), Vec::new(), Vec::new());
         // When the state itself has a chain, every whole token no longer than it takes is
@@ -463,7 +463,7 @@ impl AdaptiveMask {
             ends: ends.into(),
             opaque: opaque.into(),
         };
-        ACCEPTED.with(|b| *b.borrow_mut() = accepted);
+        kept::keep(&ACCEPTED, accepted);
         mask
     }
 

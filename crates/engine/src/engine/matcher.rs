@@ -442,11 +442,7 @@ impl GrammarMatcher {
                         parser,
                         uncertain.len(),
                         |i| uncertain.suffix(i),
-                        |i| {
-                            for &t in uncertain.tokens(i) {
-                                mask.set(TokenId(t));
-                            }
-                        },
+                        |i| uncertain.allow(i, mask),
                     ),
                 }
                 parser.truncate(k + 1);

@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap;
 use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
-use crate::util::StateId;
+use crate::util::{kept, StateId};
 
 /// Most canonical sets one walk numbers (each holds a 1 KiB transition row).
 const MAX_NODES: usize = 4096;
@@ -102,8 +102,7 @@ thread_local! {
 
 impl Drop for SetWalk<'_> {
     fn drop(&mut self) {
-        let mem = std::mem::take(&mut self.mem);
-        BUFFERS.with(|b| *b.borrow_mut() = mem);
+        kept::keep(&BUFFERS, std::mem::take(&mut self.mem));
     }
 }
 
@@ -113,7 +112,7 @@ impl<'g> SetWalk<'g> {
     /// the walk is long) and turns memoization on after
     /// [`MEMO_STEPS`] steps.
     pub fn new(g: &'g Automaton, state: StateId, count: u32) -> SetWalk<'g> {
-        let mut mem = BUFFERS.with(|b| std::mem::take(&mut *b.borrow_mut()));
+        let mut mem = kept::take(&BUFFERS);
         mem.parser.isolate(g, state, count);
         mem.ids.clear();
         mem.flags.clear();

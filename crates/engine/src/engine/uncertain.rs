@@ -6,7 +6,7 @@
 
 use std::sync::OnceLock;
 
-use crate::util::fingerprint;
+use crate::util::{fingerprint, TokenBitmaskMut, TokenId};
 
 /// The uncertain tokens of a state under one grammar's follow bytes, grouped by what is left of
 /// them after the state's rule ends (the suffix, never empty) and sorted by it: the context must
@@ -86,6 +86,13 @@ impl Uncertain {
     pub fn tokens(&self, i: usize) -> &[u32] {
         let lo = if i == 0 { 0 } else { self.ends[i - 1].1 };
         &self.tokens[lo as usize..self.ends[i].1 as usize]
+    }
+
+    /// Allows the tokens of group `i` in `mask`.
+    pub fn allow(&self, i: usize, mask: &mut TokenBitmaskMut) {
+        for &t in self.tokens(i) {
+            mask.set(TokenId(t));
+        }
     }
 
     /// Heap bytes held.

@@ -12,6 +12,7 @@
 //! - `slices`: `SliceInterner`, dense ids for distinct `u32` slices (automaton construction).
 //! - `graph`: strongly connected components (rule call graphs, automaton states).
 //! - `byte_set`: [`ByteSet`], 256-bit byte sets.
+//! - `kept`: buffers a thread keeps between uses.
 //! - `memo`: `Memo`, results shared between grammars by key, bounded by bytes.
 
 mod bitmask;
@@ -20,6 +21,7 @@ mod fingerprint;
 pub(crate) mod graph;
 pub mod guard;
 mod ids;
+pub(crate) mod kept;
 mod limits;
 mod loop_class;
 pub(crate) mod marker;
