@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
 use super::earley::EarleyParser;
-use super::end_memo::EndMemo;
+use super::end_memo::{ContextMemo, EndMemo, CONTEXT_MEMO_BYTES};
 use super::hash::{structural_hashes, Bounds, StructuralHashes, BELOW_BUDGET};
 use super::lookahead::has_byte;
 use super::mask::walk_sorted;
@@ -112,6 +112,8 @@ pub struct CompiledGrammar {
     /// Per root-rule state decided so far: the ids of its opaque tokens a root item of origin 0
     /// accepts there (see [`CompiledGrammar::crossing`]).
     crossings: Mutex<FxHashMap<StateId, Arc<[u32]>>>,
+    /// The matchers' rule-end decisions by context ([`super::end_memo`]).
+    context_ends: ContextMemo,
 }
 
 impl CompiledGrammar {
@@ -142,6 +144,7 @@ impl CompiledGrammar {
             + self.masks.capacity() * size_of::<OnceLock<StateMask>>()
             + self.stand_ins.capacity() * size_of::<OnceLock<Option<Box<[StateId]>>>>()
             + stand_ins
+            + self.context_ends.stats().bytes
             + own_masks
     }
 
@@ -311,6 +314,11 @@ impl CompiledGrammar {
             f.write_u128(keys.states[t.index()]);
         }
         Some((pool.ends(), f.finish128()))
+    }
+
+    /// The rule ends this grammar's matchers decided, by context ([`super::end_memo`]).
+    pub(crate) fn context_ends(&self) -> &ContextMemo {
+        &self.context_ends
     }
 
     fn lock_crossings(&self) -> std::sync::MutexGuard<'_, FxHashMap<StateId, Arc<[u32]>>> {
@@ -700,6 +708,7 @@ impl GrammarCompiler {
             max_earley_items: self.limits.max_earley_items,
             stand_ins,
             crossings: Mutex::new(FxHashMap::default()),
+            context_ends: ContextMemo::new(CONTEXT_MEMO_BYTES),
         });
         budget.check(|| "analysing the automaton".into())?;
         compiled.precompute(self.options.precompute, &budget)?;

@@ -18,7 +18,7 @@ use rustc_hash::FxHashSet;
 
 use super::automaton::Automaton;
 use super::lookahead::{add_range, ByteSet};
-use crate::util::{kept, RuleId, StateId};
+use crate::util::{fingerprint, kept, RuleId, StateId};
 
 /// A dotted rule: a state of some rule's DFA plus the byte position where the rule began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,6 +78,9 @@ pub struct EarleyParser {
     seen: FxHashSet<Item>,
     /// Out-of-context mode: opaque calls ([`Automaton::is_opaque_call`]) are not predicted.
     isolated: bool,
+    /// [`EarleyParser::context_hash`] per set, where computed (0: not yet); never longer than
+    /// the sets, so a dropped set's hash goes with it.
+    hashes: Vec<u128>,
 }
 
 impl EarleyParser {
@@ -109,6 +112,7 @@ impl EarleyParser {
             starts: vec![0],
             seen: FxHashSet::default(),
             isolated: false,
+            hashes: Vec::new(),
         };
         p.add(Item::new(state, 0));
         p.close(g);
@@ -121,6 +125,7 @@ impl EarleyParser {
         self.starts.clear();
         self.starts.push(0);
         self.seen.clear();
+        self.hashes.clear();
         self.add(Item::new(g.fsm().start(g.root()), 0));
         self.close(g);
     }
@@ -137,6 +142,7 @@ impl EarleyParser {
         self.starts.clear();
         self.starts.extend([0, 0]);
         self.seen.clear();
+        self.hashes.clear();
         self.isolated = true;
         self.add(Item {
             state,
@@ -192,7 +198,48 @@ impl EarleyParser {
         if n < self.starts.len() {
             self.items.truncate(self.starts[n] as usize);
             self.starts.truncate(n);
+            self.hashes.truncate(n);
         }
+    }
+
+    /// A structural hash of set `k` and of everything a parse from it can read: its items'
+    /// states and counts and, for an item that began in an earlier set, that set's hash. Two sets
+    /// of equal hashes (of one automaton) accept the same continuations, whatever their positions
+    /// and the input before them (up to a 128-bit collision). Hashes are kept per set, so a
+    /// matcher's stack of open rules is hashed once.
+    pub fn context_hash(&mut self, k: usize) -> u128 {
+        // Items predicted in the set itself: their rule's start is this set.
+        const HERE: u128 = 0x51_7C_C1_B7_27_22_0A_95;
+        let known = |hashes: &[u128], x: usize| hashes.get(x).is_some_and(|&h| h != 0);
+        // Depth-first over the sets the items began in, without recursion (a deeply nested input
+        // has as many open rules as bytes).
+        let mut stack = vec![k];
+        while let Some(&x) = stack.last() {
+            if known(&self.hashes, x) {
+                stack.pop();
+                continue;
+            }
+            let missing = self
+                .set(x)
+                .iter()
+                .map(|it| it.origin as usize)
+                .find(|&o| o < x && !known(&self.hashes, o));
+            if let Some(o) = missing {
+                stack.push(o);
+                continue;
+            }
+            let h = self.set(x).iter().fold(0u128, |acc, it| {
+                let o = it.origin as usize;
+                let from = if o < x { self.hashes[o] } else { HERE };
+                acc.wrapping_add(fingerprint(&(it.state.0, it.count, from)))
+            });
+            if self.hashes.len() <= x {
+                self.hashes.resize(x + 1, 0);
+            }
+            self.hashes[x] = h.max(1);
+            stack.pop();
+        }
+        self.hashes[k]
     }
 
     /// Scans `byte`. On success a new set is added; on failure nothing changes and `false` is returned.

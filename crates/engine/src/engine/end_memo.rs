@@ -15,15 +15,24 @@
 //! rule's item (a suffix running on into the next call's trigger and tool name). A later grammar
 //! sets the first and walks only the second.
 //!
+//! Elsewhere (a string's end inside an object, inside an array...), the set the suffixes are
+//! walked from is fixed by its items and, through their origins, by the sets of the rules still
+//! open ([`EarleyParser::context_hash`]): a sequence meets the same stack again and again (every
+//! value of an array's objects). [`ContextMemo`] keeps, per grammar, the groups a context
+//! accepted under the list's fingerprint and that hash.
+//!
 //! Invariant: an [`EndWalk`]'s key determines it: the list's fingerprint names its groups, and
-//! the hashes of the root states the walk's covered part.
+//! the hashes of the root states the walk's covered part. So does a [`ContextEnds`]'s, within its
+//! grammar.
+
+use std::hash::Hasher;
 
 use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::mask::{walk_sorted, walk_sorted_tracked};
 use super::uncertain::Uncertain;
 use crate::util::memo::{Memo, Weighed};
-use crate::util::{RuleId, StateId, TokenBitmaskMut, TokenId};
+use crate::util::{Fingerprint, RuleId, StateId, TokenBitmaskMut, TokenId};
 
 /// The decision of one uncertain list in one root context.
 #[derive(Debug)]
@@ -127,6 +136,66 @@ pub(super) fn fill_root_ends(
     );
 }
 
+/// The groups of one uncertain list that one context accepted (increasing indices).
+#[derive(Debug)]
+pub struct ContextEnds {
+    accepted: Box<[u32]>,
+}
+
+impl Weighed for ContextEnds {
+    fn bytes(&self) -> usize {
+        self.accepted.len() * 4 + 64
+    }
+}
+
+/// Rule-end decisions of one grammar by context (see the module docs).
+pub type ContextMemo = Memo<ContextEnds>;
+
+/// Most bytes a grammar's [`ContextMemo`] holds.
+pub const CONTEXT_MEMO_BYTES: usize = 1 << 19;
+
+/// Lists shorter than this are walked without the memo: hashing the context costs about as much.
+pub const MIN_CONTEXT_GROUPS: usize = 8;
+
+/// Sets in `mask` the tokens of `uncertain` whose suffix the parser's current set accepts, from
+/// `memo` when kept there under the list and the set's [`EarleyParser::context_hash`], else by a
+/// walk whose result is kept.
+pub(super) fn fill_context_ends(
+    a: &Automaton,
+    memo: &ContextMemo,
+    parser: &mut EarleyParser,
+    uncertain: &Uncertain,
+    mask: &mut TokenBitmaskMut,
+) {
+    let mut f = Fingerprint::new();
+    f.write_u128(uncertain.fingerprint());
+    f.write_u128(parser.context_hash(parser.num_sets() - 1));
+    let key = f.finish128();
+    if let Some(known) = memo.get(key) {
+        for &i in known.accepted.iter() {
+            uncertain.allow(i as usize, mask);
+        }
+        return;
+    }
+    let mut accepted = Vec::new();
+    walk_sorted(
+        a,
+        parser,
+        uncertain.len(),
+        |i| uncertain.suffix(i),
+        |i| {
+            uncertain.allow(i, mask);
+            accepted.push(i as u32);
+        },
+    );
+    memo.insert(
+        key,
+        ContextEnds {
+            accepted: accepted.into(),
+        },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -158,6 +227,22 @@ mod tests {
         "1</t><t=a>",
         "1</t><t=b>",
         "2</t>",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        "\"",
+        "\"]",
+        "\"],",
+        "\"]]",
+        "\",",
+        "\",\"",
+        "\",1",
+        "\"}",
+        "\"}]",
+        "\"}}",
+        "\"},",
     ];
 
     fn vocab() -> Arc<Vocab> {
@@ -237,6 +322,52 @@ mod tests {
         check_call_end(&compiler, ("a", "b"), "hi <t=a>1", (0, 1), first);
         let second = "the second grammar reuses the decision";
         check_call_end(&compiler, ("b", "a"), "<t=b>2", (1, 1), second);
+    }
+
+    #[test]
+    fn a_context_is_decided_once_and_only_for_itself() {
+        // The string rule ends inside `"]`, `",`, `"}`...: a list element accepts the first two
+        // kinds, an object's value the last. The second element repeats the first's context.
+        let src = "root ::= \"a\" list | \"b\" obj\nlist ::= \"[\" s (\",\" s)* \"]\"\n\
+                   obj ::= \"{\" s \"}\"\ns ::= \"\\\"\" [12]* \"\\\"\"";
+        let grammar = ebnf::parse(src, "root", &Limits::default()).expect("grammar");
+        let g = compiler().compile(&grammar).expect("compiles");
+        let size = g.vocab().size();
+        let mask_after = |m: &mut GrammarMatcher, text: &str| {
+            assert!(m.accept_string(text), "{text}");
+            let (mut cached, mut uncached) = (TokenBitmask::new(size), TokenBitmask::new(size));
+            m.fill_next_token_bitmask(&mut cached);
+            m.fill_next_token_bitmask_uncached(&mut uncached);
+            assert_eq!(cached.allowed_ids(), uncached.allowed_ids(), "after {text}");
+            cached.allowed_ids()
+        };
+        let mut list = GrammarMatcher::new(Arc::clone(&g));
+        let first = mask_after(&mut list, "a[\"1");
+        let second = mask_after(&mut list, "\",\"2");
+        for mask in [&first, &second] {
+            assert!(mask.contains(&id("\"]").0) && mask.contains(&id("\",\"").0));
+            assert!(!mask.contains(&id("\"}").0) && !mask.contains(&id("\"],").0));
+        }
+        let stats = g.context_ends().stats();
+        assert_eq!(
+            (stats.kept, stats.reused),
+            (1, 1),
+            "the second element reused the first"
+        );
+        let mut obj = GrammarMatcher::new(Arc::clone(&g));
+        let value = mask_after(&mut obj, "b{\"1");
+        assert!(value.contains(&id("\"}").0));
+        assert!(!value.contains(&id("\"]").0) && !value.contains(&id("\",").0));
+        assert_eq!(
+            g.context_ends().stats().kept,
+            2,
+            "an object's value is another context"
+        );
+        // Sets rebuilt at the same positions after a rollback are hashed again.
+        list.rollback(2).expect("two steps");
+        let rebuilt = mask_after(&mut list, "b{\"1");
+        assert_eq!(rebuilt, value);
+        assert_eq!(g.context_ends().stats().reused, 2);
     }
 
     #[test]

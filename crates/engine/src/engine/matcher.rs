@@ -420,7 +420,8 @@ impl GrammarMatcher {
             });
         }
         // Tokens the rule of a kernel item can end inside: the context must accept the rest
-        // (decided once per structure where the context is the root's, from the start).
+        // (decided once per structure where the context is the root's, from the start, and once
+        // per grammar and stack of open rules elsewhere).
         let parser = &mut self.parser;
         for &(s, origin, class) in kernel.iter() {
             g.with_item_mask(s, class, |cached| {
@@ -436,6 +437,9 @@ impl GrammarMatcher {
                 match memo {
                     Some((memo, key)) => {
                         end_memo::fill_root_ends(a, memo, key, parser, uncertain, mask)
+                    }
+                    None if uncertain.len() >= end_memo::MIN_CONTEXT_GROUPS => {
+                        end_memo::fill_context_ends(a, g.context_ends(), parser, uncertain, mask)
                     }
                     None => mask::walk_sorted(
                         a,

@@ -12,7 +12,7 @@
 //! - `bitsets`: equal accepted-token bitsets held once by a pool's masks.
 //! - `run_memo`: the mask cache's first-byte runs, shared between states by the structure entered.
 //! - `end_memo`: the matcher's decisions of rule ends in the root's context, shared between
-//!   grammars by structure.
+//!   grammars by structure, and in other contexts, kept per grammar by the parse's open rules.
 //! - `uncertain`: a state's uncertain tokens, grouped by the suffix its rule's context must accept.
 //! - `set_walk`: the mask cache's out-of-context token walk, memoized over canonical Earley sets.
 //! - `repetition`: large `{min,max}` repetitions as counted rules (a run-time iteration count).
