@@ -9,6 +9,7 @@
 //! tokens that would end a rule and go on with an impossible byte.
 
 use crate::grammar::fsm::CompactFsm;
+use crate::util::graph::Lists;
 pub use crate::util::{add_range, has_byte, ByteSet};
 use crate::util::{RuleId, StateId};
 
@@ -20,41 +21,6 @@ fn union(into: &mut ByteSet, from: &ByteSet) -> bool {
         *a = n;
     }
     changed
-}
-
-/// A list of nodes per node, stored flat (compressed rows): a large automaton has tens of
-/// thousands of states and few reference edges, so a vector per state would cost more than the
-/// lists.
-struct Lists {
-    /// Node `x`'s list is `items[ends[x - 1]..ends[x]]` (from 0 for the first).
-    ends: Vec<u32>,
-    items: Vec<u32>,
-}
-
-impl Lists {
-    /// The lists of `n` nodes holding what `edges` adds (it is called twice: to count, then to
-    /// fill); `add(x, y)` appends `y` to `x`'s list.
-    fn build(n: usize, edges: impl Fn(&mut dyn FnMut(usize, u32))) -> Lists {
-        let mut ends = vec![0u32; n];
-        edges(&mut |x, _| ends[x] += 1);
-        let mut total = 0;
-        for end in &mut ends {
-            total += *end;
-            *end = total;
-        }
-        let mut items = vec![0u32; total as usize];
-        let mut fill = ends.clone();
-        edges(&mut |x, y| {
-            fill[x] -= 1;
-            items[fill[x] as usize] = y;
-        });
-        Lists { ends, items }
-    }
-
-    fn of(&self, x: usize) -> &[u32] {
-        let lo = if x == 0 { 0 } else { self.ends[x - 1] };
-        &self.items[lo as usize..self.ends[x] as usize]
-    }
 }
 
 /// Closes `sets` under "`sets[x]` flows into `sets[y]` for every `y` in `into`'s list of `x`", by

@@ -46,6 +46,7 @@ use super::lookahead::{has_byte, ByteSet};
 use super::loops::{long_whole, ChainTails, Loops, WholeBits};
 use super::run_memo::{memo_key, EndRange, Entered, RunMemo, RunWalk, VisitList, MIN_VISITS};
 use super::set_walk::{SetWalk, NO_STATE};
+use super::token_equiv::RepsMemo;
 use super::uncertain::Uncertain;
 use crate::util::{fingerprint, kept, StateId};
 use crate::vocab::{common_prefix, Tails, Vocab};
@@ -597,6 +598,9 @@ const RUN_SHARE: usize = 4;
 /// The share of a pool's capacity that goes to its rule-end memo (one part in this many).
 const END_SHARE: usize = 32;
 
+/// The share of the pool's capacity (one part in so many) for the rules' token-equivalent states.
+const REPS_SHARE: usize = 64;
+
 /// Adaptive masks of one vocabulary shared by every grammar of a compiler, keyed by the structural
 /// hash of the state. Thread-safe; bounded by bytes (least recently used first out).
 #[derive(Debug)]
@@ -609,6 +613,7 @@ pub struct MaskPool {
     evicted: AtomicU64,
     runs: RunMemo,
     ends: EndMemo,
+    reps: RepsMemo,
     bitsets: Bitsets,
 }
 
@@ -617,13 +622,17 @@ impl MaskPool {
     pub fn new(capacity: usize) -> MaskPool {
         MaskPool {
             inner: Mutex::new(PoolInner::default()),
-            capacity: capacity - capacity / RUN_SHARE - capacity / END_SHARE,
+            capacity: capacity
+                - capacity / RUN_SHARE
+                - capacity / END_SHARE
+                - capacity / REPS_SHARE,
             perfect: AtomicU64::new(0),
             partial: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             runs: RunMemo::new(capacity / RUN_SHARE),
             ends: EndMemo::new(capacity / END_SHARE),
+            reps: RepsMemo::new(capacity / REPS_SHARE),
             bitsets: Bitsets::default(),
         }
     }
@@ -636,6 +645,11 @@ impl MaskPool {
     /// The rule ends decided in the root's context ([`super::end_memo`]).
     pub(super) fn ends(&self) -> &EndMemo {
         &self.ends
+    }
+
+    /// The rules' token-equivalent states, by the rules' state hashes ([`super::token_equiv`]).
+    pub(super) fn reps(&self) -> &RepsMemo {
+        &self.reps
     }
 
     /// The first-byte runs shared by the masks computed for this pool.

@@ -15,6 +15,7 @@
 //!   grammars by structure, and in other contexts, kept per grammar by the parse's open rules.
 //! - `uncertain`: a state's uncertain tokens, grouped by the suffix its rule's context must accept.
 //! - `set_walk`: the mask cache's out-of-context token walk, memoized over canonical Earley sets.
+//! - `token_equiv`: the states of a rule no token tells apart, which share one mask.
 //! - `repetition`: large `{min,max}` repetitions as counted rules (a run-time iteration count).
 //! - `matcher`: [`GrammarMatcher`], the per-sequence state and its public API.
 //! - [`batch`]: masks of many sequences filled in parallel with rayon.
@@ -35,6 +36,7 @@ pub(crate) mod mask_cache;
 mod matcher;
 mod run_memo;
 pub(crate) mod set_walk;
+mod token_equiv;
 mod uncertain;
 
 pub use automaton::{build_automaton, Automaton};

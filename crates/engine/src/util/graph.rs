@@ -2,7 +2,44 @@
 //! deep graphs cannot overflow the stack).
 //!
 //! Invariant of [`components`]: every vertex is in exactly one component; a component comes after
-//! every component it has an edge into (callees before callers); members are sorted.
+//! every component it has an edge into (callees before callers); members are sorted. [`Lists`]
+//! holds a graph's adjacency flat.
+
+/// A list of nodes per node, stored flat (compressed rows): a large automaton has tens of
+/// thousands of states and few reference edges, so a vector per state would cost more than the
+/// lists.
+pub struct Lists {
+    /// Node `x`'s list is `items[ends[x - 1]..ends[x]]` (from 0 for the first).
+    ends: Vec<u32>,
+    items: Vec<u32>,
+}
+
+impl Lists {
+    /// The lists of `n` nodes holding what `edges` adds (it is called twice: to count, then to
+    /// fill); `add(x, y)` appends `y` to `x`'s list.
+    pub fn build(n: usize, edges: impl Fn(&mut dyn FnMut(usize, u32))) -> Lists {
+        let mut ends = vec![0u32; n];
+        edges(&mut |x, _| ends[x] += 1);
+        let mut total = 0;
+        for end in &mut ends {
+            total += *end;
+            *end = total;
+        }
+        let mut items = vec![0u32; total as usize];
+        let mut fill = ends.clone();
+        edges(&mut |x, y| {
+            fill[x] -= 1;
+            items[fill[x] as usize] = y;
+        });
+        Lists { ends, items }
+    }
+
+    /// Node `x`'s list.
+    pub fn of(&self, x: usize) -> &[u32] {
+        let lo = if x == 0 { 0 } else { self.ends[x - 1] };
+        &self.items[lo as usize..self.ends[x] as usize]
+    }
+}
 
 /// The strongly connected components of the graph on `0..n` whose `i`-th edge out of `v` leads to
 /// `successor(v, i)` (`None` past the last one).

@@ -7,11 +7,14 @@
 /// The first byte of every marker.
 pub const MARKER_BYTE: u8 = 0xFF;
 
+/// Bytes in a whole-token terminal's marker: [`MARKER_BYTE`] and the id's three bytes.
+pub const MARKER_LEN: usize = 4;
+
 /// Ids must be below this to have a marker (2^24 = 16,777,216).
 pub const MARKED_ID_LIMIT: u32 = 1 << 24;
 
 /// The marker bytes of token `id` (`id < MARKED_ID_LIMIT`; higher bits are dropped).
-pub fn token_marker(id: u32) -> [u8; 4] {
+pub fn token_marker(id: u32) -> [u8; MARKER_LEN] {
     [MARKER_BYTE, (id >> 16) as u8, (id >> 8) as u8, id as u8]
 }
 

@@ -6,28 +6,33 @@
 //! counted states per count class, and the stand-ins that let a calling item borrow its callees'
 //! masks. Masks are JIT: a state's mask is computed the first time a matcher needs it, or taken
 //! from the compiler's shared pool when a structurally equal state of any earlier grammar has one
-//! (the key is the state's structural hash). [`Precompute`] moves the most expensive ones into
+//! (the key is the state's structural hash), or from a state of its rule that no token tells apart
+//! from it ([`super::token_equiv`]). [`Precompute`] moves the most expensive ones into
 //! compile time, where a server overlaps them with the model's prefill. The tokens that cross a
 //! trigger into a tag rule (`.get` after `to=functions`) are opaque to the shared masks; for a
 //! root item from the start they are decided once per grammar, at compile time where many.
 
 use std::hash::Hasher;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
+
+mod precompute;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
 use super::earley::EarleyParser;
 use super::end_memo::{ContextMemo, EndMemo, CONTEXT_MEMO_BYTES};
 use super::hash::{structural_hashes, Bounds, StructuralHashes, BELOW_BUDGET};
-use super::lookahead::has_byte;
 use super::mask::walk_sorted;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
 use super::run_memo::Entered;
+use super::token_equiv::{self, Reps};
 use super::uncertain::Uncertain;
 use crate::frontend::json_schema::SchemaFragments;
 use crate::grammar::repetition::Counted;
 use crate::grammar::{Grammar, GrammarError};
+use crate::util::marker::MARKER_LEN;
 use crate::util::{Budget, Fingerprint, Limits, RuleId, StateId};
 use crate::vocab::Vocab;
 
@@ -70,6 +75,10 @@ pub struct CompileOptions {
     pub repetition_threshold: Option<u32>,
 }
 
+/// A state is wide when at least this share of the vocabulary (one in so many) passes its first
+/// byte: its cold mask is a long walk.
+const WIDE_SHARE: usize = 16;
+
 /// Mixes an iteration count into a counted state's pool key.
 const COUNT_KEY: u128 = 0x9E37_79B9_7F4A_7C15_F39C_C060_5CED_C835;
 
@@ -89,6 +98,10 @@ impl Default for CompileOptions {
         }
     }
 }
+
+/// Per rule: whether a wide state of it was met, and its token-equivalent states once a second
+/// one is ([`token_equiv::representatives`]).
+type RuleReps = (AtomicBool, OnceLock<Option<Arc<[u32]>>>);
 
 /// A grammar ready for matching against one vocabulary. Immutable apart from the per-state masks,
 /// which are filled on first use (thread-safe); share it with `Arc`.
@@ -114,6 +127,9 @@ pub struct CompiledGrammar {
     crossings: Mutex<FxHashMap<StateId, Arc<[u32]>>>,
     /// The matchers' rule-end decisions by context ([`super::end_memo`]).
     context_ends: ContextMemo,
+    /// Per rule: whether a wide state of it was met, and which state's mask each of its states
+    /// shares, found when a second one is ([`token_equiv`]).
+    token_reps: Vec<RuleReps>,
 }
 
 impl CompiledGrammar {
@@ -139,12 +155,20 @@ impl CompiledGrammar {
             .filter_map(|s| s.get().and_then(Option::as_ref))
             .map(|s| s.len() * size_of::<StateId>())
             .sum();
+        let token_reps: usize = self
+            .token_reps
+            .iter()
+            .filter_map(|(_, r)| r.get().and_then(Option::as_ref))
+            .map(|r| r.len() * size_of::<u32>())
+            .sum();
         self.automaton.heap_bytes()
             + self.keys.as_ref().map_or(0, StructuralHashes::heap_bytes)
             + self.masks.capacity() * size_of::<OnceLock<StateMask>>()
             + self.stand_ins.capacity() * size_of::<OnceLock<Option<Box<[StateId]>>>>()
             + stand_ins
             + self.context_ends.stats().bytes
+            + self.token_reps.capacity() * size_of::<RuleReps>()
+            + token_reps
             + own_masks
     }
 
@@ -167,7 +191,72 @@ impl CompiledGrammar {
     /// The cached mask of state `s` (for an item of a counted rule: with no completed iteration),
     /// computed (or taken from the shared pool) on first use.
     pub(crate) fn state_mask(&self, s: StateId) -> &StateMask {
-        self.masks[s.index()].get_or_init(|| self.compute_mask(s, 0, true))
+        self.state_mask_with(s, true)
+    }
+
+    /// [`Self::state_mask`], `tag_below` as for [`Self::compute_mask`]. A state that shares
+    /// another's mask ([`Self::mask_state`]) holds a copy of the other's (two reference counts).
+    fn state_mask_with(&self, s: StateId, tag_below: bool) -> &StateMask {
+        if let Some(m) = self.masks[s.index()].get() {
+            return m;
+        }
+        let r = self.mask_state(s);
+        if r == s {
+            return self.masks[s.index()].get_or_init(|| self.compute_mask(s, 0, tag_below));
+        }
+        let shared = self.masks[r.index()].get_or_init(|| self.compute_mask(r, 0, tag_below));
+        self.masks[s.index()].get_or_init(|| shared.clone())
+    }
+
+    /// The state whose mask `s` shares: for a wide state (whose cold mask walks most of the
+    /// vocabulary) of a rule with another wide state met before, the first of the states of its
+    /// rule that no token tells apart from it ([`token_equiv`], computed once per rule);
+    /// otherwise `s`.
+    fn mask_state(&self, s: StateId) -> StateId {
+        let fsm = self.automaton.fsm();
+        let rule = fsm.rule_of(s);
+        let states = fsm.rule_states(rule);
+        let rounds = self.token_rounds();
+        if states.len() < rounds + 2 || self.fan_out(s) < self.vocab.size() / WIDE_SHARE {
+            return s;
+        }
+        let (seen, reps) = &self.token_reps[rule.index()];
+        // A rule with one wide state met is not worth its partition.
+        if reps.get().is_none() && !seen.swap(true, Ordering::Relaxed) {
+            return s;
+        }
+        let reps = reps.get_or_init(|| self.rule_reps(rule, rounds));
+        match reps {
+            Some(reps) => StateId((states.start + reps[s.index() - states.start] as usize) as u32),
+            None => s,
+        }
+    }
+
+    /// [`token_equiv::representatives`] of `rule`, from the pool when a rule of the same states
+    /// was partitioned before.
+    fn rule_reps(&self, rule: RuleId, rounds: usize) -> Option<Arc<[u32]>> {
+        let a = &self.automaton;
+        let (Some(pool), Some(keys)) = (&self.pool, &self.keys) else {
+            return token_equiv::representatives(a, rule, rounds);
+        };
+        let mut f = Fingerprint::new();
+        f.write_usize(rounds);
+        for &h in &keys.states[a.fsm().rule_states(rule)] {
+            f.write_u128(h);
+        }
+        let key = f.finish128();
+        if let Some(known) = pool.reps().get(key) {
+            return known.0.clone();
+        }
+        let reps = token_equiv::representatives(a, rule, rounds);
+        pool.reps().insert(key, Reps(reps.clone()));
+        reps
+    }
+
+    /// The longest label path one token can follow: its bytes, or a whole-token terminal's
+    /// marker, and one more.
+    fn token_rounds(&self) -> usize {
+        (self.max_token_len as usize).max(MARKER_LEN) + 1
     }
 
     /// The mask of state `s` with `count` completed iterations. `tag_below`: a state of a tag rule
@@ -184,7 +273,7 @@ impl CompiledGrammar {
                 // contents inside a larger rule): it is looked up by that structure alone. So is
                 // a state of a tag rule, new with every tool list though what follows a tool's
                 // name (its arguments, its end tag) is not.
-                let wide = self.fan_out(s) >= self.vocab.size() / 16;
+                let wide = self.fan_out(s) >= self.vocab.size() / WIDE_SHARE;
                 let budget = if wide {
                     BELOW_BUDGET
                 } else if tag_below && a.is_dispatched(a.fsm().rule_of(s)) {
@@ -325,35 +414,6 @@ impl CompiledGrammar {
         self.crossings.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The root-rule states one byte before a tag rule's call (the last byte of its trigger) whose
-    /// crossing tokens are many: deciding them is the costliest mask of a request whose tools are
-    /// new, paid at the first call after its prefill unless done here.
-    fn precompute_crossings(&self, budget: &Budget) -> Result<(), GrammarError> {
-        let a = &self.automaton;
-        let fsm = a.fsm();
-        let root = a.root();
-        if a.counted(root).is_some() {
-            return Ok(());
-        }
-        let calls_tag = |t: StateId| {
-            fsm.ref_edges(t)
-                .iter()
-                .any(|&(r, _)| a.is_opaque_call(root, r))
-        };
-        let before: Vec<StateId> = fsm
-            .rule_states(root)
-            .map(|i| StateId(i as u32))
-            .filter(|&s| a.continues(s) && fsm.byte_edges(s).iter().any(|e| calls_tag(e.target)))
-            .collect();
-        for s in before {
-            budget.check(|| "deciding the tokens that cross a trigger".into())?;
-            if self.state_mask(s).mask.opaque().len() >= MIN_CROSSING_PRECOMPUTE {
-                self.crossing(s);
-            }
-        }
-        Ok(())
-    }
-
     fn lock_counted(&self) -> std::sync::MutexGuard<'_, FxHashMap<(StateId, u32), StateMask>> {
         self.counted_masks.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -409,147 +469,6 @@ impl CompiledGrammar {
         }
         true
     }
-
-    /// States whose items the matcher may consult for a mask: those an item can reach by a byte or
-    /// by a completed call, the root's start, and the starts of tag rules (a tag's item is
-    /// consulted where the trigger predicts it), that can go on (bytes or calls).
-    fn consulted_states(&self) -> Vec<StateId> {
-        let a = &self.automaton;
-        let fsm = a.fsm();
-        let mut mark = vec![false; fsm.num_states()];
-        mark[fsm.start(a.root()).index()] = true;
-        for &(r, _) in a.tag_rules() {
-            mark[fsm.start(r).index()] = true;
-        }
-        for s in 0..fsm.num_states() {
-            let s = StateId(s as u32);
-            for e in fsm.byte_edges(s) {
-                mark[e.target.index()] = true;
-            }
-            for &(_, t) in fsm.ref_edges(s) {
-                mark[t.index()] = true;
-            }
-        }
-        (0..fsm.num_states() as u32)
-            .map(StateId)
-            .filter(|&s| mark[s.index()] && a.continues(s) && a.counted(fsm.rule_of(s)).is_none())
-            .collect()
-    }
-
-    /// Whether a token is likely to end right before `s`, the byte before it being `before`: unless
-    /// the vocabulary joins `before` to what `s` scans in many tokens (BPE merges across such a
-    /// boundary: `functions` then `.get`, not `.` then `get`) against the tokens that start at
-    /// `s` — at least one in [`JOINED_RATIO`].
-    fn boundary_likely(&self, before: u8, s: StateId) -> bool {
-        let first = self.automaton.lookahead().first(s);
-        let joined = self
-            .vocab
-            .first_byte_run(before)
-            .filter(|&i| {
-                self.vocab
-                    .sorted_bytes(i)
-                    .get(1)
-                    .is_some_and(|&b| has_byte(first, b))
-            })
-            .count();
-        joined * JOINED_RATIO < self.fan_out(s)
-    }
-
-    /// The states of tag rule `r` from its start along single-byte steps (no calls, no
-    /// acceptance), then the first state with a choice: where the tokens after a trigger stand
-    /// while the tags' common beginning is written, and the name trie of a tool list. At most
-    /// [`MAX_TAG_PREFIX`] states.
-    fn tag_prefix(&self, r: RuleId) -> Vec<StateId> {
-        let fsm = self.automaton.fsm();
-        let mut s = fsm.start(r);
-        let mut out = vec![s];
-        while out.len() < MAX_TAG_PREFIX {
-            let edges = fsm.byte_edges(s);
-            let single = matches!(edges, [e] if e.lo == e.hi);
-            if !single || !fsm.ref_edges(s).is_empty() || fsm.is_accept(s) {
-                break;
-            }
-            s = edges[0].target;
-            if out.contains(&s) {
-                break;
-            }
-            out.push(s);
-        }
-        out
-    }
-
-    /// Computes the masks `precompute` asks for now.
-    fn precompute(&self, precompute: Precompute, budget: &Budget) -> Result<(), GrammarError> {
-        if precompute == Precompute::Top(0) {
-            return Ok(());
-        }
-        let mut states = self.consulted_states();
-        if precompute != Precompute::All {
-            let mut scored: Vec<(usize, StateId)> =
-                states.iter().map(|&s| (self.fan_out(s), s)).collect();
-            // Costliest first; among equals the lower state, nearer its rule's start (the automata
-            // are numbered breadth first), which is the likelier to be consulted.
-            scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            // The costliest states, as without a pool (those the pool holds cost a lookup); with a
-            // shared pool, also what a trigger leads into in tag rules new to the pool (below),
-            // and the `NEW_TAG_MASKS` states of those rules whose first bytes open the largest
-            // part of the vocabulary.
-            let fsm = self.automaton.fsm();
-            let new_in_tag = |s: StateId| match (&self.pool, &self.keys) {
-                (Some(pool), Some(keys)) => {
-                    self.automaton.is_dispatched(fsm.rule_of(s))
-                        && !pool.contains(keys.states[s.index()])
-                }
-                _ => false,
-            };
-            let pooled = |s: StateId| match (&self.pool, &self.keys) {
-                (Some(pool), Some(keys)) => pool.contains(keys.states[s.index()]),
-                _ => false,
-            };
-            let large = self.vocab.size() / 16;
-            let mut chosen: Vec<StateId> = match precompute {
-                Precompute::Top(n) => scored.iter().take(n).map(|&(_, s)| s).collect(),
-                _ => scored
-                    .iter()
-                    .filter(|&&(_, s)| pooled(s) || self.automaton.is_dispatcher(fsm.rule_of(s)))
-                    .take(DEFAULT_PRECOMPUTE)
-                    .map(|&(_, s)| s)
-                    .collect(),
-            };
-            // What a trigger leads through in a new tag rule, whatever its fan-out: the shared
-            // prefix of its tags and the state that chooses between them, where a token is likely
-            // to end right before the state (elsewhere the tokens crossing into it are decided by
-            // the parser, and its own mask is never consulted).
-            for &(r, trigger_end) in self.automaton.tag_rules() {
-                if !new_in_tag(fsm.start(r)) {
-                    continue;
-                }
-                let mut before = trigger_end;
-                for s in self.tag_prefix(r) {
-                    if self.automaton.continues(s)
-                        && before.is_none_or(|b| self.boundary_likely(b, s))
-                    {
-                        chosen.push(s);
-                    }
-                    before = fsm.byte_edges(s).first().map(|e| e.lo);
-                }
-            }
-            let tags: Vec<StateId> = scored
-                .iter()
-                .filter(|&&(c, s)| c >= large && !chosen.contains(&s) && new_in_tag(s))
-                .map(|&(_, s)| s)
-                .take(NEW_TAG_MASKS)
-                .collect();
-            chosen.extend(tags);
-            states = chosen;
-        }
-        let total = states.len();
-        for (i, s) in states.into_iter().enumerate() {
-            budget.check(|| format!("computing mask {} of {total} ahead of time", i + 1))?;
-            self.masks[s.index()].get_or_init(|| self.compute_mask(s, 0, false));
-        }
-        self.precompute_crossings(budget)
-    }
 }
 
 /// Calls `f` with what the structural hashes of `a`'s states depend on besides the automaton: which
@@ -568,20 +487,6 @@ fn with_hash_inputs<R>(
 /// arguments' calls, its end tag) fits; a state still choosing between tools does not, and gives
 /// up early.
 const TAG_BELOW_BUDGET: usize = 32;
-
-/// Tokens joining a byte to a state's first bytes, against those starting at the state, above
-/// which a token boundary right before the state is taken to be unlikely.
-const JOINED_RATIO: usize = 16;
-
-/// Most states of a tag rule's common beginning computed ahead of time ([`CompiledGrammar::tag_prefix`]).
-const MAX_TAG_PREFIX: usize = 64;
-
-/// Masks of new tag-rule states computed ahead of time per grammar, beyond `Precompute::Top`.
-const NEW_TAG_MASKS: usize = 2;
-
-/// Fewest crossing tokens for which [`CompiledGrammar::precompute_crossings`] decides a state's
-/// at compile time (fewer cost less than a mask lookup to decide at the first call).
-const MIN_CROSSING_PRECOMPUTE: usize = 256;
 
 /// Compiles `grammar` for `vocab` with the default options and a private mask pool.
 pub fn compile(
@@ -697,6 +602,9 @@ impl GrammarCompiler {
         });
         let masks = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
         let stand_ins = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
+        let token_reps = (0..fsm.num_rules())
+            .map(|_| (AtomicBool::new(false), OnceLock::new()))
+            .collect();
         let compiled = Arc::new(CompiledGrammar {
             automaton,
             vocab: Arc::clone(&self.vocab),
@@ -709,6 +617,7 @@ impl GrammarCompiler {
             stand_ins,
             crossings: Mutex::new(FxHashMap::default()),
             context_ends: ContextMemo::new(CONTEXT_MEMO_BYTES),
+            token_reps,
         });
         budget.check(|| "analysing the automaton".into())?;
         compiled.precompute(self.options.precompute, &budget)?;
