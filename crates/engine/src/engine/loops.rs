@@ -43,7 +43,7 @@ pub struct Loops<'a> {
     vocab: &'a Vocab,
     /// The chains found so far; a lookup's index `i > 0` is `chains[i - 1]`, 0 is none.
     chains: Vec<ChainTails>,
-    /// Per state looked up so far, its index (0: no chain, or no room for its class).
+    /// Per state looked up so far, its index (0: no chain).
     seen: FxHashMap<u32, u32>,
     /// The last lookups by state, direct-mapped (a walk asks about few states, over and over).
     recent: [(u32, u32); RECENT],
@@ -121,8 +121,7 @@ impl<'a> Loops<'a> {
             .is_some_and(|c| rest_passes(&c.tails, c.cap, self.vocab, pos, depth))
     }
 
-    /// The tails and capacity of the chain at `item`, if it has one (and the vocabulary has room
-    /// for its class).
+    /// The tails and capacity of the chain at `item`, if it has one.
     pub fn tails(&mut self, item: u32) -> Option<ChainTails> {
         if item == NO_STATE {
             return None;
@@ -143,12 +142,10 @@ impl<'a> Loops<'a> {
         let index = match self.seen.get(&item) {
             Some(&i) => i,
             None => {
-                let found = self.a.chain(StateId(item)).and_then(|chain| {
-                    Some(ChainTails {
-                        tails: self.vocab.class_tails(&chain.class)?,
-                        cap: chain.capacity,
-                        closed: chain.closed,
-                    })
+                let found = self.a.chain(StateId(item)).map(|chain| ChainTails {
+                    tails: self.vocab.class_tails(&chain.class),
+                    cap: chain.capacity,
+                    closed: chain.closed,
                 });
                 let i = match found {
                     Some(c) => {

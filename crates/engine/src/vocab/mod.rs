@@ -368,8 +368,8 @@ impl Vocab {
     /// For each entry of [`Vocab::sorted`], the smallest `d` such that its bytes from `d` on are
     /// members of `class` ([`LoopClass::tail_start`]), or [`UNKNOWN_TAIL`], with the split into
     /// whole entries and others ([`Tails`]); computed once per class and kept (a bounded number of
-    /// classes: `None` past it).
-    pub fn class_tails(&self, class: &LoopClass) -> Option<std::sync::Arc<Tails>> {
+    /// classes, the least recently used dropped first).
+    pub fn class_tails(&self, class: &LoopClass) -> std::sync::Arc<Tails> {
         self.tails.get(class, || {
             Tails::build(
                 class,

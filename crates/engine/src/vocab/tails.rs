@@ -6,7 +6,8 @@
 //! are also kept as a bitset over token ids, with their member counts, so that a walk takes them
 //! all by copying words, and leaves out only those longer than a bounded chain takes.
 //!
-//! [`ClassTails`] owns a bounded cache of these, indexed like [`super::Vocab::sorted`].
+//! [`ClassTails`] owns a bounded cache of these (least recently used out first), indexed like
+//! [`super::Vocab::sorted`].
 //! Invariant: a stored start is exact, or [`UNKNOWN_TAIL`] (too large for a byte), which never
 //! admits the shortcut; a token is whole exactly when its start is 0 and its first byte does not
 //! continue a character.
@@ -20,8 +21,9 @@ use crate::util::{is_continuation, LoopClass, TokenId};
 /// A stored tail start that is too large for a byte: the shortcut never applies.
 pub const UNKNOWN_TAIL: u8 = u8::MAX;
 
-/// Most classes kept per vocabulary; a class past it gets no shortcut (the walk steps).
-const MAX_CLASSES: usize = 64;
+/// Most classes kept per vocabulary (about 1.2 MiB each for a vocabulary of 128k tokens): past
+/// it, the class used least recently is dropped for a new one.
+const MAX_CLASSES: usize = 96;
 
 /// What the mask walk knows about one loop class (see the module docs).
 #[derive(Debug)]
@@ -187,7 +189,14 @@ impl Tails {
 /// The cache of [`Tails`] per loop class (see the module docs).
 #[derive(Debug, Default)]
 pub struct ClassTails {
-    map: Mutex<FxHashMap<LoopClass, Arc<Tails>>>,
+    map: Mutex<Kept>,
+}
+
+/// The classes kept, each with the tick of its last use.
+#[derive(Debug, Default)]
+struct Kept {
+    map: FxHashMap<LoopClass, (Arc<Tails>, u64)>,
+    tick: u64,
 }
 
 impl Clone for ClassTails {
@@ -198,19 +207,25 @@ impl Clone for ClassTails {
 }
 
 impl ClassTails {
-    /// The tails of `class`, built by `build` on first use; `None` once [`MAX_CLASSES`] other
-    /// classes are kept.
-    pub fn get(&self, class: &LoopClass, build: impl FnOnce() -> Tails) -> Option<Arc<Tails>> {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(t) = map.get(class) {
-            return Some(t.clone());
+    /// The tails of `class`, built by `build` unless kept (a walk holding tails the cache
+    /// dropped keeps them alive).
+    pub fn get(&self, class: &LoopClass, build: impl FnOnce() -> Tails) -> Arc<Tails> {
+        let mut kept = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        kept.tick += 1;
+        let tick = kept.tick;
+        if let Some((t, used)) = kept.map.get_mut(class) {
+            *used = tick;
+            return t.clone();
         }
-        if map.len() >= MAX_CLASSES {
-            return None;
+        if kept.map.len() >= MAX_CLASSES {
+            let oldest = kept.map.iter().min_by_key(|(_, (_, used))| *used);
+            if let Some((&c, _)) = oldest {
+                kept.map.remove(&c);
+            }
         }
         let tails = Arc::new(build());
-        map.insert(*class, tails.clone());
-        Some(tails)
+        kept.map.insert(*class, (tails.clone(), tick));
+        tails
     }
 }
 
@@ -297,5 +312,40 @@ mod tests {
                 entries[w[1]]
             );
         }
+    }
+
+    #[test]
+    fn the_class_used_least_recently_goes_first() {
+        let cache = ClassTails::default();
+        let class = |i: usize| {
+            let mut bytes = [0u64; 4];
+            bytes[i / 64] |= 1 << (i % 64);
+            LoopClass { bytes, wide: false }
+        };
+        let built = std::cell::Cell::new(0);
+        let get = |i: usize| {
+            cache.get(&class(i), || {
+                built.set(built.get() + 1);
+                let entries: Entries<fn(usize) -> &'static [u8]> = Entries {
+                    ids: &[],
+                    size: 0,
+                    bytes: |_| &[],
+                    lcp: &[],
+                    ascii: &[],
+                };
+                Tails::build(&class(i), &entries)
+            })
+        };
+        for i in 0..MAX_CLASSES {
+            get(i);
+        }
+        get(0);
+        assert_eq!(built.get(), MAX_CLASSES, "kept classes are not built again");
+        get(MAX_CLASSES);
+        assert_eq!(built.get(), MAX_CLASSES + 1);
+        get(0);
+        assert_eq!(built.get(), MAX_CLASSES + 1, "the class used last stays");
+        get(1);
+        assert_eq!(built.get(), MAX_CLASSES + 2, "the least recently used went");
     }
 }
