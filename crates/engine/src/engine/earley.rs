@@ -18,7 +18,7 @@ use rustc_hash::FxHashSet;
 
 use super::automaton::Automaton;
 use super::lookahead::{add_range, ByteSet};
-use crate::util::{fingerprint, kept, RuleId, StateId};
+use crate::util::{kept, RuleId, StateId};
 
 /// A dotted rule: a state of some rule's DFA plus the byte position where the rule began.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -231,7 +231,7 @@ impl EarleyParser {
             let h = self.set(x).iter().fold(0u128, |acc, it| {
                 let o = it.origin as usize;
                 let from = if o < x { self.hashes[o] } else { HERE };
-                acc.wrapping_add(fingerprint(&(it.state.0, it.count, from)))
+                acc.wrapping_add(mix_item(it.state.0, it.count, from))
             });
             if self.hashes.len() <= x {
                 self.hashes.resize(x + 1, 0);
@@ -370,4 +370,27 @@ impl EarleyParser {
             }
         }
     }
+}
+
+/// A 128-bit hash of an item of a set for [`EarleyParser::context_hash`]: its state and count,
+/// and the hash of the set it began in. Sums of these stand for sets, so each half is a full
+/// 64-bit mix of every input (two folded multiplications with distinct keys).
+fn mix_item(state: u32, count: u32, from: u128) -> u128 {
+    const KEYS: [u64; 4] = [
+        0xA076_1D64_78BD_642F,
+        0xE703_7ED1_A0B4_28DB,
+        0x8EBC_6AF0_9C88_C6E3,
+        0x5899_65CC_7537_4CC3,
+    ];
+    let fold = |x: u64, y: u64| {
+        let m = u128::from(x) * u128::from(y);
+        (m >> 64) as u64 ^ m as u64
+    };
+    let item = u64::from(state) << 32 | u64::from(count);
+    let (lo, hi) = (from as u64, (from >> 64) as u64);
+    let a = fold(item ^ KEYS[0], lo ^ KEYS[1]);
+    let b = fold(hi ^ KEYS[2], a ^ KEYS[3]);
+    let c = fold(lo ^ KEYS[3], item ^ KEYS[2]);
+    let d = fold(c ^ KEYS[1], hi ^ KEYS[0]);
+    u128::from(b) << 64 | u128::from(d)
 }

@@ -31,7 +31,11 @@ use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::mask::{walk_sorted, walk_sorted_tracked};
 use super::uncertain::Uncertain;
-use crate::util::memo::{Memo, Weighed};
+use std::sync::{Mutex, MutexGuard};
+
+use rustc_hash::FxHashMap;
+
+use crate::util::memo::{Memo, MemoStats, Weighed};
 use crate::util::{Fingerprint, RuleId, StateId, TokenBitmaskMut, TokenId};
 
 /// The decision of one uncertain list in one root context.
@@ -136,23 +140,44 @@ pub(super) fn fill_root_ends(
     );
 }
 
-/// The groups of one uncertain list that one context accepted (increasing indices).
-#[derive(Debug)]
-pub struct ContextEnds {
-    accepted: Box<[u32]>,
+/// Rule-end decisions of one grammar by context (see the module docs): the groups each context
+/// accepted (increasing indices), all dropped at once past [`CONTEXT_MEMO_BYTES`] (a sequence's
+/// contexts repeat within a stretch of it). Lean on purpose: most lookups of a short sequence
+/// miss, and a miss must cost little next to the walk it leads to.
+#[derive(Debug, Default)]
+pub struct ContextMemo {
+    inner: Mutex<ContextInner>,
 }
 
-impl Weighed for ContextEnds {
-    fn bytes(&self) -> usize {
-        self.accepted.len() * 4 + 64
+#[derive(Debug, Default)]
+struct ContextInner {
+    map: FxHashMap<u128, Box<[u32]>>,
+    bytes: usize,
+    reused: u64,
+    kept: u64,
+}
+
+impl ContextMemo {
+    fn lock(&self) -> MutexGuard<'_, ContextInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lookups answered, decisions kept, and bytes held.
+    pub fn stats(&self) -> MemoStats {
+        let inner = self.lock();
+        MemoStats {
+            reused: inner.reused,
+            kept: inner.kept,
+            bytes: inner.bytes,
+        }
     }
 }
 
-/// Rule-end decisions of one grammar by context (see the module docs).
-pub type ContextMemo = Memo<ContextEnds>;
-
 /// Most bytes a grammar's [`ContextMemo`] holds.
 pub const CONTEXT_MEMO_BYTES: usize = 1 << 19;
+
+/// Bytes a kept decision counts besides its indices.
+const CONTEXT_ENTRY_BYTES: usize = 48;
 
 /// Lists shorter than this are walked without the memo: hashing the context costs about as much.
 pub const MIN_CONTEXT_GROUPS: usize = 8;
@@ -171,11 +196,15 @@ pub(super) fn fill_context_ends(
     f.write_u128(uncertain.fingerprint());
     f.write_u128(parser.context_hash(parser.num_sets() - 1));
     let key = f.finish128();
-    if let Some(known) = memo.get(key) {
-        for &i in known.accepted.iter() {
-            uncertain.allow(i as usize, mask);
+    {
+        let mut inner = memo.lock();
+        if let Some(known) = inner.map.get(&key) {
+            for &i in known.iter() {
+                uncertain.allow(i as usize, mask);
+            }
+            inner.reused += 1;
+            return;
         }
-        return;
     }
     let mut accepted = Vec::new();
     walk_sorted(
@@ -188,12 +217,16 @@ pub(super) fn fill_context_ends(
             accepted.push(i as u32);
         },
     );
-    memo.insert(
-        key,
-        ContextEnds {
-            accepted: accepted.into(),
-        },
-    );
+    let bytes = accepted.len() * 4 + CONTEXT_ENTRY_BYTES;
+    let mut inner = memo.lock();
+    if inner.bytes + bytes > CONTEXT_MEMO_BYTES {
+        inner.map.clear();
+        inner.bytes = 0;
+    }
+    if inner.map.insert(key, accepted.into()).is_none() {
+        inner.bytes += bytes;
+        inner.kept += 1;
+    }
 }
 
 #[cfg(test)]

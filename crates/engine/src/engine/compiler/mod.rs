@@ -22,7 +22,7 @@ mod precompute;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
 use super::earley::EarleyParser;
-use super::end_memo::{ContextMemo, EndMemo, CONTEXT_MEMO_BYTES};
+use super::end_memo::{ContextMemo, EndMemo};
 use super::hash::{structural_hashes, Bounds, StructuralHashes, BELOW_BUDGET};
 use super::mask::walk_sorted;
 use super::mask_cache::{AdaptiveMask, MaskPool, PoolStats, StateMask};
@@ -616,7 +616,7 @@ impl GrammarCompiler {
             max_earley_items: self.limits.max_earley_items,
             stand_ins,
             crossings: Mutex::new(FxHashMap::default()),
-            context_ends: ContextMemo::new(CONTEXT_MEMO_BYTES),
+            context_ends: ContextMemo::default(),
             token_reps,
         });
         budget.check(|| "analysing the automaton".into())?;
