@@ -236,7 +236,7 @@ mod tests {
     use crate::engine::{CompileOptions, GrammarCompiler, GrammarMatcher};
     use crate::grammar::ebnf;
     use crate::util::{Limits, TokenBitmask, TokenId};
-    use crate::vocab::{TokenKind, Vocab};
+    use crate::vocab::Vocab;
 
     /// Single bytes, and tokens that end a call and run on into free text, into the next
     /// trigger, or through it into a tool's name.
@@ -279,14 +279,7 @@ mod tests {
     ];
 
     fn vocab() -> Arc<Vocab> {
-        let mut tokens: Vec<_> = TOKENS
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (i as u32, t.as_bytes().to_vec(), TokenKind::Normal))
-            .collect();
-        let end = TOKENS.len() as u32;
-        tokens.push((end, b"<end>".to_vec(), TokenKind::Special));
-        Arc::new(Vocab::new(TOKENS.len() + 1, tokens, vec![TokenId(end)]))
+        Vocab::of_texts(TOKENS)
     }
 
     fn id(token: &str) -> TokenId {

@@ -286,8 +286,8 @@ mod tests {
     use crate::engine::automaton::build_automaton;
     use crate::engine::mask_cache::AdaptiveMask;
     use crate::grammar::ebnf;
-    use crate::util::{Limits, RuleId, StateId, TokenId};
-    use crate::vocab::{TokenKind, Vocab};
+    use crate::util::{Limits, RuleId, StateId};
+    use crate::vocab::Vocab;
 
     /// Tokens of at most three bytes.
     const TOKENS: &[&str] = &[
@@ -296,14 +296,7 @@ mod tests {
     ];
 
     fn vocab() -> Arc<Vocab> {
-        let mut tokens: Vec<_> = TOKENS
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (i as u32, t.as_bytes().to_vec(), TokenKind::Normal))
-            .collect();
-        let end = TOKENS.len() as u32;
-        tokens.push((end, b"<end>".to_vec(), TokenKind::Special));
-        Arc::new(Vocab::new(TOKENS.len() + 1, tokens, vec![TokenId(end)]))
+        Vocab::of_texts(TOKENS)
     }
 
     /// Checks that every state of every rule of `src` has the mask of its representative, and

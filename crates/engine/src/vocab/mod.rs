@@ -149,6 +149,19 @@ impl Vocab {
         Vocab::new(source.size(), source.tokens(), source.stop_tokens())
     }
 
+    /// A test vocabulary: `texts` as normal tokens (ids in order), then the special stop token
+    /// `<end>`.
+    #[cfg(test)]
+    pub(crate) fn of_texts(texts: &[&str]) -> std::sync::Arc<Vocab> {
+        let end = texts.len() as u32;
+        let tokens = texts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i as u32, t.as_bytes().to_vec(), TokenKind::Normal))
+            .chain([(end, b"<end>".to_vec(), TokenKind::Special)]);
+        std::sync::Arc::new(Vocab::new(texts.len() + 1, tokens, vec![TokenId(end)]))
+    }
+
     /// Builds a vocabulary of `size` ids from `(id, bytes, kind)` entries; ids not listed are padding.
     /// Entries with ids `>= size` are dropped. `stop` lists the default stop token ids.
     pub fn new(
