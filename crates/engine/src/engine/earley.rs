@@ -212,20 +212,19 @@ impl EarleyParser {
         const HERE: u128 = 0x51_7C_C1_B7_27_22_0A_95;
         let known = |hashes: &[u128], x: usize| hashes.get(x).is_some_and(|&h| h != 0);
         // Depth-first over the sets the items began in, without recursion (a deeply nested input
-        // has as many open rules as bytes).
-        let mut stack = vec![k];
-        while let Some(&x) = stack.last() {
-            if known(&self.hashes, x) {
-                stack.pop();
-                continue;
-            }
+        // has as many open rules as bytes); the stack stays unallocated in the usual case, where
+        // the open rules' sets are hashed already.
+        let mut waiting = Vec::new();
+        let mut x = k;
+        while !known(&self.hashes, x) {
             let missing = self
                 .set(x)
                 .iter()
                 .map(|it| it.origin as usize)
                 .find(|&o| o < x && !known(&self.hashes, o));
             if let Some(o) = missing {
-                stack.push(o);
+                waiting.push(x);
+                x = o;
                 continue;
             }
             let h = self.set(x).iter().fold(0u128, |acc, it| {
@@ -237,7 +236,10 @@ impl EarleyParser {
                 self.hashes.resize(x + 1, 0);
             }
             self.hashes[x] = h.max(1);
-            stack.pop();
+            match waiting.pop() {
+                Some(w) => x = w,
+                None => break,
+            }
         }
         self.hashes[k]
     }

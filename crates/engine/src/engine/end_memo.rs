@@ -22,19 +22,18 @@
 //! accepted under the list's fingerprint and that hash.
 //!
 //! Invariant: an [`EndWalk`]'s key determines it: the list's fingerprint names its groups, and
-//! the hashes of the root states the walk's covered part. So does a [`ContextEnds`]'s, within its
-//! grammar.
+//! the hashes of the root states the walk's covered part. So does a [`ContextMemo`] key, within
+//! its grammar.
 
 use std::hash::Hasher;
+use std::sync::{Mutex, MutexGuard};
+
+use rustc_hash::FxHashMap;
 
 use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::mask::{walk_sorted, walk_sorted_tracked};
 use super::uncertain::Uncertain;
-use std::sync::{Mutex, MutexGuard};
-
-use rustc_hash::FxHashMap;
-
 use crate::util::memo::{Memo, MemoStats, Weighed};
 use crate::util::{Fingerprint, RuleId, StateId, TokenBitmaskMut, TokenId};
 
