@@ -18,7 +18,7 @@ use llguidance::toktrie::{
 };
 use llguidance::{Matcher, ParserFactory, TokenParser};
 
-use super::engine::{Compiled, Engine, GrammarInput, Sequence};
+use super::engine::{Compiled, Engine, GrammarInput, InputKind, Sequence};
 use super::lark::structural_tag_to_lark;
 
 struct HfEnv {
@@ -102,11 +102,11 @@ impl Engine for LlgEngine {
     }
 
     fn compile(&self, input: &GrammarInput) -> Result<Box<dyn Compiled>, String> {
-        let grammar = match input {
-            GrammarInput::StructuralTag(tag) => {
-                TopLevelGrammar::from_lark(structural_tag_to_lark(tag)?)
+        let grammar = match input.kind {
+            InputKind::StructuralTag => {
+                TopLevelGrammar::from_lark(structural_tag_to_lark(&input.value)?)
             }
-            GrammarInput::JsonSchema(schema) => TopLevelGrammar::from_json_schema(schema.clone()),
+            InputKind::JsonSchema => TopLevelGrammar::from_json_schema(input.value.clone()),
         };
         let parser = self
             .factory

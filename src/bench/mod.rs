@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use crate::json_lines::json_lines;
 use crate::runtime::trace::percentile;
-use engine::{Engine, GrammarInput};
+use engine::{Engine, GrammarInput, InputKind};
 
 /// A workload that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -138,7 +138,7 @@ pub fn read_requests(
         let output = str_field(&v, "output", path, line)?;
         jobs.push(Job {
             id: id.to_string(),
-            input: GrammarInput::StructuralTag(tag),
+            input: GrammarInput::new(InputKind::StructuralTag, tag),
             texts: vec![tokens(tokenizer, output, stop, path, line)?],
         });
     }
@@ -180,7 +180,7 @@ pub fn read_jsonschema(
                 .collect::<Result<_, _>>()?;
             jobs.push(Job {
                 id,
-                input: GrammarInput::JsonSchema(schema),
+                input: GrammarInput::new(InputKind::JsonSchema, schema),
                 texts,
             });
         }

@@ -30,7 +30,7 @@ pub(crate) mod slices;
 
 pub use bitmask::{TokenBitmask, TokenBitmaskMut};
 pub use byte_set::{add_range, has_byte, ByteSet};
-pub use fingerprint::{fingerprint, hash_json, json_fingerprint, Fingerprint};
+pub use fingerprint::{fingerprint, hash_json, Fingerprint};
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
 pub use limits::{Budget, LimitError, Limits};
 pub use loop_class::{is_continuation, member_count, LoopClass, WIDE_CHAR_SHAPES};
