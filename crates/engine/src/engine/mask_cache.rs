@@ -49,7 +49,7 @@ use super::set_walk::{SetWalk, NO_STATE};
 use super::token_equiv::RepsMemo;
 use super::uncertain::Uncertain;
 use crate::util::{fingerprint, kept, StateId};
-use crate::vocab::{common_prefix, Tails, Vocab};
+use crate::vocab::{common_prefix, RunOthers, Vocab};
 
 /// The [`RunMemo`] key of first byte `b`'s run visiting `list`, when the walk stands at one lone
 /// state after `b` and that state's structure below has a key (looked up once per walk, in
@@ -98,23 +98,21 @@ pub enum TokenSet {
     Bitset(Arc<[u32]>),
 }
 
-/// The visits of a run whose whole tokens are taken as bits: its `others` (a range of
-/// `tails.others`) and the `long` whole tokens the walk still visits (sorted positions,
-/// increasing), as positions in `Vocab::sorted` with each one's common prefix with the visit
-/// before (0 for the first). Without long tokens these are `tails`' own arrays; else the two lists
-/// are merged into `merged` and `lcp`.
+/// The visits of a run whose whole tokens are taken as bits: its `others` and the `long` whole
+/// tokens the walk still visits (sorted positions, increasing), as positions in `Vocab::sorted`
+/// with each one's common prefix with the visit before (0 for the first). Without long tokens
+/// these are `others`' own arrays; else the two lists are merged into `merged` and `lcp`.
 fn visit_list<'a>(
     vocab: &Vocab,
-    tails: &'a Tails,
-    others: Range<usize>,
+    others: &'a RunOthers,
     long: &[u32],
     merged: &'a mut Vec<u32>,
     lcp: &'a mut Vec<u32>,
 ) -> (Range<usize>, &'a [u32], &'a [u32]) {
     if long.is_empty() {
-        return (others, &tails.others, &tails.others_lcp);
+        return (0..others.positions.len(), &others.positions, &others.lcp);
     }
-    let others = &tails.others[others];
+    let others = &others.positions;
     merged.clear();
     lcp.clear();
     let (mut i, mut j) = (0, 0);
@@ -297,8 +295,7 @@ impl AdaptiveMask {
                     let long = &long_all[within(&long_all)];
                     visit_list(
                         vocab,
-                        t,
-                        within(&t.others),
+                        t.others(b, run.clone(), lcp),
                         long,
                         &mut merged,
                         &mut merged_lcp,
@@ -341,8 +338,7 @@ impl AdaptiveMask {
                     }
                     visit_list(
                         vocab,
-                        t,
-                        within(&t.others),
+                        t.others(b, run.clone(), lcp),
                         &long,
                         &mut merged,
                         &mut merged_lcp,

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use crate::util::marker::{MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::{LoopClass, TokenId};
 use tails::ClassTails;
-pub use tails::{Tails, UNKNOWN_TAIL};
+pub use tails::{RunOthers, Tails, UNKNOWN_TAIL};
 
 /// What a token id is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

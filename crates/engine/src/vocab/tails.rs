@@ -4,7 +4,10 @@
 //! byte enters the loop: the tokens made wholly of class members (taken without a walk) and the
 //! others (sorted positions with their common prefixes, the only ones walked). The whole entries
 //! are also kept as a bitset over token ids, with their member counts, so that a walk takes them
-//! all by copying words, and leaves out only those longer than a bounded chain takes.
+//! all by copying words, and leaves out only those longer than a bounded chain takes. The others
+//! are listed per first byte, on the first walk of that byte's run: a walk only enters the runs
+//! of bytes its state takes, and listing every run up front (most of the vocabulary for a narrow
+//! class) cost a megabyte of fresh memory per class.
 //!
 //! [`ClassTails`] owns a bounded cache of these (least recently used out first), indexed like
 //! [`super::Vocab::sorted`].
@@ -12,7 +15,8 @@
 //! admits the shortcut; a token is whole exactly when its start is 0 and its first byte does not
 //! continue a character.
 
-use std::sync::{Arc, Mutex};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
 
@@ -33,11 +37,8 @@ pub struct Tails {
     pub starts: Box<[u8]>,
     /// Sorted positions of the entries made wholly of class members, increasing.
     pub whole: Box<[u32]>,
-    /// Sorted positions of the other entries, increasing.
-    pub others: Box<[u32]>,
-    /// For each of `others`, the length of its common prefix with the one before it (0 for the
-    /// first): the minimum of the common-prefix array over the entries in between.
-    pub others_lcp: Box<[u32]>,
+    /// Per first byte, the other entries of its run ([`Tails::others`]), listed on first use.
+    others: Box<[OnceLock<RunOthers>]>,
     /// For each of `whole`, its number of members ([`LoopClass::members`]), at most 255.
     pub whole_members: Box<[u8]>,
     /// Indices into `whole`, by member count, most first.
@@ -48,6 +49,16 @@ pub struct Tails {
     pub whole_bits: Box<[u32]>,
     /// Whether the class is wide (a non-ASCII character is one member).
     pub wide: bool,
+}
+
+/// The entries of one first byte's run that are not whole.
+#[derive(Debug, Default)]
+pub struct RunOthers {
+    /// Sorted positions, increasing.
+    pub positions: Box<[u32]>,
+    /// For each of `positions`, the length of its common prefix with the one before it (0 for
+    /// the first): the minimum of the common-prefix array over the entries in between.
+    pub lcp: Box<[u32]>,
 }
 
 /// The set of an entry's bytes, one bit each, when all of them are ASCII; 0 when one is not (an
@@ -112,13 +123,12 @@ impl Tails {
         }
         let mut whole = Vec::with_capacity(whole_count);
         let mut whole_members = Vec::with_capacity(whole_count);
-        let mut others = Vec::with_capacity(n - whole_count);
-        let mut others_lcp = Vec::with_capacity(n - whole_count);
         let mut run_max = Box::new([0u8; 256]);
         let mut whole_bits = vec![0u32; entries.size.div_ceil(32)];
-        let mut shared = u32::MAX;
-        for (i, (&start, &common)) in starts.iter().zip(entries.lcp).enumerate() {
-            shared = shared.min(common);
+        for (i, &start) in starts.iter().enumerate() {
+            if start != 0 {
+                continue;
+            }
             let b = (entries.bytes)(i);
             if is_whole(start, b) {
                 whole.push(i as u32);
@@ -131,10 +141,6 @@ impl Tails {
                 }
                 let id = entries.ids[i].index();
                 whole_bits[id / 32] |= 1 << (id % 32);
-            } else {
-                others.push(i as u32);
-                others_lcp.push(if others.len() == 1 { 0 } else { shared });
-                shared = u32::MAX;
             }
         }
         // A counting sort: member counts are bytes.
@@ -154,8 +160,7 @@ impl Tails {
         Tails {
             starts: starts.into(),
             whole: whole.into(),
-            others: others.into(),
-            others_lcp: others_lcp.into(),
+            others: (0..256).map(|_| OnceLock::new()).collect(),
             by_members: by_members.into(),
             whole_members: whole_members.into(),
             run_max,
@@ -166,6 +171,30 @@ impl Tails {
 }
 
 impl Tails {
+    /// The entries of `run` (the sorted positions of the entries whose first byte is `first`) that
+    /// are not whole, with their common prefixes read from `lcp` (the vocabulary's common-prefix
+    /// array): listed on the first call for `first`, kept after.
+    pub fn others(&self, first: u8, run: Range<usize>, lcp: &[u32]) -> &RunOthers {
+        self.others[usize::from(first)].get_or_init(|| {
+            let lead = is_continuation(first);
+            let (mut positions, mut shared_before) = (Vec::new(), Vec::new());
+            let mut shared = u32::MAX;
+            for p in run {
+                shared = shared.min(lcp[p]);
+                if self.starts[p] == 0 && !lead {
+                    continue;
+                }
+                shared_before.push(if positions.is_empty() { 0 } else { shared });
+                positions.push(p as u32);
+                shared = u32::MAX;
+            }
+            RunOthers {
+                positions: positions.into(),
+                lcp: shared_before.into(),
+            }
+        })
+    }
+
     /// The sorted positions of the whole entries with more than `limit` members, increasing,
     /// into `out`.
     pub fn longer_than(&self, limit: u32, out: &mut Vec<u32>) {
@@ -296,22 +325,28 @@ mod tests {
             .collect();
         assert_eq!(long, expected);
         assert_eq!(t.run_max[usize::from(b'"')], 0);
-        assert_eq!(*t.others, *others);
-        let others: Vec<usize> = others.iter().map(|&p| p as usize).collect();
-        for (k, w) in others.windows(2).enumerate() {
-            let common = entries[w[0]]
-                .iter()
-                .zip(entries[w[1]])
-                .take_while(|(x, y)| x == y)
-                .count() as u32;
-            assert_eq!(
-                t.others_lcp[k + 1],
-                common,
-                "{:?} {:?}",
-                entries[w[0]],
-                entries[w[1]]
-            );
+        // Per first byte, its run's others, each with its common prefix with the one before.
+        let mut listed = Vec::new();
+        for first in 0..=255u8 {
+            let run = entries.partition_point(|e| e[0] < first)
+                ..entries.partition_point(|e| e[0] <= first);
+            let run_others = t.others(first, run.clone(), &lcp);
+            assert_eq!(run_others.positions.len(), run_others.lcp.len());
+            for (k, &p) in run_others.positions.iter().enumerate() {
+                assert!(run.contains(&(p as usize)));
+                let common = match k {
+                    0 => 0,
+                    _ => entries[run_others.positions[k - 1] as usize]
+                        .iter()
+                        .zip(entries[p as usize])
+                        .take_while(|(x, y)| x == y)
+                        .count() as u32,
+                };
+                assert_eq!(run_others.lcp[k], common, "{:?}", entries[p as usize]);
+            }
+            listed.extend_from_slice(&run_others.positions);
         }
+        assert_eq!(listed, others);
     }
 
     #[test]
