@@ -49,6 +49,19 @@ pub struct Chain {
 /// one automaton).
 pub type Capacities = FxHashMap<StateId, (LoopClass, u32, bool)>;
 
+/// The vectors of one chain analysis, shared by its recursion so that a state costs no
+/// allocation: `targets` is a stack of segments (each level's member targets, pushed above its
+/// caller's and cut back on return), `stack` the states being computed, `passed` the states met
+/// inside non-ASCII characters, `set` and `next` a wide step's frontier.
+#[derive(Default)]
+struct Scratch {
+    targets: Vec<StateId>,
+    stack: Vec<StateId>,
+    passed: Vec<StateId>,
+    set: Vec<StateId>,
+    next: Vec<StateId>,
+}
+
 impl CompactFsm {
     /// The chain a walk standing at `s` consumes a token's rest on (see the module docs): `s`'s own
     /// loop class; else the loop class of the state its widest byte range leads to, or, when that
@@ -71,7 +84,7 @@ impl CompactFsm {
             Some(c) => *c,
             None => self.step_class(s, widest.target)?,
         };
-        let (capacity, closed) = self.capacity(s, &class, caps, &mut Vec::new());
+        let (capacity, closed) = self.capacity(s, &class, caps, &mut Scratch::default());
         (capacity > 0).then_some(Chain {
             class,
             capacity,
@@ -106,25 +119,21 @@ impl CompactFsm {
     /// The members that take `s` to `to`: its bytes with that target (ASCII only when every
     /// non-ASCII character arrives there too, which makes the class wide).
     fn step_class(&self, s: StateId, to: StateId) -> Option<LoopClass> {
+        let (mut set, mut next) = (Vec::new(), Vec::new());
         let wide = WIDE_CHAR_SHAPES.iter().all(|&(lo, hi, tails)| {
-            let mut set = match self.range_targets(s, lo, hi) {
-                Some(t) => t,
-                None => return false,
-            };
+            set.clear();
+            if !self.range_targets(s, lo, hi, &mut set) {
+                return false;
+            }
             for &(a, b) in tails {
-                let mut next = Vec::new();
+                next.clear();
                 for &m in &set {
-                    if !self.ref_edges(m).is_empty() {
+                    if !self.ref_edges(m).is_empty() || !self.range_targets(m, a, b, &mut next) {
                         return false;
                     }
-                    match self.range_targets(m, a, b) {
-                        Some(t) => next.extend(t),
-                        None => return false,
-                    }
                 }
-                next.sort_unstable();
-                next.dedup();
-                set = next;
+                sort_dedup(&mut next, 0);
+                std::mem::swap(&mut set, &mut next);
             }
             set == [to]
         });
@@ -151,7 +160,7 @@ impl CompactFsm {
         s: StateId,
         class: &LoopClass,
         caps: &mut Capacities,
-        stack: &mut Vec<StateId>,
+        scratch: &mut Scratch,
     ) -> (u32, bool) {
         if self.loop_class(s) == Some(class) {
             return (UNBOUNDED, false);
@@ -161,32 +170,40 @@ impl CompactFsm {
                 return (cap, closed);
             }
         }
-        if stack.len() >= MAX_DEPTH || stack.contains(&s) || !self.ref_edges(s).is_empty() {
+        if scratch.stack.len() >= MAX_DEPTH
+            || scratch.stack.contains(&s)
+            || !self.ref_edges(s).is_empty()
+        {
             return (0, false);
         }
-        let mut passed = Vec::new();
-        let found = match self.member_targets_through(s, class, &mut passed) {
-            None => (0, self.takes_no_member(s, class)),
-            Some(targets) => {
-                let quiet = |m: &StateId| !self.is_accept(*m) && self.ref_edges(*m).is_empty();
-                let mut closed = passed.iter().all(quiet) && targets.iter().all(quiet);
-                stack.push(s);
-                let mut least = UNBOUNDED;
-                let mut most = 0;
-                for t in targets {
-                    let (cap, next_closed) = self.capacity(t, class, caps, stack);
-                    least = least.min(cap);
-                    most = most.max(cap);
-                    closed &= next_closed;
-                    if least == 0 && !closed {
-                        break;
-                    }
+        let start = scratch.targets.len();
+        let found = if !self.member_targets_through(s, class, scratch) {
+            scratch.targets.truncate(start);
+            scratch.passed.clear();
+            (0, self.takes_no_member(s, class))
+        } else {
+            let quiet = |m: &StateId| !self.is_accept(*m) && self.ref_edges(*m).is_empty();
+            let mut closed =
+                scratch.passed.iter().all(quiet) && scratch.targets[start..].iter().all(quiet);
+            scratch.passed.clear();
+            scratch.stack.push(s);
+            let mut least = UNBOUNDED;
+            let mut most = 0;
+            for k in start..scratch.targets.len() {
+                let t = scratch.targets[k];
+                let (cap, next_closed) = self.capacity(t, class, caps, scratch);
+                least = least.min(cap);
+                most = most.max(cap);
+                closed &= next_closed;
+                if least == 0 && !closed {
+                    break;
                 }
-                stack.pop();
-                match least {
-                    UNBOUNDED => (UNBOUNDED, false),
-                    n => (n + 1, closed && most == least),
-                }
+            }
+            scratch.stack.pop();
+            scratch.targets.truncate(start);
+            match least {
+                UNBOUNDED => (UNBOUNDED, false),
+                n => (n + 1, closed && most == least),
             }
         };
         caps.insert(s, (*class, found.0, found.1));
@@ -194,69 +211,87 @@ impl CompactFsm {
     }
 
     /// Where `t` goes on the members of `class` (each byte; when wide, after each whole non-ASCII
-    /// character), or `None` when some member has no edge; the states inside a non-ASCII
-    /// character are pushed to `passed`.
-    fn member_targets_through(
-        &self,
-        t: StateId,
-        class: &LoopClass,
-        passed: &mut Vec<StateId>,
-    ) -> Option<Vec<StateId>> {
+    /// character), pushed on `scratch.targets` (sorted, without repeats), or `false` when some
+    /// member has no edge; the states inside a non-ASCII character go to `scratch.passed`.
+    fn member_targets_through(&self, t: StateId, class: &LoopClass, scratch: &mut Scratch) -> bool {
         // Edge by edge: the targets of the edges holding a member, and every member must be
         // held by some edge.
-        let mut out = Vec::new();
+        let start = scratch.targets.len();
         let mut held = [0u64; 4];
         for e in self.byte_edges(t) {
             let mut range = [0u64; 4];
             add_range(&mut range, e.lo, e.hi);
             if (0..4).any(|w| range[w] & class.bytes[w] != 0) {
-                out.push(e.target);
+                scratch.targets.push(e.target);
             }
             add_range(&mut held, e.lo, e.hi);
         }
         if (0..4).any(|w| class.bytes[w] & !held[w] != 0) {
-            return None;
+            return false;
         }
         if class.wide {
+            let Scratch {
+                targets,
+                passed,
+                set,
+                next,
+                ..
+            } = scratch;
             for &(lo, hi, tails) in &WIDE_CHAR_SHAPES {
-                let mut set = self.range_targets(t, lo, hi)?;
-                for &(a, b) in tails {
-                    passed.extend_from_slice(&set);
-                    let mut next = Vec::new();
-                    for &m in &set {
-                        next.extend(self.range_targets(m, a, b)?);
-                    }
-                    next.sort_unstable();
-                    next.dedup();
-                    set = next;
+                set.clear();
+                if !self.range_targets(t, lo, hi, set) {
+                    return false;
                 }
-                out.extend(set);
+                for &(a, b) in tails {
+                    passed.extend_from_slice(set);
+                    next.clear();
+                    for &m in set.iter() {
+                        if !self.range_targets(m, a, b, next) {
+                            return false;
+                        }
+                    }
+                    sort_dedup(next, 0);
+                    std::mem::swap(set, next);
+                }
+                targets.extend_from_slice(set);
             }
         }
-        out.sort_unstable();
-        out.dedup();
-        Some(out)
+        sort_dedup(&mut scratch.targets, start);
+        true
     }
 
-    /// The targets of `s` on every byte of `lo..=hi`, or `None` when some byte has no edge.
-    fn range_targets(&self, s: StateId, lo: u8, hi: u8) -> Option<Vec<StateId>> {
+    /// Pushes the targets of `s` on every byte of `lo..=hi` to `out`; `false` when some byte has
+    /// no edge.
+    fn range_targets(&self, s: StateId, lo: u8, hi: u8, out: &mut Vec<StateId>) -> bool {
         let mut next = u16::from(lo);
-        let mut out = Vec::new();
         for e in self.byte_edges(s) {
             if u16::from(e.hi) < next || e.lo > hi {
                 continue;
             }
             if u16::from(e.lo) > next {
-                return None;
+                return false;
             }
             out.push(e.target);
             next = u16::from(e.hi) + 1;
             if next > u16::from(hi) {
-                return Some(out);
+                return true;
             }
         }
-        None
+        false
     }
+}
+
+/// Sorts `v[from..]` and drops its repeats.
+fn sort_dedup(v: &mut Vec<StateId>, from: usize) {
+    v[from..].sort_unstable();
+    let mut kept = from;
+    for i in from..v.len() {
+        if kept == from || v[kept - 1] != v[i] {
+            v[kept] = v[i];
+            kept += 1;
+        }
+    }
+    v.truncate(kept);
 }
 
 #[cfg(test)]
