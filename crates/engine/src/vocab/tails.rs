@@ -177,11 +177,15 @@ impl Tails {
     pub fn others(&self, first: u8, run: Range<usize>, lcp: &[u32]) -> &RunOthers {
         self.others[usize::from(first)].get_or_init(|| {
             let lead = is_continuation(first);
-            let (mut positions, mut shared_before) = (Vec::new(), Vec::new());
+            let other = |p: usize| lead || self.starts[p] != 0;
+            // Counted first, so that each list is one allocation of its exact size.
+            let count = run.clone().filter(|&p| other(p)).count();
+            let (mut positions, mut shared_before) =
+                (Vec::with_capacity(count), Vec::with_capacity(count));
             let mut shared = u32::MAX;
             for p in run {
                 shared = shared.min(lcp[p]);
-                if self.starts[p] == 0 && !lead {
+                if !other(p) {
                     continue;
                 }
                 shared_before.push(if positions.is_empty() { 0 } else { shared });
