@@ -83,7 +83,7 @@ impl Hasher for Fingerprint {
 /// member order, which a schema's `properties` order, or an enum's object layout, is not free to
 /// do).
 ///
-/// The value is first written out as one prefix-free byte string ([`encode_json`]) and that
+/// The value is first written out as one prefix-free byte string (`encode_json`) and that
 /// string is hashed with a single write: a hasher's per-write cost, paid once per string and
 /// number, was most of keying a cached request's tool list.
 pub fn hash_json<H: Hasher>(v: &Value, h: &mut H) {
