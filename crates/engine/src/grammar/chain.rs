@@ -19,7 +19,7 @@
 use rustc_hash::FxHashMap;
 
 use super::fsm::CompactFsm;
-use crate::util::{add_range, LoopClass, StateId, WIDE_CHAR_SHAPES};
+use crate::util::{add_range, CharShape, LoopClass, StateId, WIDE_CHAR_SHAPES};
 
 /// Capacity of a state that takes any number of members.
 pub const UNBOUNDED: u32 = u32::MAX;
@@ -80,11 +80,12 @@ impl CompactFsm {
             return None;
         }
         let widest = self.byte_edges(s).iter().max_by_key(|e| e.hi - e.lo)?;
+        let mut scratch = Scratch::default();
         let class = match self.loop_class(widest.target) {
             Some(c) => *c,
-            None => self.step_class(s, widest.target)?,
+            None => self.step_class(s, widest.target, &mut scratch)?,
         };
-        let (capacity, closed) = self.capacity(s, &class, caps, &mut Scratch::default());
+        let (capacity, closed) = self.capacity(s, &class, caps, &mut scratch);
         (capacity > 0).then_some(Chain {
             class,
             capacity,
@@ -118,25 +119,13 @@ impl CompactFsm {
 
     /// The members that take `s` to `to`: its bytes with that target (ASCII only when every
     /// non-ASCII character arrives there too, which makes the class wide).
-    fn step_class(&self, s: StateId, to: StateId) -> Option<LoopClass> {
-        let (mut set, mut next) = (Vec::new(), Vec::new());
-        let wide = WIDE_CHAR_SHAPES.iter().all(|&(lo, hi, tails)| {
-            set.clear();
-            if !self.range_targets(s, lo, hi, &mut set) {
-                return false;
-            }
-            for &(a, b) in tails {
-                next.clear();
-                for &m in &set {
-                    if !self.ref_edges(m).is_empty() || !self.range_targets(m, a, b, &mut next) {
-                        return false;
-                    }
-                }
-                sort_dedup(&mut next, 0);
-                std::mem::swap(&mut set, &mut next);
-            }
-            set == [to]
-        });
+    fn step_class(&self, s: StateId, to: StateId, scratch: &mut Scratch) -> Option<LoopClass> {
+        let Scratch { set, next, .. } = scratch;
+        // Every non-ASCII character arrives at `to`, through states without calls.
+        let no_calls = |inside: &[StateId]| inside.iter().all(|&m| self.ref_edges(m).is_empty());
+        let wide = WIDE_CHAR_SHAPES
+            .iter()
+            .all(|&shape| self.after_char(s, shape, set, next, no_calls) && *set == [to]);
         let mut bytes = [0u64; 4];
         for e in self.byte_edges(s).iter().filter(|e| e.target == to) {
             let hi = if wide { e.hi.min(0x7F) } else { e.hi };
@@ -237,26 +226,50 @@ impl CompactFsm {
                 next,
                 ..
             } = scratch;
-            for &(lo, hi, tails) in &WIDE_CHAR_SHAPES {
-                set.clear();
-                if !self.range_targets(t, lo, hi, set) {
+            for &shape in &WIDE_CHAR_SHAPES {
+                let through = |inside: &[StateId]| {
+                    passed.extend_from_slice(inside);
+                    true
+                };
+                if !self.after_char(t, shape, set, next, through) {
                     return false;
-                }
-                for &(a, b) in tails {
-                    passed.extend_from_slice(set);
-                    next.clear();
-                    for &m in set.iter() {
-                        if !self.range_targets(m, a, b, next) {
-                            return false;
-                        }
-                    }
-                    sort_dedup(next, 0);
-                    std::mem::swap(set, next);
                 }
                 targets.extend_from_slice(set);
             }
         }
         sort_dedup(&mut scratch.targets, start);
+        true
+    }
+
+    /// The states `s` reaches after one whole character of `shape` (a [`WIDE_CHAR_SHAPES`]
+    /// entry), in `set` (sorted, without repeats; `next` is scratch), calling `inside` with the
+    /// states within the character after each of its bytes but the last; `false` when some byte of
+    /// the shape has no edge or `inside` says so.
+    fn after_char(
+        &self,
+        s: StateId,
+        (lo, hi, tails): CharShape,
+        set: &mut Vec<StateId>,
+        next: &mut Vec<StateId>,
+        mut inside: impl FnMut(&[StateId]) -> bool,
+    ) -> bool {
+        set.clear();
+        if !self.range_targets(s, lo, hi, set) {
+            return false;
+        }
+        for &(a, b) in tails {
+            if !inside(set) {
+                return false;
+            }
+            next.clear();
+            for &m in set.iter() {
+                if !self.range_targets(m, a, b, next) {
+                    return false;
+                }
+            }
+            sort_dedup(next, 0);
+            std::mem::swap(set, next);
+        }
         true
     }
 

@@ -33,4 +33,4 @@ pub use byte_set::{add_range, has_byte, ByteSet};
 pub use fingerprint::{fingerprint, hash_json, Fingerprint};
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
 pub use limits::{Budget, LimitError, Limits};
-pub use loop_class::{is_continuation, member_count, LoopClass, WIDE_CHAR_SHAPES};
+pub use loop_class::{is_continuation, member_count, CharShape, LoopClass, WIDE_CHAR_SHAPES};
