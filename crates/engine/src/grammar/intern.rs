@@ -81,6 +81,7 @@ pub(crate) fn hash_expr(
         Expr::Literal(s) => s.hash(h),
         Expr::Class(c) => c.hash(h),
         Expr::Tokens(t) => t.hash(h),
+        Expr::Except(names) => names.hash(h),
         Expr::Ref(r) => on_ref(*r, h),
         Expr::Seq(items) | Expr::Alt(items) => {
             h.write_usize(items.len());

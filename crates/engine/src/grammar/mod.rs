@@ -17,6 +17,7 @@ pub mod chain;
 pub mod dispatch;
 pub mod ebnf;
 mod error;
+pub mod except;
 pub(crate) mod exprs;
 pub mod fsm;
 pub mod intern;
@@ -29,6 +30,8 @@ pub mod repetition;
 pub use builder::GrammarBuilder;
 pub use dispatch::{Pattern, Symbol, TagDispatch, TokenSet};
 pub use error::{EbnfError, EbnfErrorKind, GrammarError};
+
+use std::sync::Arc;
 
 use crate::util::RuleId;
 
@@ -130,13 +133,21 @@ pub enum Expr {
     Tokens(TokenSet),
     /// Tag-triggered switching between free text and per-tag rules.
     Dispatch(Box<TagDispatch>),
+    /// JSON string contents (between the quotes, escapes included) that spell none of these
+    /// names plainly, sorted and without repeats ([`except`]: an open object's other keys).
+    Except(Arc<[String]>),
 }
 
 impl Expr {
     /// Number of nodes of this expression tree (a leaf is one).
     pub fn node_count(&self) -> usize {
         1 + match self {
-            Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) | Expr::Ref(_) => 0,
+            Expr::Empty
+            | Expr::Literal(_)
+            | Expr::Class(_)
+            | Expr::Tokens(_)
+            | Expr::Ref(_)
+            | Expr::Except(_) => 0,
             Expr::Seq(items) | Expr::Alt(items) => items.iter().map(Expr::node_count).sum(),
             Expr::Repeat { body, .. } => body.node_count(),
             Expr::Dispatch(d) => d.tags.len(),
@@ -146,7 +157,8 @@ impl Expr {
     /// Calls `f` on every rule this expression references, in order of appearance.
     pub fn for_each_ref(&self, f: &mut impl FnMut(RuleId)) {
         match self {
-            Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) => {}
+            Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) | Expr::Except(_) => {
+            }
             Expr::Ref(r) => f(*r),
             Expr::Seq(items) | Expr::Alt(items) => items.iter().for_each(|e| e.for_each_ref(f)),
             Expr::Repeat { body, .. } => body.for_each_ref(f),
@@ -158,7 +170,8 @@ impl Expr {
     /// result that is itself a reference (renumbering) is taken.
     pub fn map_refs(&mut self, f: &mut impl FnMut(RuleId) -> Expr) {
         match self {
-            Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) => {}
+            Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) | Expr::Except(_) => {
+            }
             Expr::Ref(r) => *self = f(*r),
             Expr::Seq(items) | Expr::Alt(items) => items.iter_mut().for_each(|e| e.map_refs(f)),
             Expr::Repeat { body, .. } => body.map_refs(f),

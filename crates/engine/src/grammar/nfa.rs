@@ -12,6 +12,7 @@ use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 
 use super::dispatch::{DispatchAutomaton, Output};
+use super::except::{escape_body, Trie, NOT_PLAIN};
 use super::fsm::{merge_ranges, DState, Dfa};
 use super::{CharClass, Expr, GrammarError, TagDispatch, TokenSet};
 use crate::util::marker::{id_range_sequences, token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
@@ -54,6 +55,15 @@ fn utf8_byte_sequences(class: &CharClass) -> Vec<Vec<(u8, u8)>> {
 /// The state after the first byte of a multi-byte character, keyed by the remaining byte ranges and
 /// the target state, shared by every dispatch state with that edge.
 type SharedTails = FxHashMap<(Vec<(u8, u8)>, u32), u32>;
+
+/// The shared ways into the free rest of a string an [`Expr::Except`] builds: the looping state,
+/// the state after a backslash, and per lead-byte range of a non-ASCII character the state before
+/// its continuation bytes.
+struct Exits {
+    free: u32,
+    escaped: u32,
+    wide: Vec<((u8, u8), u32)>,
+}
 
 /// The NFA outgrew its limit.
 struct TooLarge;
@@ -102,6 +112,7 @@ impl Nfa<'_> {
             }
             Expr::Tokens(set) => self.build_tokens(set, from, to)?,
             Expr::Dispatch(d) => self.build_dispatch(d, from, to)?,
+            Expr::Except(names) => self.build_except(names, from, to)?,
             Expr::Ref(r) => {
                 let entry = match &self.tails {
                     Some(t)
@@ -174,6 +185,75 @@ impl Nfa<'_> {
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// [`Expr::Except`]: one state per node of the names' trie (the root is `from`), where a node
+    /// that ends no name may end the content; a character that is not a child leaves the trie
+    /// into the free rest of the string. That rest is one looping state whose escape (after the
+    /// backslash) and continuation bytes of non-ASCII characters are built once and shared by
+    /// every node (a node with non-ASCII children has its own way out for the other non-ASCII
+    /// characters), so subset construction gives the minimal automaton's states.
+    fn build_except(&mut self, names: &[String], from: u32, to: u32) -> Result<(), TooLarge> {
+        let trie = Trie::new(names);
+        let free = self.add()?;
+        let escaped = self.add()?;
+        self.build(&escape_body(), escaped, free)?;
+        let mut wide = Vec::new();
+        for seq in utf8_byte_sequences(&CharClass::new(false, vec![(0x80, 0x10_FFFF)])) {
+            let entry = self.add()?;
+            self.byte_chain(&seq[1..], entry, free)?;
+            wide.push((seq[0], entry));
+        }
+        let exits = Exits {
+            free,
+            escaped,
+            wide,
+        };
+        self.eps[free as usize].push(to);
+        self.leave(free, NOT_PLAIN.to_vec(), &exits)?;
+        let mut state = vec![from; trie.nodes().len()];
+        for (i, node) in trie.nodes().iter().enumerate() {
+            let at = state[i];
+            if !node.end {
+                self.eps[at as usize].push(to);
+            }
+            let mut taken = NOT_PLAIN.to_vec();
+            let mut own_wide = false;
+            for &(c, child) in &node.children {
+                let mut utf8 = [0; 4];
+                let ranges: Vec<(u8, u8)> =
+                    c.encode_utf8(&mut utf8).bytes().map(|b| (b, b)).collect();
+                state[child] = self.add()?;
+                self.byte_chain(&ranges, at, state[child])?;
+                taken.push((c as u32, c as u32));
+                own_wide |= !c.is_ascii();
+            }
+            if own_wide {
+                self.bytes[at as usize].push((b'\\', b'\\', escaped));
+                self.build(&Expr::Class(CharClass::new(true, taken)), at, free)?;
+            } else {
+                self.leave(at, taken, &exits)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Edges from `at` into the free rest of a string for every character but those of `taken`
+    /// (which holds no non-ASCII character): ASCII ones directly, the others through the shared
+    /// escape and continuation states of `exits`.
+    fn leave(
+        &mut self,
+        at: u32,
+        mut taken: Vec<(u32, u32)>,
+        exits: &Exits,
+    ) -> Result<(), TooLarge> {
+        self.bytes[at as usize].push((b'\\', b'\\', exits.escaped));
+        taken.push((0x80, 0x10_FFFF));
+        self.build(&Expr::Class(CharClass::new(true, taken)), at, exits.free)?;
+        for &((lo, hi), entry) in &exits.wide {
+            self.bytes[at as usize].push((lo, hi, entry));
         }
         Ok(())
     }

@@ -282,7 +282,7 @@ pub fn remove_unreachable(g: Grammar) -> Grammar {
 pub fn productive(g: &Grammar) -> Vec<bool> {
     fn expr(e: &Expr, p: &[bool]) -> bool {
         match e {
-            Expr::Empty | Expr::Literal(_) | Expr::Dispatch(_) => true,
+            Expr::Empty | Expr::Literal(_) | Expr::Dispatch(_) | Expr::Except(_) => true,
             Expr::Class(c) => !c.matched_ranges().is_empty(),
             Expr::Tokens(t) => t.negated || !t.ids.is_empty(),
             Expr::Ref(r) => p[r.index()],
@@ -328,6 +328,7 @@ pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
         Expr::Repeat { body, min, .. } => *min == 0 || expr_nullable(body, null),
         Expr::Tokens(_) => false,
         Expr::Dispatch(d) => d.nullable(),
+        Expr::Except(names) => names.first().is_none_or(|n| !n.is_empty()),
     }
 }
 

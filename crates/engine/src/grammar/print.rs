@@ -42,6 +42,7 @@ fn prec(e: &Expr) -> Prec {
         | Expr::Ref(_)
         | Expr::Tokens(_)
         | Expr::Dispatch(_) => Prec::Atom,
+        Expr::Except(_) => Prec::Alt,
     }
 }
 
@@ -58,6 +59,7 @@ fn print_expr(g: &Grammar, e: &Expr, ctx: Prec, out: &mut String) {
         Expr::Ref(r) => out.push_str(&g.rule(*r).name),
         Expr::Tokens(set) => print_tokens(set, out),
         Expr::Dispatch(d) => print_dispatch(g, d, out),
+        Expr::Except(names) => print_expr(g, &super::except::expansion(names), Prec::Alt, out),
         Expr::Seq(items) => join(g, items, " ", Prec::Postfix, out),
         Expr::Alt(items) => join(g, items, " | ", Prec::Seq, out),
         Expr::Repeat { body, min, max } => {

@@ -73,6 +73,7 @@ fn unrolled_size(e: &Expr) -> u64 {
         }
         Expr::Dispatch(d) => 1 + d.tags.len() as u64,
         Expr::Empty | Expr::Class(_) | Expr::Ref(_) | Expr::Tokens(_) => 1,
+        Expr::Except(names) => 1 + names.iter().map(|n| n.len() as u64).sum::<u64>(),
     }
 }
 
