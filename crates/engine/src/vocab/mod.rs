@@ -30,7 +30,7 @@ pub mod tiktoken;
 use std::path::PathBuf;
 
 use crate::util::marker::{MARKED_ID_LIMIT, MARKER_BYTE};
-use crate::util::{LoopClass, TokenId};
+use crate::util::{ByteSet, LoopClass, TokenId};
 use tails::ClassTails;
 pub use tails::{RunOthers, Tails, UNKNOWN_TAIL};
 
@@ -118,6 +118,9 @@ pub struct Vocab {
     /// For each entry of `sorted`, the first later entry with a smaller `lcp` (or the length).
     lcp_drop: Vec<u32>,
     first_byte_start: Vec<u32>,
+    /// Per group of eight first bytes (`8k..8k + 8`), per subset of them (bit `j`: byte `8k + j`),
+    /// how many sorted entries start with a byte of the subset: [`Vocab::count_starting_in`].
+    first_byte_sums: Vec<[u32; 256]>,
     marked: Vec<TokenId>,
     text_words: Vec<u32>,
     /// Special tokens whose bytes are non-empty UTF-8, longest first (then by id): the order in
@@ -197,6 +200,7 @@ impl Vocab {
             max_len: 0,
             lcp_drop: Vec::new(),
             first_byte_start: Vec::new(),
+            first_byte_sums: Vec::new(),
             marked: Vec::new(),
             text_words: Vec::new(),
             specials: Vec::new(),
@@ -270,6 +274,16 @@ impl Vocab {
         self.sorted = sorted;
         self.lcp = lcp;
         self.lcp_drop = lcp_drop;
+        self.first_byte_sums = (0..32)
+            .map(|k| {
+                let mut sums = [0u32; 256];
+                for subset in 1..256usize {
+                    let b = 8 * k + subset.trailing_zeros() as usize;
+                    sums[subset] = sums[subset & (subset - 1)] + (starts[b + 1] - starts[b]);
+                }
+                sums
+            })
+            .collect();
         self.first_byte_start = starts;
         let mut specials: Vec<TokenId> = (0..self.size() as u32)
             .map(TokenId)
@@ -408,6 +422,16 @@ impl Vocab {
         self.first_byte_start[i] as usize..self.first_byte_start[i + 1] as usize
     }
 
+    /// How many entries of [`Vocab::sorted`] start with a byte of `set` (bit `b` of the set: byte
+    /// `b`): the sum of [`Vocab::first_byte_run`] lengths, eight bytes per table lookup.
+    pub fn count_starting_in(&self, set: &ByteSet) -> usize {
+        self.first_byte_sums
+            .iter()
+            .enumerate()
+            .map(|(k, sums)| sums[((set[k / 8] >> (8 * (k % 8))) & 0xFF) as usize] as usize)
+            .sum()
+    }
+
     /// For each entry of [`Vocab::sorted`], the length of its common prefix with the previous entry.
     pub fn sorted_lcp(&self) -> &[u32] {
         &self.lcp
@@ -541,6 +565,32 @@ pub const KNOWN_STOP_TOKENS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_starting_in_a_set_are_the_runs_summed() {
+        let texts: Vec<String> = (0..=255u8)
+            .flat_map(|b| (0..usize::from(b % 7)).map(move |i| format!("{}{i}", char::from(b))))
+            .filter(|t| !t.is_empty())
+            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let v = Vocab::of_texts(&refs);
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..64 {
+            let mut set: ByteSet = [0; 4];
+            for w in &mut set {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *w = if round % 8 == 0 { u64::MAX } else { seed };
+            }
+            let expected: usize = (0..=255u8)
+                .filter(|&b| set[usize::from(b) / 64] >> (b % 64) & 1 == 1)
+                .map(|b| v.first_byte_run(b).len())
+                .sum();
+            assert_eq!(v.count_starting_in(&set), expected, "set {set:x?}");
+        }
+        assert_eq!(v.count_starting_in(&[u64::MAX; 4]), v.sorted().len());
+    }
 
     #[test]
     fn sorted_order_and_lcp() {

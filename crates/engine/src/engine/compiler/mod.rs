@@ -315,16 +315,8 @@ impl CompiledGrammar {
 
     /// How many text tokens start with a byte `s` can scan first: what a cold mask of `s` walks.
     fn fan_out(&self, s: StateId) -> usize {
-        let mut total = 0;
-        for (w, &word) in self.automaton.lookahead().first(s).iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let b = w * 64 + bits.trailing_zeros() as usize;
-                total += self.vocab.first_byte_run(b as u8).len();
-                bits &= bits - 1;
-            }
-        }
-        total
+        self.vocab
+            .count_starting_in(self.automaton.lookahead().first(s))
     }
 
     /// The count whose mask an item of counted rule `c` with `count` completed iterations shares.
