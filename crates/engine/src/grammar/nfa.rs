@@ -552,7 +552,8 @@ impl From<TooLarge> for Stop {
 }
 
 /// Subset construction; `check` runs every 64 states. NFA state sets are interned in one arena
-/// (DFA state `i` is set `i`), and every buffer is reused from state to state.
+/// (DFA state `i` is set `i`), a window leading to one NFA state is closed once per NFA state, and
+/// every buffer is reused from state to state.
 fn determinize(
     nfa: &Nfa<'_>,
     start: u32,
@@ -565,16 +566,34 @@ fn determinize(
     let mut target = vec![start];
     closure.close(nfa, &mut target);
     sets.intern(&target);
-    let intern = |target: &[u32], sets: &mut SliceInterner| -> Result<u32, TooLarge> {
+    // The DFA state of the closure of `target` (not empty), through `single` when it is one NFA
+    // state.
+    let reach = |target: &mut Vec<u32>,
+                 sets: &mut SliceInterner,
+                 single: &mut [u32],
+                 closure: &mut Closure|
+     -> Result<u32, TooLarge> {
+        let one = match target[..] {
+            [one] if single[one as usize] != u32::MAX => return Ok(single[one as usize]),
+            [one] => Some(one as usize),
+            _ => None,
+        };
+        closure.close(nfa, target);
         let (id, new) = sets.intern(target);
         if new && sets.count() > limit {
             return Err(TooLarge);
+        }
+        if let Some(one) = one {
+            single[one] = id;
         }
         Ok(id)
     };
     let mut states: Vec<DState> = Vec::new();
     let (mut set, mut edges, mut cuts, mut bytes, mut refs) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Per NFA state, the DFA state its closure alone became (`u32::MAX`: not met yet): most byte
+    // windows lead to one NFA state, often the same one from many DFA states.
+    let mut single = vec![u32::MAX; nfa.eps.len()];
     let mut i = 0;
     while i < sets.count() {
         if i % 64 == 0 {
@@ -609,8 +628,7 @@ fn determinize(
             if target.is_empty() {
                 continue;
             }
-            closure.close(nfa, &mut target);
-            let t = intern(&target, &mut sets)?;
+            let t = reach(&mut target, &mut sets, &mut single, &mut closure)?;
             bytes.push((lo as u8, hi as u8, t));
         }
         refs.clear();
@@ -622,8 +640,8 @@ fn determinize(
         for group in refs.chunk_by(|a, b| a.0 == b.0) {
             target.clear();
             target.extend(group.iter().map(|e| e.1));
-            closure.close(nfa, &mut target);
-            state_refs.push((group[0].0, intern(&target, &mut sets)?));
+            let t = reach(&mut target, &mut sets, &mut single, &mut closure)?;
+            state_refs.push((group[0].0, t));
         }
         states.push(DState {
             accept,
