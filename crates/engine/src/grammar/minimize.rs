@@ -34,7 +34,7 @@ impl Dfa {
             return Ok(self.renumber_bfs());
         }
         let class = self.classes(&mut check)?;
-        Ok(self.quotient(&class).renumber_bfs())
+        Ok(self.quotient_bfs(&class))
     }
 
     /// The class of every state in the minimal DFA (see the module docs).
@@ -217,29 +217,41 @@ impl Dfa {
         Ok(blocks.len())
     }
 
-    fn quotient(&self, class: &[u32]) -> Dfa {
+    /// The quotient by `class` renumbered breadth first from the start ([`Dfa::renumber_bfs`] of
+    /// the quotient, built in one pass): each class is its first member with edges to classes.
+    fn quotient_bfs(&self, class: &[u32]) -> Dfa {
         let count = class.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
-        let mut states = vec![DState::default(); count];
-        let mut done = vec![false; count];
-        for (i, s) in self.states.iter().enumerate() {
-            let c = class[i] as usize;
-            if done[c] {
-                continue;
+        let mut first = vec![u32::MAX; count];
+        for (i, &c) in class.iter().enumerate() {
+            if first[c as usize] == u32::MAX {
+                first[c as usize] = i as u32;
             }
-            done[c] = true;
-            states[c] = classed(s, class);
         }
-        let start = class.first().copied().unwrap_or(0) as usize;
-        states.swap(0, start);
-        let remap = |t: u32| match t as usize {
-            x if x == start => 0,
-            0 => start as u32,
-            _ => t,
-        };
-        for s in &mut states {
-            s.bytes.iter_mut().for_each(|e| e.2 = remap(e.2));
-            s.refs.iter_mut().for_each(|e| e.1 = remap(e.1));
+        // Merging adjacent ranges into one class drops only repeats, so the members' targets
+        // meet the classes in the quotient's own order.
+        let mut order = vec![u32::MAX; count];
+        let mut queue = Vec::with_capacity(count);
+        if let Some(&start) = class.first() {
+            order[start as usize] = 0;
+            queue.push(start);
         }
+        let mut head = 0;
+        while head < queue.len() {
+            let member = &self.states[first[queue[head] as usize] as usize];
+            head += 1;
+            for t in member.targets() {
+                let c = class[t as usize];
+                if order[c as usize] == u32::MAX {
+                    order[c as usize] = queue.len() as u32;
+                    queue.push(c);
+                }
+            }
+        }
+        let numbered: Vec<u32> = class.iter().map(|&c| order[c as usize]).collect();
+        let states = queue
+            .iter()
+            .map(|&c| classed(&self.states[first[c as usize] as usize], &numbered))
+            .collect();
         Dfa { states }
     }
 }
@@ -311,6 +323,33 @@ mod tests {
     use super::*;
     use crate::util::RuleId;
 
+    /// The quotient by `class`, the start's class first: the oracle's own construction.
+    fn quotient(dfa: &Dfa, class: &[u32]) -> Dfa {
+        let count = class.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+        let mut states = vec![DState::default(); count];
+        let mut done = vec![false; count];
+        for (i, s) in dfa.states.iter().enumerate() {
+            let c = class[i] as usize;
+            if done[c] {
+                continue;
+            }
+            done[c] = true;
+            states[c] = classed(s, class);
+        }
+        let start = class.first().copied().unwrap_or(0) as usize;
+        states.swap(0, start);
+        let remap = |t: u32| match t as usize {
+            x if x == start => 0,
+            0 => start as u32,
+            _ => t,
+        };
+        for s in &mut states {
+            s.bytes.iter_mut().for_each(|e| e.2 = remap(e.2));
+            s.refs.iter_mut().for_each(|e| e.1 = remap(e.1));
+        }
+        Dfa { states }
+    }
+
     /// Moore's rounds over every state: the textbook minimization, the oracle here.
     fn moore(dfa: &Dfa) -> Dfa {
         let mut class: Vec<u32> = dfa.states.iter().map(|s| u32::from(s.accept)).collect();
@@ -329,7 +368,7 @@ mod tests {
             }
             count = ids.len();
         }
-        dfa.quotient(&class).renumber_bfs()
+        quotient(dfa, &class).renumber_bfs()
     }
 
     /// A small pseudo-random DFA: bytes from a 4-letter alphabet, some reference edges, cycles
