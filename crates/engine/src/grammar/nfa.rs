@@ -212,7 +212,7 @@ impl Nfa<'_> {
             wide,
         };
         self.eps[free as usize].push(to);
-        self.leave(free, NOT_PLAIN.to_vec(), &exits)?;
+        self.leave(free, NOT_PLAIN.to_vec(), &exits);
         let mut state = vec![from; trie.nodes().len()];
         for (i, node) in trie.nodes().iter().enumerate() {
             let at = state[i];
@@ -234,7 +234,7 @@ impl Nfa<'_> {
                 self.bytes[at as usize].push((b'\\', b'\\', escaped));
                 self.build(&Expr::Class(CharClass::new(true, taken)), at, free)?;
             } else {
-                self.leave(at, taken, &exits)?;
+                self.leave(at, taken, &exits);
             }
         }
         Ok(())
@@ -243,19 +243,18 @@ impl Nfa<'_> {
     /// Edges from `at` into the free rest of a string for every character but those of `taken`
     /// (which holds no non-ASCII character): ASCII ones directly, the others through the shared
     /// escape and continuation states of `exits`.
-    fn leave(
-        &mut self,
-        at: u32,
-        mut taken: Vec<(u32, u32)>,
-        exits: &Exits,
-    ) -> Result<(), TooLarge> {
-        self.bytes[at as usize].push((b'\\', b'\\', exits.escaped));
-        taken.push((0x80, 0x10_FFFF));
-        self.build(&Expr::Class(CharClass::new(true, taken)), at, exits.free)?;
-        for &((lo, hi), entry) in &exits.wide {
-            self.bytes[at as usize].push((lo, hi, entry));
+    fn leave(&mut self, at: u32, mut taken: Vec<(u32, u32)>, exits: &Exits) {
+        let out = &mut self.bytes[at as usize];
+        out.push((b'\\', b'\\', exits.escaped));
+        taken.sort_unstable();
+        let mut next = 0;
+        for (lo, hi) in taken.into_iter().chain([(0x80, 0x80)]) {
+            if lo > next {
+                out.push((next as u8, (lo - 1) as u8, exits.free));
+            }
+            next = next.max(hi + 1);
         }
-        Ok(())
+        out.extend(exits.wide.iter().map(|&((lo, hi), entry)| (lo, hi, entry)));
     }
 
     /// Marker paths (`0xFF` + three id bytes) for the ids of `set`.
@@ -607,29 +606,40 @@ fn determinize(
         for &s in &set {
             edges.extend_from_slice(&nfa.bytes[s as usize]);
         }
-        cuts.clear();
-        cuts.extend(
-            edges
-                .iter()
-                .flat_map(|&(lo, hi, _)| [u16::from(lo), u16::from(hi) + 1]),
-        );
-        cuts.sort_unstable();
-        cuts.dedup();
         bytes.clear();
-        for w in cuts.windows(2) {
-            let (lo, hi) = (w[0], w[1] - 1);
-            target.clear();
-            target.extend(
+        edges.sort_unstable();
+        if edges.windows(2).all(|w| w[0].1 < w[1].0) {
+            // Disjoint ranges (a deterministic set, such as a trie's): each is its own window.
+            for &(lo, hi, t) in &edges {
+                target.clear();
+                target.push(t);
+                let t = reach(&mut target, &mut sets, &mut single, &mut closure)?;
+                bytes.push((lo, hi, t));
+            }
+        } else {
+            cuts.clear();
+            cuts.extend(
                 edges
                     .iter()
-                    .filter(|&&(elo, ehi, _)| u16::from(elo) <= lo && hi <= u16::from(ehi))
-                    .map(|e| e.2),
+                    .flat_map(|&(lo, hi, _)| [u16::from(lo), u16::from(hi) + 1]),
             );
-            if target.is_empty() {
-                continue;
+            cuts.sort_unstable();
+            cuts.dedup();
+            for w in cuts.windows(2) {
+                let (lo, hi) = (w[0], w[1] - 1);
+                target.clear();
+                target.extend(
+                    edges
+                        .iter()
+                        .filter(|&&(elo, ehi, _)| u16::from(elo) <= lo && hi <= u16::from(ehi))
+                        .map(|e| e.2),
+                );
+                if target.is_empty() {
+                    continue;
+                }
+                let t = reach(&mut target, &mut sets, &mut single, &mut closure)?;
+                bytes.push((lo as u8, hi as u8, t));
             }
-            let t = reach(&mut target, &mut sets, &mut single, &mut closure)?;
-            bytes.push((lo as u8, hi as u8, t));
         }
         refs.clear();
         for &s in &set {
