@@ -7,10 +7,14 @@
 //! [`MAX_PRODUCT_STATES`] falls back to the first keyword, with a warning. Length bounds above
 //! [`MAX_COUNTED`] are not enforced (the automaton would be too large before repetition compression).
 
+use std::sync::{Mutex, OnceLock};
+
+use rustc_hash::FxHashMap;
+
 use super::keywords::Conj;
 use super::lower::Lowerer;
 use super::SchemaError;
-use crate::frontend::regex::{lower_regex, Anchoring, RegexMode};
+use crate::frontend::regex::{lower_regex, Anchoring, RegexError, RegexMode};
 use crate::grammar::algebra::{product_dfa, Language, Op};
 pub(super) use crate::grammar::except::content_except;
 use crate::grammar::except::{any_content, json_char};
@@ -105,11 +109,7 @@ impl Lowerer<'_> {
         for (format, path) in &s.formats {
             match format_regex(format) {
                 Some(re) => {
-                    let mode = RegexMode {
-                        anchoring: Anchoring::Full,
-                        json_string: true,
-                    };
-                    let body = lower_regex(re, mode, self.limits)
+                    let body = format_expr(re, self.limits)
                         .map_err(|e| SchemaError::invalid(path, e.message))?;
                     parts.push((Language::Expr(body), path.clone()));
                 }
@@ -282,5 +282,73 @@ impl Lowerer<'_> {
     }
 }
 
+/// Most lowered format regexes kept ([`format_expr`]) before the table starts over.
+const MAX_LOWERED_FORMATS: usize = 256;
+
+/// The expression of format regex `re` (from [`format_regex`]) over JSON string contents. The
+/// regexes are constants and their lowering depends on the limits only, so each is lowered once
+/// per process and limits: a workload names the same few formats in schema after schema.
+fn format_expr(re: &'static str, limits: &Limits) -> Result<Expr, RegexError> {
+    type Lowered = FxHashMap<(&'static str, usize, u32), Expr>;
+    static LOWERED: OnceLock<Mutex<Lowered>> = OnceLock::new();
+    let table = LOWERED.get_or_init(Mutex::default);
+    let lock = || table.lock().unwrap_or_else(|e| e.into_inner());
+    let key = (re, limits.max_nesting, limits.max_repeat);
+    if let Some(e) = lock().get(&key) {
+        return Ok(e.clone());
+    }
+    let mode = RegexMode {
+        anchoring: Anchoring::Full,
+        json_string: true,
+    };
+    let e = lower_regex(re, mode, limits)?;
+    let mut table = lock();
+    if table.len() >= MAX_LOWERED_FORMATS {
+        table.clear();
+    }
+    table.insert(key, e.clone());
+    Ok(e)
+}
+
 /// Largest product automaton built to intersect string keywords.
 const MAX_PRODUCT_STATES: usize = 4096;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_format_expressions_are_the_lowered_ones_under_the_same_limits() {
+        let names = [
+            "date",
+            "time",
+            "date-time",
+            "duration",
+            "email",
+            "hostname",
+            "ipv4",
+            "ipv6",
+            "uuid",
+            "uri",
+            "uri-reference",
+            "uri-template",
+        ];
+        let mode = RegexMode {
+            anchoring: Anchoring::Full,
+            json_string: true,
+        };
+        let tight = Limits {
+            max_repeat: 2,
+            ..Limits::default()
+        };
+        for name in names {
+            let re = format_regex(name).expect("a supported format");
+            for limits in [Limits::default(), tight.clone(), Limits::default()] {
+                let direct = lower_regex(re, mode, &limits);
+                for _ in 0..2 {
+                    assert_eq!(format_expr(re, &limits), direct, "{name}");
+                }
+            }
+        }
+    }
+}
