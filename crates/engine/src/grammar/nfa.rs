@@ -37,19 +37,25 @@ struct Tails<'a> {
     pending: Vec<(RuleId, u32)>,
 }
 
-/// The UTF-8 byte-range sequences of the code points `class` matches.
-fn utf8_byte_sequences(class: &CharClass) -> Vec<Vec<(u8, u8)>> {
-    let mut out = Vec::new();
+/// Calls `f` with each UTF-8 byte-range sequence of the code points `class` matches, in order
+/// (built on the stack: classes are lowered in every rule that holds one).
+fn for_each_utf8_sequence<E>(
+    class: &CharClass,
+    mut f: impl FnMut(&[(u8, u8)]) -> Result<(), E>,
+) -> Result<(), E> {
     for (lo, hi) in class.matched_ranges() {
         let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
             continue;
         };
-        out.extend(
-            Utf8Sequences::new(lo, hi)
-                .map(|seq| seq.as_slice().iter().map(|r| (r.start, r.end)).collect()),
-        );
+        for seq in Utf8Sequences::new(lo, hi) {
+            let mut ranges = [(0, 0); 4];
+            for (r, b) in ranges.iter_mut().zip(seq.as_slice()) {
+                *r = (b.start, b.end);
+            }
+            f(&ranges[..seq.len()])?;
+        }
     }
-    out
+    Ok(())
 }
 
 /// The state after the first byte of a multi-byte character, keyed by the remaining byte ranges and
@@ -106,9 +112,7 @@ impl Nfa<'_> {
                 }
             }
             Expr::Class(class) => {
-                for ranges in utf8_byte_sequences(class) {
-                    self.byte_chain(&ranges, from, to)?;
-                }
+                for_each_utf8_sequence(class, |ranges| self.byte_chain(ranges, from, to))?;
             }
             Expr::Tokens(set) => self.build_tokens(set, from, to)?,
             Expr::Dispatch(d) => self.build_dispatch(d, from, to)?,
@@ -201,11 +205,13 @@ impl Nfa<'_> {
         let escaped = self.add()?;
         self.build(&escape_body(), escaped, free)?;
         let mut wide = Vec::new();
-        for seq in utf8_byte_sequences(&CharClass::new(false, vec![(0x80, 0x10_FFFF)])) {
+        let non_ascii = CharClass::new(false, vec![(0x80, 0x10_FFFF)]);
+        for_each_utf8_sequence(&non_ascii, |seq| {
             let entry = self.add()?;
             self.byte_chain(&seq[1..], entry, free)?;
             wide.push((seq[0], entry));
-        }
+            Ok(())
+        })?;
         let exits = Exits {
             free,
             escaped,
@@ -245,6 +251,7 @@ impl Nfa<'_> {
     /// escape and continuation states of `exits`.
     fn leave(&mut self, at: u32, mut taken: Vec<(u32, u32)>, exits: &Exits) {
         let out = &mut self.bytes[at as usize];
+        out.reserve(taken.len() + 2 + exits.wide.len());
         out.push((b'\\', b'\\', exits.escaped));
         taken.sort_unstable();
         let mut next = 0;
@@ -332,9 +339,9 @@ impl Nfa<'_> {
         to: u32,
         tails: &mut SharedTails,
     ) -> Result<(), TooLarge> {
-        for ranges in utf8_byte_sequences(class) {
+        for_each_utf8_sequence(class, |ranges| {
             let Some((&(first_lo, first_hi), rest)) = ranges.split_first() else {
-                continue;
+                return Ok(());
             };
             let next = if rest.is_empty() {
                 to
@@ -347,8 +354,8 @@ impl Nfa<'_> {
                 mid
             };
             self.bytes[from as usize].push((first_lo, first_hi, next));
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
