@@ -160,7 +160,10 @@ pub fn expansion(names: &[String]) -> Expr {
         leaving(&trie, 0, wide),
         Expr::Seq(vec![prefixes(&trie, 0), shared]),
     ]);
-    let mut items: Vec<Expr> = ends(&trie, 0).into_iter().collect();
+    let mut items = match ends(&trie, 0) {
+        Some(Expr::Alt(items)) => items,
+        other => other.into_iter().collect(),
+    };
     items.push(Expr::Seq(vec![leave, any_content()]));
     alt(items)
 }

@@ -9,7 +9,8 @@
 //! Stages: [`ebnf`] text → `Grammar`; [`passes`] normalize / inline / prune / nullable;
 //! [`repetition`] large `{min,max}` repetitions → counted rules; [`fsm`] each rule
 //! → a byte FSM with rule-reference edges (constructed by `nfa`); [`print`](mod@print) `Grammar` → EBNF that
-//! parses back to the same `Grammar`.
+//! parses back to the same `Grammar` (an [`Expr::Except`] comes back as its expansion, see
+//! [`except`]).
 
 pub(crate) mod algebra;
 mod builder;
