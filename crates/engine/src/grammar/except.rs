@@ -3,6 +3,8 @@
 //!
 //! Names are excluded in their plain spelling: a name written with an escape is not recognised
 //! as that name, and a name holding a character JSON writes only escaped excludes nothing.
+//! [`content_except`] keeps the names sorted and without repeats, so equal name sets make equal
+//! (and equally hashed) leaves; nothing else depends on the order.
 //!
 //! The language has two constructions, which must agree (the tests compare them):
 //! - [`expansion`]: an ordinary expression (a factored trie of the names), for printing and for
@@ -337,5 +339,44 @@ mod tests {
             dfa.states.len()
         );
         assert!(accepts(&dfa, "property_name_300") && !accepts(&dfa, "property_name_299"));
+    }
+
+    #[test]
+    fn subset_construction_is_about_the_trie_without_minimization() {
+        // More trie nodes than `MINIMIZE_LIMIT`: the automaton is the subset construction's.
+        let names: Vec<String> = (0..500).map(|i| format!("{i:04}-unique-{i}")).collect();
+        let trie = Trie::new(&names).nodes().len();
+        assert!(
+            trie > crate::grammar::fsm::MINIMIZE_LIMIT,
+            "{trie} trie nodes"
+        );
+        let direct = Dfa::from_expr(&content_except(&names), "test", 1 << 20).expect("builds");
+        assert!(
+            direct.states.len() <= trie + 32,
+            "{} states for {trie} trie nodes",
+            direct.states.len()
+        );
+        let expanded = Dfa::from_expr(&expansion(&names), "test", 1 << 20).expect("builds");
+        // The expansion's second copy of each shared tail stays unmerged.
+        assert!(direct.states.len() < expanded.states.len());
+        assert!(accepts(&direct, "0007-unique-8") && !accepts(&direct, "0007-unique-7"));
+    }
+
+    #[test]
+    fn printed_leaf_parses_back_to_the_same_language() {
+        let limits = crate::util::Limits::default();
+        for names in name_sets() {
+            let mut b = crate::grammar::GrammarBuilder::new(&limits);
+            let root = b.declare("root").expect("declares");
+            b.define(root, content_except(&names), None)
+                .expect("defines");
+            let printed = crate::grammar::print::print_grammar(&b.build("root").expect("builds"));
+            let parsed = crate::grammar::ebnf::parse(&printed, "root", &limits)
+                .unwrap_or_else(|e| panic!("{e}\n{printed}"));
+            let body = &parsed.rule(parsed.root()).body;
+            let again = Dfa::from_expr(body, "t", 1 << 20).expect("builds");
+            let direct = Dfa::from_expr(&content_except(&names), "t", 1 << 20).expect("builds");
+            assert_eq!(again, direct, "names {names:?}\n{printed}");
+        }
     }
 }

@@ -9,7 +9,7 @@
 //!
 //! Invariant: the classes are those of the minimal DFA (two states share one exactly when they
 //! match the same strings through the same references), whatever part they were found in; the
-//! quotient is then renumbered canonically ([`Dfa::renumber_bfs`]).
+//! quotient is built directly in the canonical breadth-first numbering of [`Dfa::renumber_bfs`].
 
 use super::fsm::{merge_ranges, DState, Dfa, MINIMIZE_LIMIT};
 use crate::util::graph::for_each_component;

@@ -140,15 +140,12 @@ pub enum Expr {
 }
 
 impl Expr {
-    /// Number of nodes of this expression tree (a leaf is one).
+    /// Number of nodes of this expression tree (a leaf is one; an [`Expr::Except`] also counts
+    /// its names' bytes, the trie it becomes).
     pub fn node_count(&self) -> usize {
         1 + match self {
-            Expr::Empty
-            | Expr::Literal(_)
-            | Expr::Class(_)
-            | Expr::Tokens(_)
-            | Expr::Ref(_)
-            | Expr::Except(_) => 0,
+            Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) | Expr::Ref(_) => 0,
+            Expr::Except(names) => names.iter().map(String::len).sum(),
             Expr::Seq(items) | Expr::Alt(items) => items.iter().map(Expr::node_count).sum(),
             Expr::Repeat { body, .. } => body.node_count(),
             Expr::Dispatch(d) => d.tags.len(),

@@ -2,9 +2,11 @@
 //!
 //! Thompson construction turns a rule body ([`Expr`]) into an ε-NFA over bytes: code-point classes
 //! become UTF-8 byte-range sequences, whole-token terminals become marker paths, a TagDispatch
-//! becomes its Aho-Corasick automaton, and a reference becomes a reference edge — or, for tail
-//! calls the caller asks to inline ([`Dfa::from_expr_inlining`]), a jump into the callee's body.
-//! Subset construction then determinizes it, and [`Dfa::minimize`] finishes the builder form.
+//! becomes its Aho-Corasick automaton, an [`Expr::Except`] the trie of its names with shared
+//! tails, and a reference becomes a reference edge — or, for tail calls the caller asks to inline
+//! ([`Dfa::from_expr_inlining`]), a jump into the callee's body. Subset construction then
+//! determinizes it (a byte window leading to one NFA state is closed once per state; disjoint
+//! edges are their own windows), and [`Dfa::minimize`] finishes the builder form.
 //! Every construction is bounded by an NFA-state limit; exceeding it is
 //! [`GrammarError::RuleTooLarge`].
 
@@ -198,7 +200,8 @@ impl Nfa<'_> {
     /// into the free rest of the string. That rest is one looping state whose escape (after the
     /// backslash) and continuation bytes of non-ASCII characters are built once and shared by
     /// every node (a node with non-ASCII children has its own way out for the other non-ASCII
-    /// characters), so subset construction gives the minimal automaton's states.
+    /// characters), so subset construction gives about one state per trie node plus a constant,
+    /// and minimization only merges equivalent nodes (the ends of `ax` and `bx`).
     fn build_except(&mut self, names: &[String], from: u32, to: u32) -> Result<(), TooLarge> {
         let trie = Trie::new(names);
         let free = self.add()?;

@@ -93,7 +93,7 @@ fn all_distinct(items: &[Expr]) -> bool {
     items.iter().all(|i| seen.insert(i))
 }
 
-fn normalize_expr(e: Expr) -> Expr {
+pub(crate) fn normalize_expr(e: Expr) -> Expr {
     match e {
         Expr::Class(CharClass {
             negated: false,
@@ -328,7 +328,7 @@ pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
         Expr::Repeat { body, min, .. } => *min == 0 || expr_nullable(body, null),
         Expr::Tokens(_) => false,
         Expr::Dispatch(d) => d.nullable(),
-        Expr::Except(names) => names.first().is_none_or(|n| !n.is_empty()),
+        Expr::Except(names) => !names.iter().any(String::is_empty),
     }
 }
 

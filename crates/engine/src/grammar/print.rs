@@ -1,10 +1,12 @@
 //! [`Grammar`] → EBNF text that [`super::ebnf::parse`] reads back to an equal `Grammar` (same rule
 //! order, same expression tree), except that an [`Expr::Except`], which EBNF cannot name, is
-//! written as its [`super::except::expansion`] and reads back as that (the same language). One rule
+//! written as its [`super::except::expansion`], normalized, and reads back as that (the same
+//! language). One rule
 //! per line; parentheses only where precedence needs them.
 
 use std::fmt::Write;
 
+use super::passes::normalize_expr;
 use super::{CharClass, Expr, Grammar, Pattern, Symbol, TagDispatch, TokenSet};
 
 /// Prints the whole grammar, one `name ::= body` line per rule.
@@ -61,7 +63,10 @@ fn print_expr(g: &Grammar, e: &Expr, ctx: Prec, out: &mut String) {
         Expr::Ref(r) => out.push_str(&g.rule(*r).name),
         Expr::Tokens(set) => print_tokens(set, out),
         Expr::Dispatch(d) => print_dispatch(g, d, out),
-        Expr::Except(names) => print_expr(g, &super::except::expansion(names), Prec::Alt, out),
+        Expr::Except(names) => {
+            let expansion = normalize_expr(super::except::expansion(names));
+            print_expr(g, &expansion, Prec::Alt, out)
+        }
         Expr::Seq(items) => join(g, items, " ", Prec::Postfix, out),
         Expr::Alt(items) => join(g, items, " | ", Prec::Seq, out),
         Expr::Repeat { body, min, max } => {

@@ -6,6 +6,10 @@
 //! intersected exactly through the regular algebra; only a combination whose automaton would exceed
 //! [`MAX_PRODUCT_STATES`] falls back to the first keyword, with a warning. Length bounds above
 //! [`MAX_COUNTED`] are not enforced (the automaton would be too large before repetition compression).
+//!
+//! Format regexes are constants: each is lowered once per process and limits and kept in a
+//! bounded table ([`format_expr`]). Keys that avoid a set of names are an [`Expr::Except`] leaf
+//! ([`crate::grammar::except`]).
 
 use std::sync::{Mutex, OnceLock};
 
