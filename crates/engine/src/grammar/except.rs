@@ -31,7 +31,7 @@ fn is_plain(c: char) -> bool {
 }
 
 /// `[^"\\\x00-\x1F]`: characters written as themselves in a JSON string.
-pub(crate) fn plain_char() -> Expr {
+fn plain_char() -> Expr {
     Expr::Class(CharClass::new(true, NOT_PLAIN.to_vec()))
 }
 
@@ -58,7 +58,7 @@ pub(crate) fn escape_body() -> Expr {
 }
 
 /// `\\ (["\\/bfnrt] | u hex{4})`: one escape sequence.
-pub(crate) fn escape() -> Expr {
+fn escape() -> Expr {
     Expr::Seq(vec![lit("\\"), escape_body()])
 }
 

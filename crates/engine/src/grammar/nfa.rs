@@ -5,8 +5,8 @@
 //! becomes its Aho-Corasick automaton, an [`Expr::Except`] the trie of its names with shared
 //! tails, and a reference becomes a reference edge — or, for tail calls the caller asks to inline
 //! ([`Dfa::from_expr_inlining`]), a jump into the callee's body. Subset construction then
-//! determinizes it (a byte window leading to one NFA state is closed once per state; disjoint
-//! edges are their own windows), and [`Dfa::minimize`] finishes the builder form.
+//! determinizes it (byte windows swept in order; a window leading to one NFA state is closed once
+//! per state), and [`Dfa::minimize`] finishes the builder form.
 //! Every construction is bounded by an NFA-state limit; exceeding it is
 //! [`GrammarError::RuleTooLarge`].
 
@@ -231,11 +231,13 @@ impl Nfa<'_> {
             let mut taken = NOT_PLAIN.to_vec();
             let mut own_wide = false;
             for &(c, child) in &node.children {
-                let mut utf8 = [0; 4];
-                let ranges: Vec<(u8, u8)> =
-                    c.encode_utf8(&mut utf8).bytes().map(|b| (b, b)).collect();
+                let (mut utf8, mut ranges) = ([0; 4], [(0, 0); 4]);
+                let len = c.encode_utf8(&mut utf8).len();
+                for (r, &b) in ranges.iter_mut().zip(&utf8[..len]) {
+                    *r = (b, b);
+                }
                 state[child] = self.add()?;
-                self.byte_chain(&ranges, at, state[child])?;
+                self.byte_chain(&ranges[..len], at, state[child])?;
                 taken.push((c as u32, c as u32));
                 own_wide |= !c.is_ascii();
             }
@@ -600,6 +602,7 @@ fn determinize(
     let mut states: Vec<DState> = Vec::new();
     let (mut set, mut edges, mut cuts, mut bytes, mut refs) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut active: Vec<(u8, u8, u32)> = Vec::new();
     // Per NFA state, the DFA state its closure alone became (`u32::MAX`: not met yet): most byte
     // windows lead to one NFA state, often the same one from many DFA states.
     let mut single = vec![u32::MAX; nfa.eps.len()];
@@ -616,40 +619,34 @@ fn determinize(
         for &s in &set {
             edges.extend_from_slice(&nfa.bytes[s as usize]);
         }
-        bytes.clear();
+        // Windows between consecutive range bounds, swept in order: the edges covering a window
+        // are those begun at or before it and not ended before it.
         edges.sort_unstable();
-        if edges.windows(2).all(|w| w[0].1 < w[1].0) {
-            // Disjoint ranges (a deterministic set, such as a trie's): each is its own window.
-            for &(lo, hi, t) in &edges {
-                target.clear();
-                target.push(t);
-                let t = reach(&mut target, &mut sets, &mut single, &mut closure)?;
-                bytes.push((lo, hi, t));
+        cuts.clear();
+        cuts.extend(
+            edges
+                .iter()
+                .flat_map(|&(lo, hi, _)| [u16::from(lo), u16::from(hi) + 1]),
+        );
+        cuts.sort_unstable();
+        cuts.dedup();
+        bytes.clear();
+        active.clear();
+        let mut begun = 0;
+        for w in cuts.windows(2) {
+            let (lo, hi) = (w[0], w[1] - 1);
+            while let Some(&e) = edges.get(begun).filter(|e| u16::from(e.0) <= lo) {
+                active.push(e);
+                begun += 1;
             }
-        } else {
-            cuts.clear();
-            cuts.extend(
-                edges
-                    .iter()
-                    .flat_map(|&(lo, hi, _)| [u16::from(lo), u16::from(hi) + 1]),
-            );
-            cuts.sort_unstable();
-            cuts.dedup();
-            for w in cuts.windows(2) {
-                let (lo, hi) = (w[0], w[1] - 1);
-                target.clear();
-                target.extend(
-                    edges
-                        .iter()
-                        .filter(|&&(elo, ehi, _)| u16::from(elo) <= lo && hi <= u16::from(ehi))
-                        .map(|e| e.2),
-                );
-                if target.is_empty() {
-                    continue;
-                }
-                let t = reach(&mut target, &mut sets, &mut single, &mut closure)?;
-                bytes.push((lo as u8, hi as u8, t));
+            active.retain(|e| u16::from(e.1) >= lo);
+            if active.is_empty() {
+                continue;
             }
+            target.clear();
+            target.extend(active.iter().map(|e| e.2));
+            let t = reach(&mut target, &mut sets, &mut single, &mut closure)?;
+            bytes.push((lo as u8, hi as u8, t));
         }
         refs.clear();
         for &s in &set {

@@ -1,8 +1,7 @@
 //! [`Grammar`] → EBNF text that [`super::ebnf::parse`] reads back to an equal `Grammar` (same rule
 //! order, same expression tree), except that an [`Expr::Except`], which EBNF cannot name, is
 //! written as its [`super::except::expansion`], normalized, and reads back as that (the same
-//! language). One rule
-//! per line; parentheses only where precedence needs them.
+//! language). One rule per line; parentheses only where precedence needs them.
 
 use std::fmt::Write;
 

@@ -176,8 +176,7 @@ impl Tails {
     /// array): listed on the first call for `first`, kept after.
     pub fn others(&self, first: u8, run: Range<usize>, lcp: &[u32]) -> &RunOthers {
         self.others[usize::from(first)].get_or_init(|| {
-            let lead = is_continuation(first);
-            let other = |p: usize| lead || self.starts[p] != 0;
+            let other = |p: usize| !is_whole(self.starts[p], &[first]);
             // Counted first, so that each list is one allocation of its exact size.
             let count = run.clone().filter(|&p| other(p)).count();
             let (mut positions, mut shared_before) =
