@@ -168,7 +168,7 @@ impl<'a> Loops<'a> {
 /// starts by `depth`, `depth` does not split a character, and the rest has at most `cap` members.
 #[inline]
 fn rest_passes(tails: &Tails, cap: u32, vocab: &Vocab, pos: usize, depth: usize) -> bool {
-    let t = tails.starts[pos];
+    let t = vocab.tail_start(tails, pos);
     if t == UNKNOWN_TAIL || usize::from(t) > depth {
         return false;
     }

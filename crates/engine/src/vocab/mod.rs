@@ -113,6 +113,9 @@ pub struct Vocab {
     sorted_offsets: Vec<u32>,
     /// Per entry of `sorted`, its [`tails::ascii_set`] (what [`Tails::build`] reads first).
     sorted_ascii: Vec<u128>,
+    /// The non-ASCII entries of `sorted` a wide class may take whole ([`tails::WideWhole`]), by
+    /// position.
+    sorted_wide: Vec<tails::WideWhole>,
     /// Longest text token, bytes.
     max_len: usize,
     /// For each entry of `sorted`, the first later entry with a smaller `lcp` (or the length).
@@ -197,6 +200,7 @@ impl Vocab {
             sorted_bytes: Vec::new(),
             sorted_offsets: Vec::new(),
             sorted_ascii: Vec::new(),
+            sorted_wide: Vec::new(),
             max_len: 0,
             lcp_drop: Vec::new(),
             first_byte_start: Vec::new(),
@@ -268,6 +272,13 @@ impl Vocab {
         self.sorted_ascii = sorted
             .iter()
             .map(|&t| tails::ascii_set(self.token_bytes(t)))
+            .collect();
+        self.sorted_wide = sorted_offsets
+            .windows(2)
+            .enumerate()
+            .filter_map(|(i, w)| {
+                tails::WideWhole::of(i, &sorted_bytes[w[0] as usize..w[1] as usize])
+            })
             .collect();
         self.sorted_bytes = sorted_bytes;
         self.sorted_offsets = sorted_offsets;
@@ -397,18 +408,28 @@ impl Vocab {
     /// whole entries and others ([`Tails`]); computed once per class and kept (a bounded number of
     /// classes, the least recently used dropped first).
     pub fn class_tails(&self, class: &LoopClass) -> std::sync::Arc<Tails> {
-        self.tails.get(class, || {
-            Tails::build(
-                class,
-                &tails::Entries {
-                    ids: &self.sorted,
-                    size: self.size(),
-                    bytes: |i| self.sorted_bytes(i),
-                    lcp: &self.lcp,
-                    ascii: &self.sorted_ascii,
-                },
-            )
-        })
+        self.tails
+            .get(class, || Tails::build(class, &self.entries()))
+    }
+
+    /// Where the tail of `tails`' class members of entry `pos` of [`Vocab::sorted`] begins
+    /// ([`LoopClass::tail_start`]), or [`UNKNOWN_TAIL`].
+    #[inline]
+    pub fn tail_start(&self, tails: &Tails, pos: usize) -> u8 {
+        tails.start(pos, &self.entries())
+    }
+
+    /// The sorted entries as [`Tails`] reads them.
+    fn entries<'v>(&'v self) -> tails::Entries<'v, impl Fn(usize) -> &'v [u8] + 'v> {
+        tails::Entries {
+            ids: &self.sorted,
+            size: self.size(),
+            bytes: |i| self.sorted_bytes(i),
+            lcp: &self.lcp,
+            ascii: &self.sorted_ascii,
+            wide: &self.sorted_wide,
+            runs: &self.first_byte_start,
+        }
     }
 
     /// Length in bytes of the longest text token.
