@@ -716,6 +716,12 @@ impl MaskPool {
         self.lock().map.contains_key(&key)
     }
 
+    /// [`MaskPool::contains`] for each of `keys`, under one lock.
+    pub fn holds(&self, keys: impl Iterator<Item = u128>) -> Vec<bool> {
+        let inner = self.lock();
+        keys.map(|k| inner.map.contains_key(&k)).collect()
+    }
+
     /// Drops least recently used entries (never `keep`) until under capacity.
     fn evict(&self, inner: &mut PoolInner, keep: u128) {
         while inner.bytes > self.capacity && inner.map.len() > 1 {

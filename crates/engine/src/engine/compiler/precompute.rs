@@ -87,8 +87,26 @@ impl CompiledGrammar {
         }
         let mut states = self.consulted_states();
         if precompute != Precompute::All {
-            let mut scored: Vec<(usize, StateId)> =
-                states.iter().map(|&s| (self.fan_out(s), s)).collect();
+            let fsm = self.automaton.fsm();
+            // Which states the shared pool holds: one lookup each, under one lock.
+            let pooled: Vec<bool> = match (&self.pool, &self.keys) {
+                (Some(pool), Some(keys)) => {
+                    pool.holds(states.iter().map(|s| keys.states[s.index()]))
+                }
+                _ => vec![false; states.len()],
+            };
+            let in_tags = |s: StateId| {
+                let r = fsm.rule_of(s);
+                self.automaton.is_dispatcher(r) || self.automaton.is_dispatched(r)
+            };
+            // `Auto` only ever chooses pooled states and states of TagDispatch and tag rules
+            // (below): the others are not scored.
+            let mut scored: Vec<(usize, StateId, bool)> = states
+                .iter()
+                .zip(&pooled)
+                .filter(|&(&s, &p)| precompute != Precompute::Auto || p || in_tags(s))
+                .map(|(&s, &p)| (self.fan_out(s), s, p))
+                .collect();
             // Costliest first; among equals the lower state, nearer its rule's start (the automata
             // are numbered breadth first), which is the likelier to be consulted.
             scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -96,7 +114,6 @@ impl CompiledGrammar {
             // shared pool, also what a trigger leads into in tag rules new to the pool (below),
             // and the `NEW_TAG_MASKS` states of those rules whose first bytes open the largest
             // part of the vocabulary.
-            let fsm = self.automaton.fsm();
             let new_in_tag = |s: StateId| match (&self.pool, &self.keys) {
                 (Some(pool), Some(keys)) => {
                     self.automaton.is_dispatched(fsm.rule_of(s))
@@ -104,18 +121,14 @@ impl CompiledGrammar {
                 }
                 _ => false,
             };
-            let pooled = |s: StateId| match (&self.pool, &self.keys) {
-                (Some(pool), Some(keys)) => pool.contains(keys.states[s.index()]),
-                _ => false,
-            };
             let large = self.vocab.size() / 16;
             let mut chosen: Vec<StateId> = match precompute {
-                Precompute::Top(n) => scored.iter().take(n).map(|&(_, s)| s).collect(),
+                Precompute::Top(n) => scored.iter().take(n).map(|&(_, s, _)| s).collect(),
                 _ => scored
                     .iter()
-                    .filter(|&&(_, s)| pooled(s) || self.automaton.is_dispatcher(fsm.rule_of(s)))
+                    .filter(|&&(_, s, p)| p || self.automaton.is_dispatcher(fsm.rule_of(s)))
                     .take(DEFAULT_PRECOMPUTE)
-                    .map(|&(_, s)| s)
+                    .map(|&(_, s, _)| s)
                     .collect(),
             };
             // What a trigger leads through in a new tag rule, whatever its fan-out: the shared
@@ -138,8 +151,8 @@ impl CompiledGrammar {
             }
             let tags: Vec<StateId> = scored
                 .iter()
-                .filter(|&&(c, s)| c >= large && !chosen.contains(&s) && new_in_tag(s))
-                .map(|&(_, s)| s)
+                .filter(|&&(c, s, p)| c >= large && !p && !chosen.contains(&s) && new_in_tag(s))
+                .map(|&(_, s, _)| s)
                 .take(NEW_TAG_MASKS)
                 .collect();
             chosen.extend(tags);
