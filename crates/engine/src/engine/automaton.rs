@@ -547,7 +547,8 @@ fn productive_rules(dfas: &[Dfa], counted: &[Option<Counted>]) -> Vec<bool> {
     let mut productive = vec![false; dfas.len()];
     loop {
         let mut changed = false;
-        for (i, dfa) in dfas.iter().enumerate() {
+        // Callees mostly come after their callers: backwards, one pass settles most rules.
+        for (i, dfa) in dfas.iter().enumerate().rev() {
             if productive[i] {
                 continue;
             }

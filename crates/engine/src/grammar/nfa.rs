@@ -466,6 +466,15 @@ fn build_dfa<'a>(
     };
     if tails.is_none() {
         if let Some(trie) = literal_trie(body, limit) {
+            // A trie without branches is a chain, minimal (each state's longest word is one
+            // shorter than its predecessor's) and numbered breadth first already.
+            if trie
+                .states
+                .iter()
+                .all(|s| s.bytes.len() + s.refs.len() <= 1)
+            {
+                return Ok(trie);
+            }
             return Ok(trie.minimize_checked(check)?);
         }
     }
@@ -684,6 +693,19 @@ mod tests {
         let (a, b) = (Expr::Ref(RuleId(3)), Expr::Ref(RuleId(1)));
         let bodies = [
             lit("abc"),
+            Expr::Empty,
+            Expr::Seq(vec![
+                lit("\"name\""),
+                b.clone(),
+                lit(""),
+                a.clone(),
+                lit(":"),
+            ]),
+            Expr::Alt(vec![
+                lit("a"),
+                lit("ab"),
+                Expr::Seq(vec![lit("ab"), a.clone()]),
+            ]),
             Expr::Alt(vec![lit("ab"), lit("cb"), lit("a")]),
             Expr::Alt(vec![
                 Expr::Seq(vec![lit("<f=get>"), a.clone(), lit("</f>")]),
