@@ -412,11 +412,10 @@ impl Vocab {
             .get(class, || Tails::build(class, &self.entries()))
     }
 
-    /// Where the tail of `tails`' class members of entry `pos` of [`Vocab::sorted`] begins
-    /// ([`LoopClass::tail_start`]), or [`UNKNOWN_TAIL`].
-    #[inline]
-    pub fn tail_start(&self, tails: &Tails, pos: usize) -> u8 {
-        tails.start(pos, &self.entries())
+    /// The tail starts of `tails`' class for the entries of first byte `first`
+    /// ([`Tails::run_starts`]): entry `p` of [`Vocab::sorted`] has start `starts[p - from]`.
+    pub fn run_starts(&self, tails: &Tails, first: u8) -> (usize, std::sync::Arc<[u8]>) {
+        tails.run_starts(first, &self.entries())
     }
 
     /// The sorted entries as [`Tails`] reads them.

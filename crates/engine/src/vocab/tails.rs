@@ -36,7 +36,7 @@ pub struct Tails {
     class: LoopClass,
     /// Per first byte, where the tail of members of each entry of its run begins, or
     /// [`UNKNOWN_TAIL`]: found on first use ([`Tails::start`]).
-    starts: Box<[OnceLock<Box<[u8]>>]>,
+    starts: Box<[OnceLock<Arc<[u8]>>]>,
     /// Sorted positions of the entries made wholly of class members, increasing.
     pub whole: Box<[u32]>,
     /// Per first byte, the other entries of its run ([`Tails::others`]), listed on first use.
@@ -240,13 +240,25 @@ impl Tails {
     }
 
     /// Where the tail of members of the entry at sorted position `pos` (of `entries`, which the
-    /// tails were built over) begins ([`LoopClass::tail_start`], or [`UNKNOWN_TAIL`]). The starts
-    /// of a first byte's run are found on the first call for it, and kept.
-    #[inline]
-    pub fn start<'v, F: Fn(usize) -> &'v [u8]>(&self, pos: usize, entries: &Entries<F>) -> u8 {
-        let Some(&first) = (entries.bytes)(pos).first() else {
-            return 0;
-        };
+    /// tails were built over) begins ([`LoopClass::tail_start`], or [`UNKNOWN_TAIL`]).
+    #[cfg(test)]
+    fn start<'v, F: Fn(usize) -> &'v [u8]>(&self, pos: usize, entries: &Entries<F>) -> u8 {
+        match (entries.bytes)(pos).first() {
+            Some(&first) => {
+                let (from, starts) = self.run_starts(first, entries);
+                starts[pos - from]
+            }
+            None => 0,
+        }
+    }
+
+    /// The tail starts of the entries of first byte `first`, and the position of the first of
+    /// them: found on the first call for `first`, and kept.
+    pub fn run_starts<'v, F: Fn(usize) -> &'v [u8]>(
+        &self,
+        first: u8,
+        entries: &Entries<F>,
+    ) -> (usize, Arc<[u8]>) {
         let run = entries.run(first);
         let starts = self.starts[usize::from(first)].get_or_init(|| {
             let members = ascii_members(&self.class);
@@ -257,7 +269,7 @@ impl Tails {
                 })
                 .collect()
         });
-        starts[pos - run.start]
+        (run.start, Arc::clone(starts))
     }
 }
 
