@@ -1,13 +1,18 @@
-//! Per loop class, one byte per sorted token: where its tail of class members begins
+//! Per loop class, where each sorted token's tail of class members begins
 //! ([`LoopClass::tail_start`]), so that the mask walk accepts a token in one comparison when the
 //! automaton loops on the class; and the split of the vocabulary it implies for a walk whose first
 //! byte enters the loop: the tokens made wholly of class members (taken without a walk) and the
 //! others (sorted positions with their common prefixes, the only ones walked). The whole entries
 //! are also kept as a bitset over token ids, with their member counts, so that a walk takes them
-//! all by copying words, and leaves out only those longer than a bounded chain takes. The others
-//! are listed per first byte, on the first walk of that byte's run: a walk only enters the runs
-//! of bytes its state takes, and listing every run up front (most of the vocabulary for a narrow
-//! class) cost a megabyte of fresh memory per class.
+//! all by copying words, and leaves out only those longer than a bounded chain takes.
+//!
+//! Building a class reads no token's bytes where it can help it: an ASCII token is whole exactly
+//! when its byte set lies in the class, and a non-ASCII one, for a wide class, exactly when the
+//! class holds its ASCII bytes and a wide class holding every ASCII byte takes it whole (the
+//! vocabulary lists those once, [`WideWhole`]). Tail starts, and the others, are found per first
+//! byte on the first walk of that byte's run: a walk only enters the runs of bytes its state
+//! takes, and finding every start up front (a scan of every token, with a megabyte of fresh memory
+//! for the lists) cost more than most walks that needed it.
 //!
 //! [`ClassTails`] owns a bounded cache of these (least recently used out first), indexed like
 //! [`super::Vocab::sorted`].
@@ -158,8 +163,9 @@ impl<'a, 'v, F: Fn(usize) -> &'v [u8]> Entries<'a, F> {
 
 impl Tails {
     /// The tails of `class` over `entries`: the whole entries now (each decided from its byte
-    /// set, and for a non-ASCII one from [`Entries::wide`], without reading its bytes, except in
-    /// a class of single bytes beyond ASCII), every tail start on first use ([`Tails::start`]).
+    /// set, and for a non-ASCII one from the vocabulary's list of entries a wide class may take
+    /// whole, without reading its bytes, except in a class of single bytes beyond ASCII), every
+    /// tail start on first use ([`Tails::run_starts`]).
     /// Two passes: the first counts the whole entries, so the second fills lists of their exact
     /// sizes.
     pub fn build<'v, F: Fn(usize) -> &'v [u8]>(class: &LoopClass, entries: &Entries<F>) -> Tails {
