@@ -544,25 +544,111 @@ fn dispatch_flags(grammar: &Grammar) -> (Vec<bool>, Vec<bool>, Vec<TagRule>) {
 /// Rules that derive at least one finite string (least fixpoint). A counted rule is productive when
 /// it may repeat zero times or its body is productive.
 fn productive_rules(dfas: &[Dfa], counted: &[Option<Counted>]) -> Vec<bool> {
+    // Who depends on each rule: the rules calling it, and a counted rule on its body.
+    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); dfas.len()];
+    for (i, dfa) in dfas.iter().enumerate() {
+        for st in &dfa.states {
+            for &(r, _) in &st.refs {
+                callers[r.index()].push(i);
+            }
+        }
+        if let Some(c) = &counted[i] {
+            callers[c.body.index()].push(i);
+        }
+    }
+    // A worklist: a rule is checked again only when one it depends on turned productive, so
+    // whichever order the rules come in, each is checked at most once per such callee.
     let mut productive = vec![false; dfas.len()];
-    loop {
-        let mut changed = false;
-        // Callees mostly come after their callers: backwards, one pass settles most rules.
-        for (i, dfa) in dfas.iter().enumerate().rev() {
-            if productive[i] {
-                continue;
-            }
-            let now = match &counted[i] {
-                Some(c) => c.min == 0 || productive[c.body.index()],
-                None => dfa.is_productive(&productive),
-            };
-            if now {
-                productive[i] = true;
-                changed = true;
+    let mut queued = vec![true; dfas.len()];
+    let mut work: Vec<usize> = (0..dfas.len()).rev().collect();
+    while let Some(i) = work.pop() {
+        queued[i] = false;
+        if productive[i] {
+            continue;
+        }
+        let now = match &counted[i] {
+            Some(c) => c.min == 0 || productive[c.body.index()],
+            None => dfas[i].is_productive(&productive),
+        };
+        if !now {
+            continue;
+        }
+        productive[i] = true;
+        for &c in &callers[i] {
+            if !productive[c] && !queued[c] {
+                queued[c] = true;
+                work.push(c);
             }
         }
-        if !changed {
-            return productive;
-        }
+    }
+    productive
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rule calling `callees` in sequence, then accepting.
+    fn calls(callees: &[usize]) -> Dfa {
+        let mut states: Vec<DState> = callees
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| DState {
+                refs: vec![(RuleId(c as u32), i as u32 + 1)],
+                ..DState::default()
+            })
+            .collect();
+        states.push(DState {
+            accept: true,
+            ..DState::default()
+        });
+        Dfa { states }
+    }
+
+    #[test]
+    fn productivity_reaches_every_caller_in_either_order() {
+        let n = 50;
+        // Callers before callees: rule i calls i + 1, the last one accepts at once.
+        let down: Vec<Dfa> = (0..n)
+            .map(|i| {
+                if i + 1 < n {
+                    calls(&[i + 1])
+                } else {
+                    calls(&[])
+                }
+            })
+            .collect();
+        // Callees before callers: rule i calls i - 1, the first one accepts at once.
+        let up: Vec<Dfa> = (0..n)
+            .map(|i| if i > 0 { calls(&[i - 1]) } else { calls(&[]) })
+            .collect();
+        let none = vec![None; n];
+        assert_eq!(productive_rules(&down, &none), vec![true; n]);
+        assert_eq!(productive_rules(&up, &none), vec![true; n]);
+        // A cycle without a way out derives nothing, nor does what needs it; a counted rule of
+        // an unproductive body is productive only with zero iterations allowed.
+        let dfas = vec![
+            calls(&[1]),
+            calls(&[0]),
+            calls(&[3, 0]),
+            calls(&[]),
+            calls(&[]),
+            calls(&[]),
+        ];
+        let mut counted = vec![None; dfas.len()];
+        counted[4] = Some(Counted {
+            body: RuleId(1),
+            min: 0,
+            max: Some(3),
+        });
+        counted[5] = Some(Counted {
+            body: RuleId(1),
+            min: 1,
+            max: None,
+        });
+        assert_eq!(
+            productive_rules(&dfas, &counted),
+            vec![false, false, false, true, true, false]
+        );
     }
 }
