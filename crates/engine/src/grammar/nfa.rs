@@ -28,7 +28,13 @@ struct Nfa<'a> {
     refs: Vec<Vec<(RuleId, u32)>>,
     limit: usize,
     tails: Option<Tails<'a>>,
+    /// The state a multi-byte character's remaining byte ranges lead from into a target, per
+    /// ranges and target: every character with that rest, from any state, shares it.
+    rests: FxHashMap<(Rest, u32), u32>,
 }
+
+/// At most three byte ranges after a character's first byte, and how many.
+type Rest = ([(u8, u8); 3], u8);
 
 /// Tail calls built into the caller's automaton: a reference to an inlined rule right before the
 /// end of the rule being built jumps to that rule's body (built once, ending at the same end).
@@ -59,10 +65,6 @@ fn for_each_utf8_sequence<E>(
     }
     Ok(())
 }
-
-/// The state after the first byte of a multi-byte character, keyed by the remaining byte ranges and
-/// the target state, shared by every dispatch state with that edge.
-type SharedTails = FxHashMap<(Vec<(u8, u8)>, u32), u32>;
 
 /// The shared ways into the free rest of a string an [`Expr::Except`] builds: the looping state,
 /// the state after a backslash, and per lead-byte range of a non-ASCII character the state before
@@ -113,9 +115,7 @@ impl Nfa<'_> {
                     self.byte_chain(&ranges, from, to)?;
                 }
             }
-            Expr::Class(class) => {
-                for_each_utf8_sequence(class, |ranges| self.byte_chain(ranges, from, to))?;
-            }
+            Expr::Class(class) => self.class_edges(class, from, to)?,
             Expr::Tokens(set) => self.build_tokens(set, from, to)?,
             Expr::Dispatch(d) => self.build_dispatch(d, from, to)?,
             Expr::Except(names) => self.build_except(names, from, to)?,
@@ -210,8 +210,7 @@ impl Nfa<'_> {
         let mut wide = Vec::new();
         let non_ascii = CharClass::new(false, vec![(0x80, 0x10_FFFF)]);
         for_each_utf8_sequence(&non_ascii, |seq| {
-            let entry = self.add()?;
-            self.byte_chain(&seq[1..], entry, free)?;
+            let entry = self.rest(&seq[1..], free)?;
             wide.push((seq[0], entry));
             Ok(())
         })?;
@@ -311,7 +310,6 @@ impl Nfa<'_> {
             .map(|_| self.add())
             .collect::<Result<Vec<u32>, TooLarge>>()?;
         self.eps[from as usize].push(states[0]);
-        let mut tails = SharedTails::default();
         for (node, &state) in automaton.nodes.iter().zip(&states) {
             match node.output {
                 Output::Tag(i) => {
@@ -324,7 +322,7 @@ impl Nfa<'_> {
                         self.eps[state as usize].push(to);
                     }
                     for (class, target) in &node.chars {
-                        self.shared_class_edges(class, state, states[*target], &mut tails)?;
+                        self.class_edges(class, state, states[*target])?;
                     }
                     for (token, target) in &node.tokens {
                         let chain: Vec<(u8, u8)> =
@@ -337,30 +335,38 @@ impl Nfa<'_> {
         Ok(())
     }
 
-    fn shared_class_edges(
-        &mut self,
-        class: &CharClass,
-        from: u32,
-        to: u32,
-        tails: &mut SharedTails,
-    ) -> Result<(), TooLarge> {
+    /// Edges from `from` to `to` for the characters of `class`: a byte edge each for ASCII, the
+    /// first byte of a longer character into the state its rest leads from ([`Nfa::rest`]).
+    fn class_edges(&mut self, class: &CharClass, from: u32, to: u32) -> Result<(), TooLarge> {
         for_each_utf8_sequence(class, |ranges| {
-            let Some((&(first_lo, first_hi), rest)) = ranges.split_first() else {
+            let Some((&(lo, hi), rest)) = ranges.split_first() else {
                 return Ok(());
             };
-            let next = if rest.is_empty() {
-                to
-            } else if let Some(&mid) = tails.get(&(rest.to_vec(), to)) {
-                mid
-            } else {
-                let mid = self.add()?;
-                self.byte_chain(rest, mid, to)?;
-                tails.insert((rest.to_vec(), to), mid);
-                mid
-            };
-            self.bytes[from as usize].push((first_lo, first_hi, next));
+            let next = self.rest(rest, to)?;
+            self.bytes[from as usize].push((lo, hi, next));
             Ok(())
         })
+    }
+
+    /// The state from which the byte ranges `rest` (at most three) lead to `to`: built once per
+    /// rest and target, shared by every character with that rest (the lead bytes `E1-EC` and
+    /// `EE-EF` both go on with two continuation bytes), so subset construction meets one state
+    /// where there used to be one per lead-byte range, for minimization to merge.
+    fn rest(&mut self, rest: &[(u8, u8)], to: u32) -> Result<u32, TooLarge> {
+        let Some((&(lo, hi), after)) = rest.split_first() else {
+            return Ok(to);
+        };
+        let mut key = [(0, 0); 3];
+        key[..rest.len()].copy_from_slice(rest);
+        let key = ((key, rest.len() as u8), to);
+        if let Some(&s) = self.rests.get(&key) {
+            return Ok(s);
+        }
+        let next = self.rest(after, to)?;
+        let s = self.add()?;
+        self.bytes[s as usize].push((lo, hi, next));
+        self.rests.insert(key, s);
+        Ok(s)
     }
 }
 
