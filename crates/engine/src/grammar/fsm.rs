@@ -302,6 +302,19 @@ impl CompactFsm {
     /// Freezes per-rule DFAs (indexed by rule id) into one automaton.
     pub fn freeze(dfas: &[Dfa]) -> CompactFsm {
         let mut fsm = CompactFsm::default();
+        // Every table at its final size at once.
+        let states = || dfas.iter().flat_map(|d| &d.states);
+        let n = states().count();
+        fsm.loop_of.reserve_exact(n);
+        fsm.accept.reserve_exact(n);
+        fsm.rule_of.reserve_exact(n);
+        fsm.byte_start.reserve_exact(n + 1);
+        fsm.ref_start.reserve_exact(n + 1);
+        fsm.byte_edges
+            .reserve_exact(states().map(|s| s.bytes.len()).sum());
+        fsm.ref_edges
+            .reserve_exact(states().map(|s| s.refs.len()).sum());
+        fsm.rule_start.reserve_exact(dfas.len());
         let mut offset = 0u32;
         let mut classes: FxHashMap<LoopClass, u32> = FxHashMap::default();
         for (rule, dfa) in dfas.iter().enumerate() {
