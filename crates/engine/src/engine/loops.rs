@@ -49,9 +49,6 @@ pub struct Loops<'a> {
     recent: [(u32, u32); RECENT],
     /// The last state asked about by [`Loops::consumes`] and its index.
     last: (u32, u32),
-    /// The tail starts read last: of which chain (index) and first byte, from which sorted
-    /// position (a walk reads one first byte's run at a time).
-    run: Option<(u32, u8, usize, Arc<[u8]>)>,
 }
 
 impl<'a> Loops<'a> {
@@ -64,7 +61,14 @@ impl<'a> Loops<'a> {
             seen: FxHashMap::default(),
             recent: [(NO_STATE, 0); RECENT],
             last: (NO_STATE, 0),
-            run: None,
+        }
+    }
+
+    /// The chain of the last state [`Loops::consumes`] was asked about.
+    fn last(&self) -> Option<&ChainTails> {
+        match self.last.1 {
+            0 => None,
+            i => Some(&self.chains[i as usize - 1]),
         }
     }
 
@@ -75,7 +79,7 @@ impl<'a> Loops<'a> {
     /// `depth` the depth the walk stands at for it.
     #[allow(clippy::too_many_arguments)]
     pub fn accept_run(
-        &mut self,
+        &self,
         walk: &SetWalk,
         mut k: usize,
         end: usize,
@@ -84,15 +88,16 @@ impl<'a> Loops<'a> {
         depth: &mut usize,
         accepted: &mut Vec<u32>,
     ) -> usize {
-        let (item, index) = self.last;
-        if index == 0 {
+        let Some(chain) = self.last() else {
             return k;
-        }
+        };
+        let item = self.last.0;
         let sorted = self.vocab.sorted();
         while k < end {
             let d = (*depth).min(shared[k] as usize);
             let i = at(k);
-            if walk.point(d).item != item || !self.rest_passes(index, i, d) {
+            if walk.point(d).item != item || !rest_passes(&chain.tails, chain.cap, self.vocab, i, d)
+            {
                 break;
             }
             accepted.push(sorted[i].0);
@@ -112,40 +117,8 @@ impl<'a> Loops<'a> {
         if item != self.last.0 {
             self.last = (item, self.index(item));
         }
-        match self.last.1 {
-            0 => false,
-            index => self.rest_passes(index, pos, depth),
-        }
-    }
-
-    /// Whether the token at sorted position `pos`, standing after `depth` bytes in a state with
-    /// chain `index` (an index into [`Loops::chains`] plus one), is consumed by the chain: its tail
-    /// of members starts by `depth`, `depth` does not split a character, and the rest has at
-    /// most the chain's capacity of members.
-    #[inline]
-    fn rest_passes(&mut self, index: u32, pos: usize, depth: usize) -> bool {
-        let bytes = self.vocab.sorted_bytes(pos);
-        let Some(&first) = bytes.first() else {
-            return false;
-        };
-        let chain = &self.chains[index as usize - 1];
-        let t = match &self.run {
-            Some((i, f, from, starts)) if *i == index && *f == first => starts[pos - from],
-            _ => {
-                let (from, starts) = self.vocab.run_starts(&chain.tails, first);
-                let t = starts[pos - from];
-                self.run = Some((index, first, from, starts));
-                t
-            }
-        };
-        if t == UNKNOWN_TAIL || usize::from(t) > depth {
-            return false;
-        }
-        if bytes.get(depth).is_some_and(|&b| is_continuation(b)) {
-            return false;
-        }
-        chain.cap == UNBOUNDED
-            || member_count(chain.tails.wide, &bytes[depth..]) <= chain.cap as usize
+        self.last()
+            .is_some_and(|c| rest_passes(&c.tails, c.cap, self.vocab, pos, depth))
     }
 
     /// The tails and capacity of the chain at `item`, if it has one.
@@ -188,6 +161,22 @@ impl<'a> Loops<'a> {
         self.recent[slot] = (item, index);
         index
     }
+}
+
+/// Whether the token at sorted position `pos`, standing after `depth` bytes in a chain state of
+/// capacity `cap` whose class has tails `tails`, is consumed by the chain: its tail of members
+/// starts by `depth`, `depth` does not split a character, and the rest has at most `cap` members.
+#[inline]
+fn rest_passes(tails: &Tails, cap: u32, vocab: &Vocab, pos: usize, depth: usize) -> bool {
+    let t = tails.starts[pos];
+    if t == UNKNOWN_TAIL || usize::from(t) > depth {
+        return false;
+    }
+    let bytes = vocab.sorted_bytes(pos);
+    if bytes.get(depth).is_some_and(|&b| is_continuation(b)) {
+        return false;
+    }
+    cap == UNBOUNDED || member_count(tails.wide, &bytes[depth..]) <= cap as usize
 }
 
 /// The whole tokens a walk takes without visiting them, as one class's bitset (see the module

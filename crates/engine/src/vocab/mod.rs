@@ -113,9 +113,6 @@ pub struct Vocab {
     sorted_offsets: Vec<u32>,
     /// Per entry of `sorted`, its [`tails::ascii_set`] (what [`Tails::build`] reads first).
     sorted_ascii: Vec<u128>,
-    /// The non-ASCII entries of `sorted` a wide class may take whole ([`tails::WideWhole`]), by
-    /// position.
-    sorted_wide: Vec<tails::WideWhole>,
     /// Longest text token, bytes.
     max_len: usize,
     /// For each entry of `sorted`, the first later entry with a smaller `lcp` (or the length).
@@ -200,7 +197,6 @@ impl Vocab {
             sorted_bytes: Vec::new(),
             sorted_offsets: Vec::new(),
             sorted_ascii: Vec::new(),
-            sorted_wide: Vec::new(),
             max_len: 0,
             lcp_drop: Vec::new(),
             first_byte_start: Vec::new(),
@@ -272,13 +268,6 @@ impl Vocab {
         self.sorted_ascii = sorted
             .iter()
             .map(|&t| tails::ascii_set(self.token_bytes(t)))
-            .collect();
-        self.sorted_wide = sorted_offsets
-            .windows(2)
-            .enumerate()
-            .filter_map(|(i, w)| {
-                tails::WideWhole::of(i, &sorted_bytes[w[0] as usize..w[1] as usize])
-            })
             .collect();
         self.sorted_bytes = sorted_bytes;
         self.sorted_offsets = sorted_offsets;
@@ -408,27 +397,18 @@ impl Vocab {
     /// whole entries and others ([`Tails`]); computed once per class and kept (a bounded number of
     /// classes, the least recently used dropped first).
     pub fn class_tails(&self, class: &LoopClass) -> std::sync::Arc<Tails> {
-        self.tails
-            .get(class, || Tails::build(class, &self.entries()))
-    }
-
-    /// The tail starts of `tails`' class for the entries of first byte `first`
-    /// ([`Tails::run_starts`]): entry `p` of [`Vocab::sorted`] has start `starts[p - from]`.
-    pub fn run_starts(&self, tails: &Tails, first: u8) -> (usize, std::sync::Arc<[u8]>) {
-        tails.run_starts(first, &self.entries())
-    }
-
-    /// The sorted entries as [`Tails`] reads them.
-    fn entries<'v>(&'v self) -> tails::Entries<'v, impl Fn(usize) -> &'v [u8] + 'v> {
-        tails::Entries {
-            ids: &self.sorted,
-            size: self.size(),
-            bytes: |i| self.sorted_bytes(i),
-            lcp: &self.lcp,
-            ascii: &self.sorted_ascii,
-            wide: &self.sorted_wide,
-            runs: &self.first_byte_start,
-        }
+        self.tails.get(class, || {
+            Tails::build(
+                class,
+                &tails::Entries {
+                    ids: &self.sorted,
+                    size: self.size(),
+                    bytes: |i| self.sorted_bytes(i),
+                    lcp: &self.lcp,
+                    ascii: &self.sorted_ascii,
+                },
+            )
+        })
     }
 
     /// Length in bytes of the longest text token.

@@ -1,18 +1,13 @@
-//! Per loop class, where each sorted token's tail of class members begins
+//! Per loop class, one byte per sorted token: where its tail of class members begins
 //! ([`LoopClass::tail_start`]), so that the mask walk accepts a token in one comparison when the
 //! automaton loops on the class; and the split of the vocabulary it implies for a walk whose first
 //! byte enters the loop: the tokens made wholly of class members (taken without a walk) and the
 //! others (sorted positions with their common prefixes, the only ones walked). The whole entries
 //! are also kept as a bitset over token ids, with their member counts, so that a walk takes them
-//! all by copying words, and leaves out only those longer than a bounded chain takes.
-//!
-//! Building a class reads no token's bytes where it can help it: an ASCII token is whole exactly
-//! when its byte set lies in the class, and a non-ASCII one, for a wide class, exactly when the
-//! class holds its ASCII bytes and a wide class holding every ASCII byte takes it whole (the
-//! vocabulary lists those once, [`WideWhole`]). Tail starts, and the others, are found per first
-//! byte on the first walk of that byte's run: a walk only enters the runs of bytes its state
-//! takes, and finding every start up front (a scan of every token, with a megabyte of fresh memory
-//! for the lists) cost more than most walks that needed it.
+//! all by copying words, and leaves out only those longer than a bounded chain takes. The others
+//! are listed per first byte, on the first walk of that byte's run: a walk only enters the runs
+//! of bytes its state takes, and listing every run up front (most of the vocabulary for a narrow
+//! class) cost a megabyte of fresh memory per class.
 //!
 //! [`ClassTails`] owns a bounded cache of these (least recently used out first), indexed like
 //! [`super::Vocab::sorted`].
@@ -37,11 +32,9 @@ const MAX_CLASSES: usize = 96;
 /// What the mask walk knows about one loop class (see the module docs).
 #[derive(Debug)]
 pub struct Tails {
-    /// The class.
-    class: LoopClass,
-    /// Per first byte, where the tail of members of each entry of its run begins, or
-    /// [`UNKNOWN_TAIL`]: found on first use ([`Tails::start`]).
-    starts: Box<[OnceLock<Arc<[u8]>>]>,
+    /// Per entry of [`super::Vocab::sorted`]: where its tail of class members begins, or
+    /// [`UNKNOWN_TAIL`].
+    pub starts: Box<[u8]>,
     /// Sorted positions of the entries made wholly of class members, increasing.
     pub whole: Box<[u32]>,
     /// Per first byte, the other entries of its run ([`Tails::others`]), listed on first use.
@@ -88,51 +81,6 @@ fn is_whole(start: u8, bytes: &[u8]) -> bool {
     start == 0 && !bytes.first().is_some_and(|&f| is_continuation(f))
 }
 
-/// A tail start as stored: exact, or [`UNKNOWN_TAIL`] when too large for a byte.
-fn stored(start: usize) -> u8 {
-    u8::try_from(start)
-        .ok()
-        .filter(|&s| s != UNKNOWN_TAIL)
-        .unwrap_or(UNKNOWN_TAIL)
-}
-
-/// A non-ASCII entry that a wide class holding every ASCII byte takes whole: a wide class takes
-/// it whole exactly when it holds the entry's ASCII bytes, since non-ASCII characters are members
-/// of every wide class.
-#[derive(Debug, Clone, Copy)]
-pub struct WideWhole {
-    /// Its sorted position.
-    pub pos: u32,
-    /// Its members ([`LoopClass::members`] of a wide class), at most 255.
-    pub members: u8,
-    /// Its ASCII bytes, one bit each.
-    pub ascii: u128,
-}
-
-impl WideWhole {
-    /// The entry at sorted position `pos` with bytes `bytes`, if a wide class can take it whole.
-    pub fn of(pos: usize, bytes: &[u8]) -> Option<WideWhole> {
-        let every_ascii = LoopClass {
-            bytes: [u64::MAX, u64::MAX, 0, 0],
-            wide: true,
-        };
-        if !bytes.iter().any(|&b| b >= 0x80)
-            || !is_whole(stored(every_ascii.tail_start(bytes)), bytes)
-        {
-            return None;
-        }
-        let ascii = bytes
-            .iter()
-            .filter(|&&b| b < 0x80)
-            .fold(0u128, |set, &b| set | 1 << b);
-        Some(WideWhole {
-            pos: pos as u32,
-            members: u8::try_from(every_ascii.members(bytes)).unwrap_or(u8::MAX),
-            ascii,
-        })
-    }
-}
-
 /// The sorted entries a [`Tails`] is built over: entry `i` has bytes `bytes(i)`, common prefix
 /// `lcp[i]` with entry `i - 1`, token id `ids[i]` and byte set `ascii[i]` ([`ascii_set`]), in a
 /// vocabulary of `size` ids.
@@ -147,76 +95,53 @@ pub struct Entries<'a, F> {
     pub lcp: &'a [u32],
     /// [`ascii_set`] per entry.
     pub ascii: &'a [u128],
-    /// The non-ASCII entries a wide class may take whole ([`WideWhole::of`]), by position.
-    pub wide: &'a [WideWhole],
-    /// Where the run of entries of first byte `b` begins, at index `b` (257 values, the last one
-    /// the number of entries).
-    pub runs: &'a [u32],
-}
-
-impl<'a, 'v, F: Fn(usize) -> &'v [u8]> Entries<'a, F> {
-    /// The entries of first byte `b`.
-    fn run(&self, b: u8) -> Range<usize> {
-        self.runs[usize::from(b)] as usize..self.runs[usize::from(b) + 1] as usize
-    }
 }
 
 impl Tails {
-    /// The tails of `class` over `entries`: the whole entries now (each decided from its byte
-    /// set, and for a non-ASCII one from the vocabulary's list of entries a wide class may take
-    /// whole, without reading its bytes, except in a class of single bytes beyond ASCII), every
-    /// tail start on first use ([`Tails::run_starts`]).
-    /// Two passes: the first counts the whole entries, so the second fills lists of their exact
-    /// sizes.
+    /// The tails of `class` over `entries`. Two passes: the first finds every entry's tail start
+    /// and counts the whole ones, so the second fills lists of their exact sizes.
     pub fn build<'v, F: Fn(usize) -> &'v [u8]>(class: &LoopClass, entries: &Entries<F>) -> Tails {
         let n = entries.ids.len();
-        let members = ascii_members(class);
-        // A class of single bytes beyond ASCII may take non-ASCII entries whole byte by byte:
-        // those are decided by their tail starts.
-        let high = !class.wide && (class.bytes[2] | class.bytes[3]) != 0;
-        let wide: &[WideWhole] = if class.wide { entries.wide } else { &[] };
-        let wide_whole = |w: &WideWhole| w.ascii & !members == 0;
-        let high_whole = |i: usize| {
+        // The class's ASCII members, one bit each: most entries are ASCII, and one made only of
+        // members needs no tail scan.
+        let members = u128::from(class.bytes[1]) << 64 | u128::from(class.bytes[0]);
+        let mut starts = vec![0u8; n];
+        let mut whole_count = 0;
+        for (i, (start, &set)) in starts.iter_mut().zip(entries.ascii).enumerate() {
+            if set != 0 && set & !members == 0 {
+                whole_count += 1;
+                continue;
+            }
             let b = (entries.bytes)(i);
-            is_whole(stored(class.tail_start(b)), b)
-        };
-        let ascii_whole = |set: u128| set != 0 && set & !members == 0;
-        let mut whole_count = entries.ascii.iter().filter(|&&s| ascii_whole(s)).count()
-            + wide.iter().filter(|w| wide_whole(w)).count();
-        if high {
-            whole_count += (0..n)
-                .filter(|&i| entries.ascii[i] == 0 && high_whole(i))
-                .count();
+            *start = u8::try_from(class.tail_start(b))
+                .ok()
+                .filter(|&s| s != UNKNOWN_TAIL)
+                .unwrap_or(UNKNOWN_TAIL);
+            if is_whole(*start, b) {
+                whole_count += 1;
+            }
         }
         let mut whole = Vec::with_capacity(whole_count);
         let mut whole_members = Vec::with_capacity(whole_count);
         let mut run_max = Box::new([0u8; 256]);
         let mut whole_bits = vec![0u32; entries.size.div_ceil(32)];
-        let mut next_wide = wide.iter().peekable();
-        for (i, &set) in entries.ascii.iter().enumerate() {
-            let count = if set != 0 {
-                if !ascii_whole(set) {
-                    continue;
-                }
-                (entries.bytes)(i).len()
-            } else if let Some(w) = next_wide.next_if(|w| w.pos as usize == i) {
-                if !wide_whole(w) {
-                    continue;
-                }
-                usize::from(w.members)
-            } else if high && high_whole(i) {
-                (entries.bytes)(i).len()
-            } else {
+        for (i, &start) in starts.iter().enumerate() {
+            if start != 0 {
                 continue;
-            };
-            let count = u8::try_from(count).unwrap_or(u8::MAX);
-            whole.push(i as u32);
-            whole_members.push(count);
-            if let Some(&f) = (entries.bytes)(i).first() {
-                run_max[usize::from(f)] = run_max[usize::from(f)].max(count);
             }
-            let id = entries.ids[i].index();
-            whole_bits[id / 32] |= 1 << (id % 32);
+            let b = (entries.bytes)(i);
+            if is_whole(start, b) {
+                whole.push(i as u32);
+                let plain = entries.ascii[i] != 0;
+                let count = if plain { b.len() } else { class.members(b) };
+                let count = u8::try_from(count).unwrap_or(u8::MAX);
+                whole_members.push(count);
+                if let Some(&f) = b.first() {
+                    run_max[usize::from(f)] = run_max[usize::from(f)].max(count);
+                }
+                let id = entries.ids[i].index();
+                whole_bits[id / 32] |= 1 << (id % 32);
+            }
         }
         // A counting sort: member counts are bytes.
         let mut start = [0u32; 257];
@@ -233,8 +158,7 @@ impl Tails {
             *slot += 1;
         }
         Tails {
-            class: *class,
-            starts: (0..256).map(|_| OnceLock::new()).collect(),
+            starts: starts.into(),
             whole: whole.into(),
             others: (0..256).map(|_| OnceLock::new()).collect(),
             by_members: by_members.into(),
@@ -244,62 +168,23 @@ impl Tails {
             wide: class.wide,
         }
     }
-
-    /// Where the tail of members of the entry at sorted position `pos` (of `entries`, which the
-    /// tails were built over) begins ([`LoopClass::tail_start`], or [`UNKNOWN_TAIL`]).
-    #[cfg(test)]
-    fn start<'v, F: Fn(usize) -> &'v [u8]>(&self, pos: usize, entries: &Entries<F>) -> u8 {
-        match (entries.bytes)(pos).first() {
-            Some(&first) => {
-                let (from, starts) = self.run_starts(first, entries);
-                starts[pos - from]
-            }
-            None => 0,
-        }
-    }
-
-    /// The tail starts of the entries of first byte `first`, and the position of the first of
-    /// them: found on the first call for `first`, and kept.
-    pub fn run_starts<'v, F: Fn(usize) -> &'v [u8]>(
-        &self,
-        first: u8,
-        entries: &Entries<F>,
-    ) -> (usize, Arc<[u8]>) {
-        let run = entries.run(first);
-        let starts = self.starts[usize::from(first)].get_or_init(|| {
-            let members = ascii_members(&self.class);
-            run.clone()
-                .map(|p| match entries.ascii[p] {
-                    set if set != 0 && set & !members == 0 => 0,
-                    _ => stored(self.class.tail_start((entries.bytes)(p))),
-                })
-                .collect()
-        });
-        (run.start, Arc::clone(starts))
-    }
-}
-
-/// The ASCII members of `class`, one bit each.
-fn ascii_members(class: &LoopClass) -> u128 {
-    u128::from(class.bytes[1]) << 64 | u128::from(class.bytes[0])
 }
 
 impl Tails {
     /// The entries of `run` (the sorted positions of the entries whose first byte is `first`) that
-    /// are not whole ([`Tails::whole`]), with their common prefixes read from `lcp` (the vocabulary's common-prefix
+    /// are not whole, with their common prefixes read from `lcp` (the vocabulary's common-prefix
     /// array): listed on the first call for `first`, kept after.
     pub fn others(&self, first: u8, run: Range<usize>, lcp: &[u32]) -> &RunOthers {
         self.others[usize::from(first)].get_or_init(|| {
-            let whole = &self.whole[self.whole.partition_point(|&p| (p as usize) < run.start)
-                ..self.whole.partition_point(|&p| (p as usize) < run.end)];
-            let count = run.len() - whole.len();
+            let other = |p: usize| !is_whole(self.starts[p], &[first]);
+            // Counted first, so that each list is one allocation of its exact size.
+            let count = run.clone().filter(|&p| other(p)).count();
             let (mut positions, mut shared_before) =
                 (Vec::with_capacity(count), Vec::with_capacity(count));
-            let mut whole = whole.iter().peekable();
             let mut shared = u32::MAX;
             for p in run {
                 shared = shared.min(lcp[p]);
-                if whole.next_if(|&&w| w as usize == p).is_some() {
+                if !other(p) {
                     continue;
                 }
                 shared_before.push(if positions.is_empty() { 0 } else { shared });
@@ -380,59 +265,6 @@ impl ClassTails {
 mod tests {
     use super::*;
 
-    /// Sorted entries with everything [`Entries`] reads, made as the vocabulary makes them.
-    struct Fixture {
-        entries: Vec<Vec<u8>>,
-        lcp: Vec<u32>,
-        ids: Vec<TokenId>,
-        ascii: Vec<u128>,
-        wide: Vec<WideWhole>,
-        runs: Vec<u32>,
-    }
-
-    impl Fixture {
-        fn new(entries: &[&[u8]]) -> Fixture {
-            let mut entries: Vec<Vec<u8>> = entries.iter().map(|e| e.to_vec()).collect();
-            entries.sort();
-            entries.dedup();
-            let lcp = (0..entries.len())
-                .map(|i| match i {
-                    0 => 0,
-                    _ => entries[i - 1]
-                        .iter()
-                        .zip(&entries[i])
-                        .take_while(|(x, y)| x == y)
-                        .count() as u32,
-                })
-                .collect();
-            let runs = (0..=256)
-                .map(|b| entries.partition_point(|e| usize::from(e[0]) < b) as u32)
-                .collect();
-            Fixture {
-                ids: (0..entries.len() as u32).rev().map(TokenId).collect(),
-                ascii: entries.iter().map(|e| ascii_set(e)).collect(),
-                wide: (entries.iter().enumerate())
-                    .filter_map(|(i, e)| WideWhole::of(i, e))
-                    .collect(),
-                lcp,
-                runs,
-                entries,
-            }
-        }
-
-        fn entries<'v>(&'v self) -> Entries<'v, impl Fn(usize) -> &'v [u8] + 'v> {
-            Entries {
-                ids: &self.ids,
-                size: self.entries.len(),
-                bytes: |i: usize| -> &[u8] { &self.entries[i] },
-                lcp: &self.lcp,
-                ascii: &self.ascii,
-                wide: &self.wide,
-                runs: &self.runs,
-            }
-        }
-    }
-
     #[test]
     fn starts_and_whole_entries_match_the_tail_scan_for_every_kind_of_class() {
         let bytes_of = |set: &[u8]| {
@@ -444,46 +276,27 @@ mod tests {
         };
         let string: Vec<u8> = (0x20..0x80).filter(|&b| b != b'"' && b != b'\\').collect();
         let high: Vec<u8> = (b'a'..=b'z').chain(0x80..=0xFF).collect();
+        let every_ascii: Vec<u8> = (0..0x80).collect();
         let classes = [
-            LoopClass {
-                bytes: bytes_of(&string),
-                wide: true,
-            },
-            LoopClass {
-                bytes: bytes_of(&string),
-                wide: false,
-            },
-            LoopClass {
-                bytes: bytes_of(b"abcxyz "),
-                wide: true,
-            },
-            LoopClass {
-                bytes: bytes_of(b"0123456789"),
-                wide: false,
-            },
-            LoopClass {
-                bytes: bytes_of(&high),
-                wide: false,
-            },
-            LoopClass {
-                bytes: bytes_of(&(0..0x80).collect::<Vec<u8>>()),
-                wide: true,
-            },
-            LoopClass {
-                bytes: bytes_of(&[]),
-                wide: true,
-            },
-        ];
-        let entries: Vec<&[u8]> = vec![
+            (bytes_of(&string), true),
+            (bytes_of(&string), false),
+            (bytes_of(b"abcxyz "), true),
+            (bytes_of(b"0123456789"), false),
+            (bytes_of(&high), false),
+            (bytes_of(&every_ascii), true),
+            (bytes_of(&[]), true),
+        ]
+        .map(|(bytes, wide)| LoopClass { bytes, wide });
+        let mut entries: Vec<&[u8]> = vec![
             b"abc",
             b"a\"c",
             b"12",
             b"1a",
             b" x",
-            "été".as_bytes(),
-            "x été".as_bytes(),
-            "日本".as_bytes(),
-            "\"日".as_bytes(),
+            "\u{e9}t\u{e9}".as_bytes(),
+            "x \u{e9}t\u{e9}".as_bytes(),
+            "\u{65e5}\u{672c}".as_bytes(),
+            "\"\u{65e5}".as_bytes(),
             &[0xE6, 0x97],
             &[b'a', 0xE6],
             &[0x97, b'a'],
@@ -499,20 +312,42 @@ mod tests {
             "a\u{10FFFF}".as_bytes(),
             &[0xC0, 0x80],
         ];
-        let f = Fixture::new(&entries);
+        entries.sort();
+        let lcp: Vec<u32> = (0..entries.len())
+            .map(|i| match i {
+                0 => 0,
+                _ => entries[i - 1]
+                    .iter()
+                    .zip(entries[i])
+                    .take_while(|(x, y)| x == y)
+                    .count() as u32,
+            })
+            .collect();
+        let ids: Vec<TokenId> = (0..entries.len() as u32).map(TokenId).collect();
+        let ascii: Vec<u128> = entries.iter().map(|e| ascii_set(e)).collect();
         for class in &classes {
-            let t = Tails::build(class, &f.entries());
+            let t = Tails::build(
+                class,
+                &Entries {
+                    ids: &ids,
+                    size: entries.len(),
+                    bytes: |i| entries[i],
+                    lcp: &lcp,
+                    ascii: &ascii,
+                },
+            );
             let mut whole = Vec::new();
-            for (i, e) in f.entries.iter().enumerate() {
-                let start = stored(class.tail_start(e));
-                assert_eq!(t.start(i, &f.entries()), start, "{class:?} {e:?}");
-                if is_whole(start, e) {
+            for (i, e) in entries.iter().enumerate() {
+                let start = class.tail_start(e);
+                let stored = u8::try_from(start).unwrap_or(UNKNOWN_TAIL);
+                assert_eq!(t.starts[i], stored, "{class:?} {e:?}");
+                if is_whole(stored, e) {
                     whole.push(i as u32);
                 }
             }
             assert_eq!(*t.whole, *whole, "{class:?}");
             for (k, &p) in whole.iter().enumerate() {
-                let members = class.members(&f.entries[p as usize]);
+                let members = class.members(entries[p as usize]);
                 assert_eq!(usize::from(t.whole_members[k]), members, "{class:?}");
             }
             let bits: u32 = t.whole_bits.iter().map(|w| w.count_ones()).sum();
@@ -530,20 +365,35 @@ mod tests {
             bytes: letters,
             wide: false,
         };
-        let entries: Vec<&[u8]> = vec![
+        let mut entries: Vec<&[u8]> = vec![
             b"ab", b"abc", b"ab\"", b"a\"b", b"b", b"\"x", b"x y", b"xyz", b"\x80a", b"zz", b"z1",
         ];
-        let f = Fixture::new(&entries);
-        let (entries, lcp) = (&f.entries, &f.lcp);
-        let ids = &f.ids;
-        let t = Tails::build(&class, &f.entries());
+        entries.sort();
+        let lcp: Vec<u32> = (0..entries.len())
+            .map(|i| match i {
+                0 => 0,
+                _ => entries[i - 1]
+                    .iter()
+                    .zip(entries[i])
+                    .take_while(|(x, y)| x == y)
+                    .count() as u32,
+            })
+            .collect();
+        let ids: Vec<TokenId> = (0..entries.len() as u32).rev().map(TokenId).collect();
+        let ascii: Vec<u128> = entries.iter().map(|e| ascii_set(e)).collect();
+        let t = Tails::build(
+            &class,
+            &Entries {
+                ids: &ids,
+                size: entries.len(),
+                bytes: |i| entries[i],
+                lcp: &lcp,
+                ascii: &ascii,
+            },
+        );
         let (mut whole, mut others) = (Vec::new(), Vec::new());
         for (i, e) in entries.iter().enumerate() {
-            assert_eq!(
-                usize::from(t.start(i, &f.entries())),
-                class.tail_start(e),
-                "{e:?}"
-            );
+            assert_eq!(usize::from(t.starts[i]), class.tail_start(e), "{e:?}");
             if e.iter().all(|b| b.is_ascii_lowercase()) {
                 whole.push(i as u32);
             } else {
@@ -573,7 +423,7 @@ mod tests {
         for first in 0..=255u8 {
             let run = entries.partition_point(|e| e[0] < first)
                 ..entries.partition_point(|e| e[0] <= first);
-            let run_others = t.others(first, run.clone(), lcp);
+            let run_others = t.others(first, run.clone(), &lcp);
             assert_eq!(run_others.positions.len(), run_others.lcp.len());
             for (k, &p) in run_others.positions.iter().enumerate() {
                 assert!(run.contains(&(p as usize)));
@@ -581,7 +431,7 @@ mod tests {
                     0 => 0,
                     _ => entries[run_others.positions[k - 1] as usize]
                         .iter()
-                        .zip(&entries[p as usize])
+                        .zip(entries[p as usize])
                         .take_while(|(x, y)| x == y)
                         .count() as u32,
                 };
@@ -610,8 +460,6 @@ mod tests {
                     bytes: |_| &[],
                     lcp: &[],
                     ascii: &[],
-                    wide: &[],
-                    runs: &[0; 257],
                 };
                 Tails::build(&class(i), &entries)
             })
