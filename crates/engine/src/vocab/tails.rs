@@ -265,6 +265,30 @@ impl ClassTails {
 mod tests {
     use super::*;
 
+    /// Each sorted entry's common prefix with the one before (0 for the first).
+    fn common_prefixes(entries: &[&[u8]]) -> Vec<u32> {
+        let shared = |w: &[&[u8]]| w[0].iter().zip(w[1]).take_while(|(x, y)| x == y).count();
+        std::iter::once(0)
+            .chain(entries.windows(2).map(|w| shared(w) as u32))
+            .take(entries.len())
+            .collect()
+    }
+
+    /// The tails of `class` over sorted `entries` with token ids `ids` and common prefixes `lcp`.
+    fn build(class: &LoopClass, entries: &[&[u8]], ids: &[TokenId], lcp: &[u32]) -> Tails {
+        let ascii: Vec<u128> = entries.iter().map(|e| ascii_set(e)).collect();
+        Tails::build(
+            class,
+            &Entries {
+                ids,
+                size: entries.len(),
+                bytes: |i| entries[i],
+                lcp,
+                ascii: &ascii,
+            },
+        )
+    }
+
     #[test]
     fn starts_and_whole_entries_match_the_tail_scan_for_every_kind_of_class() {
         let bytes_of = |set: &[u8]| {
@@ -313,29 +337,10 @@ mod tests {
             &[0xC0, 0x80],
         ];
         entries.sort();
-        let lcp: Vec<u32> = (0..entries.len())
-            .map(|i| match i {
-                0 => 0,
-                _ => entries[i - 1]
-                    .iter()
-                    .zip(entries[i])
-                    .take_while(|(x, y)| x == y)
-                    .count() as u32,
-            })
-            .collect();
+        let lcp = common_prefixes(&entries);
         let ids: Vec<TokenId> = (0..entries.len() as u32).map(TokenId).collect();
-        let ascii: Vec<u128> = entries.iter().map(|e| ascii_set(e)).collect();
         for class in &classes {
-            let t = Tails::build(
-                class,
-                &Entries {
-                    ids: &ids,
-                    size: entries.len(),
-                    bytes: |i| entries[i],
-                    lcp: &lcp,
-                    ascii: &ascii,
-                },
-            );
+            let t = build(class, &entries, &ids, &lcp);
             let mut whole = Vec::new();
             for (i, e) in entries.iter().enumerate() {
                 let start = class.tail_start(e);
@@ -369,28 +374,9 @@ mod tests {
             b"ab", b"abc", b"ab\"", b"a\"b", b"b", b"\"x", b"x y", b"xyz", b"\x80a", b"zz", b"z1",
         ];
         entries.sort();
-        let lcp: Vec<u32> = (0..entries.len())
-            .map(|i| match i {
-                0 => 0,
-                _ => entries[i - 1]
-                    .iter()
-                    .zip(entries[i])
-                    .take_while(|(x, y)| x == y)
-                    .count() as u32,
-            })
-            .collect();
+        let lcp = common_prefixes(&entries);
         let ids: Vec<TokenId> = (0..entries.len() as u32).rev().map(TokenId).collect();
-        let ascii: Vec<u128> = entries.iter().map(|e| ascii_set(e)).collect();
-        let t = Tails::build(
-            &class,
-            &Entries {
-                ids: &ids,
-                size: entries.len(),
-                bytes: |i| entries[i],
-                lcp: &lcp,
-                ascii: &ascii,
-            },
-        );
+        let t = build(&class, &entries, &ids, &lcp);
         let (mut whole, mut others) = (Vec::new(), Vec::new());
         for (i, e) in entries.iter().enumerate() {
             assert_eq!(usize::from(t.starts[i]), class.tail_start(e), "{e:?}");
