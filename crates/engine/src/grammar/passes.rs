@@ -335,8 +335,11 @@ pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
 /// Rules to build into their callers' automata: those referenced only in tail position (nothing
 /// after the reference in the caller's body) — never from the root position, a TagDispatch, a
 /// repetition or a rule in `pinned` — without a lookahead, and that reach a cycle of tail calls
-/// (a rule's tail calls to itself are jumps to its start, so the cycle closes in one automaton). A right-recursive group (one rule per state of some automaton, as the string algebra
-/// writes them) thus becomes part of one DFA ([`crate::grammar::fsm::Dfa::from_expr_inlining`])
+/// between rules (once inlined, the cycle closes in one automaton). A rule's tail calls to itself
+/// are jumps to its own start and need no inlining: a rule looping only on itself stays a rule, as
+/// do the members-left rules of an object in any order (which would otherwise each carry the
+/// automata of every rule after them). A right-recursive group (one rule per state of some
+/// automaton, as the string algebra writes them) thus becomes part of one DFA ([`crate::grammar::fsm::Dfa::from_expr_inlining`])
 /// instead of a call nested one level deeper per byte; acyclic tail calls stay calls (they nest
 /// a bounded number of levels and keep their automata shared). `pinned[r]` marks rules whose
 /// automaton is built some other way: their references count as non-tail, and they stay rules.
@@ -371,6 +374,11 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
         if let Some(la) = &rule.lookahead {
             la.for_each_ref(&mut |r| others[r.index()] += 1);
         }
+    }
+    // A rule's tail calls to itself are jumps within its own automaton: they neither make it a
+    // candidate nor close a cycle that would need its callers to take it in.
+    for (i, targets) in edges.iter_mut().enumerate() {
+        targets.retain(|r| r.index() != i);
     }
     let mut tail_called = vec![false; n];
     for r in edges.iter().flatten() {
@@ -487,7 +495,7 @@ mod tests {
 
     #[test]
     fn tail_inlining_takes_right_recursive_groups_only() {
-        let src = "root ::= \"[\" s \"]\" v\ns ::= [a-z] s | \"\\\\\" e | \"\"\ne ::= \"n\" s\nv ::= \"{\" w \"}\"\nw ::= \"x\" | \"y\"\n";
+        let src = "root ::= \"[\" s \"]\" v\ns ::= [a-z] s | \"\\\\\" e | \"\"\ne ::= \"n\" s\nv ::= \"{\" w \"}\" l\nw ::= \"x\" | \"y\"\nl ::= \",\" l | \"!\" m\nm ::= \".\" m | \"\"\n";
         let g = ebnf::parse(src, "root", &Limits::default()).expect("test grammar parses");
         let names: Vec<String> = g.rules().iter().map(|r| r.name.clone()).collect();
         let pinned = vec![false; names.len()];
@@ -498,7 +506,8 @@ mod tests {
             .map(|(_, n)| n.as_str())
             .collect();
         // `s` is also called from `root` before "]", so it stays a rule (its tail calls to itself
-        // become loops); `e` is only called last and on a cycle; `w` is not called last.
+        // become loops); `e` is only called last and on a cycle; `w` is not called last; `l`
+        // and `m` are called last but loop on themselves only.
         assert_eq!(inlined, ["e"]);
         let mut all = vec![false; names.len()];
         all[g.rule_id("e").expect("rule e").index()] = true;
