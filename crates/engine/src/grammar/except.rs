@@ -134,7 +134,7 @@ impl Trie {
     }
 
     /// Whether some node has a child outside ASCII.
-    fn has_wide_child(&self) -> bool {
+    pub(crate) fn has_wide_child(&self) -> bool {
         self.nodes
             .iter()
             .any(|n| n.children.iter().any(|(c, _)| !c.is_ascii()))

@@ -15,6 +15,7 @@
 pub(crate) mod algebra;
 mod builder;
 pub mod chain;
+mod direct;
 pub mod dispatch;
 pub mod ebnf;
 mod error;

@@ -13,6 +13,7 @@
 use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 
+use super::direct::direct_dfa;
 use super::dispatch::{DispatchAutomaton, Output};
 use super::except::{escape_body, Trie, NOT_PLAIN};
 use super::fsm::{merge_ranges, DState, Dfa};
@@ -47,7 +48,7 @@ struct Tails<'a> {
 
 /// Calls `f` with each UTF-8 byte-range sequence of the code points `class` matches, in order
 /// (built on the stack: classes are lowered in every rule that holds one).
-fn for_each_utf8_sequence<E>(
+pub(super) fn for_each_utf8_sequence<E>(
     class: &CharClass,
     mut f: impl FnMut(&[(u8, u8)]) -> Result<(), E>,
 ) -> Result<(), E> {
@@ -471,17 +472,13 @@ fn build_dfa<'a>(
         None => Ok(()),
     };
     if tails.is_none() {
-        if let Some(trie) = literal_trie(body, limit) {
-            // A trie without branches is a chain, minimal (each state's longest word is one
-            // shorter than its predecessor's) and numbered breadth first already.
-            if trie
-                .states
-                .iter()
-                .all(|s| s.bytes.len() + s.refs.len() <= 1)
-            {
-                return Ok(trie);
+        if let Some((dfa, chain)) = direct_dfa(body, limit) {
+            // A chain is minimal (each state's longest word is one shorter than its
+            // predecessor's) and numbered breadth first already.
+            if chain {
+                return Ok(dfa);
             }
-            return Ok(trie.minimize_checked(check)?);
+            return Ok(dfa.minimize_checked(check)?);
         }
     }
     let mut nfa = Nfa {
@@ -505,64 +502,6 @@ fn build_dfa<'a>(
         Stop::Budget(e) => GrammarError::Limit(e),
     })?;
     Ok(dfa.minimize_checked(check)?)
-}
-
-/// The deterministic trie of a body that is an alternation of sequences of literals and
-/// references (a tag list: `"begin" args "end" | ...`), built directly instead of through an NFA and
-/// subset construction; minimizing it gives the same DFA. `None` for any other shape, or when the
-/// trie would exceed `limit` states.
-fn literal_trie(body: &Expr, limit: usize) -> Option<Dfa> {
-    let alternatives = match body {
-        Expr::Alt(items) => items.as_slice(),
-        other => std::slice::from_ref(other),
-    };
-    let mut states = vec![DState::default()];
-    for alternative in alternatives {
-        let items = match alternative {
-            Expr::Seq(items) => items.as_slice(),
-            other => std::slice::from_ref(other),
-        };
-        let mut at = 0usize;
-        for item in items {
-            match item {
-                Expr::Empty => {}
-                Expr::Literal(text) => {
-                    for &b in text.as_bytes() {
-                        at = match states[at].bytes.iter().find(|e| e.0 == b) {
-                            Some(e) => e.2 as usize,
-                            None => {
-                                let next = states.len();
-                                states[at].bytes.push((b, b, next as u32));
-                                states.push(DState::default());
-                                next
-                            }
-                        };
-                    }
-                }
-                Expr::Ref(r) => {
-                    at = match states[at].refs.iter().find(|e| e.0 == *r) {
-                        Some(e) => e.1 as usize,
-                        None => {
-                            let next = states.len();
-                            states[at].refs.push((*r, next as u32));
-                            states.push(DState::default());
-                            next
-                        }
-                    };
-                }
-                _ => return None,
-            }
-            if states.len() > limit {
-                return None;
-            }
-        }
-        states[at].accept = true;
-    }
-    for st in &mut states {
-        st.bytes.sort_unstable();
-        st.refs.sort_unstable();
-    }
-    Some(Dfa { states })
 }
 
 /// Why subset construction stopped.
@@ -682,58 +621,4 @@ fn determinize(
         });
     }
     Ok(Dfa { states })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lit(s: &str) -> Expr {
-        Expr::Literal(s.to_string())
-    }
-
-    /// The trie route and subset construction agree (the latter forced by wrapping the body in a
-    /// one-time repetition, which the trie does not take).
-    #[test]
-    fn literal_tries_match_subset_construction() {
-        let (a, b) = (Expr::Ref(RuleId(3)), Expr::Ref(RuleId(1)));
-        let bodies = [
-            lit("abc"),
-            Expr::Empty,
-            Expr::Seq(vec![
-                lit("\"name\""),
-                b.clone(),
-                lit(""),
-                a.clone(),
-                lit(":"),
-            ]),
-            Expr::Alt(vec![
-                lit("a"),
-                lit("ab"),
-                Expr::Seq(vec![lit("ab"), a.clone()]),
-            ]),
-            Expr::Alt(vec![lit("ab"), lit("cb"), lit("a")]),
-            Expr::Alt(vec![
-                Expr::Seq(vec![lit("<f=get>"), a.clone(), lit("</f>")]),
-                Expr::Seq(vec![lit("<f=getx>"), b.clone(), lit("</f>")]),
-                Expr::Seq(vec![lit("<f=put>"), a.clone(), lit("</f>")]),
-                Expr::Seq(vec![lit("<f=put>"), b.clone(), lit("</f>"), Expr::Empty]),
-                Expr::Seq(vec![lit("é"), a.clone()]),
-                a.clone(),
-            ]),
-        ];
-        for body in bodies {
-            assert!(literal_trie(&body, 1000).is_some(), "{body:?}");
-            let trie = Dfa::from_expr(&body, "t", 1000).expect("trie");
-            let wrapped = Expr::Repeat {
-                body: Box::new(body.clone()),
-                min: 1,
-                max: Some(1),
-            };
-            assert!(literal_trie(&wrapped, 1000).is_none());
-            let subset = Dfa::from_expr(&wrapped, "t", 1000).expect("subset construction");
-            assert_eq!(trie, subset, "{body:?}");
-        }
-        assert!(literal_trie(&lit("abcdef"), 3).is_none());
-    }
 }

@@ -1,0 +1,445 @@
+//! Rule DFAs built without an NFA, for the bodies most rules of generated grammars have: an
+//! alternation of sequences of literals and references (a tag list, a JSON property), where a
+//! sequence may also hold [`Expr::Except`] leaves (the other keys of an open JSON object).
+//!
+//! Literals and references go into a trie (alternatives sharing a prefix share its states). An
+//! `Except` becomes its names' trie with the free rest of a string behind it, as
+//! [`super::nfa`]'s construction would make it after subset construction, and the sequence goes
+//! on from the closing quote that must follow it. What comes out is deterministic and has the
+//! language of the body; [`super::nfa`] minimizes it unless it is a chain (already minimal), so
+//! the result is the same DFA subset construction would end with.
+//!
+//! Invariant: a state inside an `Except` (or after it, in the same alternative) is reached by one
+//! alternative only. Another alternative that would enter such a state, or an `Except` that would
+//! start at a state another alternative already leaves, makes the body fall back to subset
+//! construction (`None`), as do non-ASCII names (their way out of the trie is not built here)
+//! and an `Except` followed by anything but a literal starting with the closing quote.
+
+use std::sync::OnceLock;
+
+use rustc_hash::FxHashMap;
+
+use super::except::Trie;
+use super::fsm::{DState, Dfa, MINIMIZE_LIMIT};
+use super::nfa::for_each_utf8_sequence;
+use super::{CharClass, Expr};
+use crate::util::RuleId;
+
+/// The DFA of `body` built directly, and whether it is a chain (no state with two edges), or
+/// `None` for any other shape and past `limit` states (or [`MINIMIZE_LIMIT`], above which the
+/// builder form is kept unminimized and must be subset construction's).
+pub(super) fn direct_dfa(body: &Expr, limit: usize) -> Option<(Dfa, bool)> {
+    let alternatives = match body {
+        Expr::Alt(items) => items.as_slice(),
+        other => std::slice::from_ref(other),
+    };
+    let mut b = Builder {
+        states: vec![DState::default()],
+        sealed: vec![false],
+        limit,
+    };
+    let mut regions = false;
+    'alternatives: for alternative in alternatives {
+        let items = match alternative {
+            Expr::Seq(items) => items.as_slice(),
+            other => std::slice::from_ref(other),
+        };
+        let (mut at, mut fresh) = (0usize, false);
+        let mut i = 0;
+        while i < items.len() {
+            match &items[i] {
+                Expr::Empty => {}
+                Expr::Literal(text) => {
+                    for &byte in text.as_bytes() {
+                        at = b.step(at, Edge::Byte(byte), fresh)?;
+                    }
+                }
+                Expr::Ref(r) => at = b.step(at, Edge::Ref(*r), fresh)?,
+                Expr::Except(names) => {
+                    let next = items[i + 1..].iter().position(|e| *e != Expr::Empty);
+                    let after = match next.map(|k| &items[i + 1 + k]) {
+                        None => None,
+                        Some(Expr::Literal(t)) if t.starts_with('"') => {
+                            i += 1 + next.unwrap_or(0);
+                            Some(&t[1..])
+                        }
+                        Some(_) => return None,
+                    };
+                    regions = true;
+                    let Some(next) = b.except(at, names, after.is_some(), fresh)? else {
+                        // The contents end the alternative: their ends accept.
+                        continue 'alternatives;
+                    };
+                    (at, fresh) = (next, true);
+                    for &byte in after.unwrap_or("").as_bytes() {
+                        at = b.step(at, Edge::Byte(byte), fresh)?;
+                    }
+                }
+                _ => return None,
+            }
+            i += 1;
+        }
+        if b.sealed[at] && !fresh {
+            return None;
+        }
+        b.states[at].accept = true;
+    }
+    if regions && b.states.len() > MINIMIZE_LIMIT {
+        return None;
+    }
+    let mut states = b.states;
+    for st in &mut states {
+        st.bytes.sort_unstable();
+        st.refs.sort_unstable();
+    }
+    let chain = !regions && states.iter().all(|s| s.bytes.len() + s.refs.len() <= 1);
+    Some((Dfa { states }, chain))
+}
+
+#[derive(Clone, Copy)]
+enum Edge {
+    Byte(u8),
+    Ref(RuleId),
+}
+
+struct Builder {
+    states: Vec<DState>,
+    /// Inside or after an `Except`: no other alternative may pass through.
+    sealed: Vec<bool>,
+    limit: usize,
+}
+
+/// No edge (a byte the contents never take).
+const HOLE: u32 = u32::MAX;
+
+/// `[0-9A-Fa-f]`.
+const HEX: [(u8, u8); 3] = [(b'0', b'9'), (b'A', b'F'), (b'a', b'f')];
+
+impl Builder {
+    fn add(&mut self, sealed: bool) -> Option<usize> {
+        if self.states.len() >= self.limit {
+            return None;
+        }
+        self.states.push(DState::default());
+        self.sealed.push(sealed);
+        Some(self.states.len() - 1)
+    }
+
+    /// The state after `edge` from `at`: a new one when `fresh` (the alternative is past an
+    /// `Except`, so nothing is shared), else the trie's, which must not be sealed.
+    fn step(&mut self, at: usize, edge: Edge, fresh: bool) -> Option<usize> {
+        if !fresh {
+            if self.sealed[at] {
+                return None;
+            }
+            let found = match edge {
+                Edge::Byte(byte) => self.states[at]
+                    .bytes
+                    .iter()
+                    .find(|e| e.0 == byte)
+                    .map(|e| e.2),
+                Edge::Ref(r) => self.states[at].refs.iter().find(|e| e.0 == r).map(|e| e.1),
+            };
+            if let Some(t) = found {
+                return (!self.sealed[t as usize]).then_some(t as usize);
+            }
+        }
+        let next = self.add(fresh)?;
+        match edge {
+            Edge::Byte(byte) => self.states[at].bytes.push((byte, byte, next as u32)),
+            Edge::Ref(r) => self.states[at].refs.push((r, next as u32)),
+        }
+        Some(next)
+    }
+
+    /// String contents other than `names` from `at` (which must have no edges yet): the names'
+    /// trie rooted at `at`, the free rest of the string behind it, and — when `quoted` — the
+    /// closing quote after every point where the contents may end, into the state returned
+    /// (`Some(None)` when not quoted: those points accept instead).
+    fn except(
+        &mut self,
+        at: usize,
+        names: &[String],
+        quoted: bool,
+        fresh: bool,
+    ) -> Option<Option<usize>> {
+        let idle = self.states[at].bytes.is_empty()
+            && self.states[at].refs.is_empty()
+            && !self.states[at].accept;
+        if !idle || (self.sealed[at] && !fresh) {
+            return None;
+        }
+        let trie = Trie::new(names);
+        if trie.has_wide_child() {
+            return None;
+        }
+        self.sealed[at] = true;
+        let free = self.add(true)?;
+        let escaped = self.add(true)?;
+        let end = if quoted { self.add(true)? } else { usize::MAX };
+        self.escape(escaped, free)?;
+        let wide = self.wide(free)?;
+        let mut node_state = vec![at; trie.nodes().len()];
+        for s in node_state.iter_mut().skip(1) {
+            *s = self.add(true)?;
+        }
+        let leave = |children: &[(u8, u32)], may_end: bool| {
+            // Besides the children: the backslash, and the quote (an edge when the contents
+            // may end before it, else a hole in the plain bytes).
+            let mut special: Vec<(u8, u32)> = children.to_vec();
+            special.push((b'\\', escaped as u32));
+            let quote = if quoted && may_end { end as u32 } else { HOLE };
+            special.push((b'"', quote));
+            special.sort_unstable();
+            let mut out = Vec::with_capacity(special.len() * 2 + 1 + wide.len());
+            let mut next = 0x20u16;
+            for (byte, target) in special {
+                if u16::from(byte) > next {
+                    out.push((next as u8, byte - 1, free as u32));
+                }
+                if target != HOLE {
+                    out.push((byte, byte, target));
+                }
+                next = u16::from(byte) + 1;
+            }
+            if next <= 0x7F {
+                out.push((next as u8, 0x7F, free as u32));
+            }
+            out.extend(wide.iter().map(|&(lo, hi, t)| (lo, hi, t as u32)));
+            out
+        };
+        let free_edges = leave(&[], true);
+        self.states[free].bytes = free_edges;
+        self.states[free].accept = !quoted;
+        for (i, node) in trie.nodes().iter().enumerate() {
+            let children: Vec<(u8, u32)> = node
+                .children
+                .iter()
+                .map(|&(c, child)| (c as u8, node_state[child] as u32))
+                .collect();
+            let s = node_state[i];
+            self.states[s].bytes = leave(&children, !node.end);
+            self.states[s].accept = !quoted && !node.end;
+        }
+        Some(quoted.then_some(end))
+    }
+
+    /// The escape after a backslash at `from`, into `free`.
+    fn escape(&mut self, from: usize, free: usize) -> Option<()> {
+        let mut hex = free;
+        for _ in 0..4 {
+            let h = self.add(true)?;
+            self.states[h].bytes = HEX.iter().map(|&(lo, hi)| (lo, hi, hex as u32)).collect();
+            hex = h;
+        }
+        let mut edges: Vec<(u8, u8, u32)> =
+            b"\"\\/bfnrt".iter().map(|&c| (c, c, free as u32)).collect();
+        edges.push((b'u', b'u', hex as u32));
+        edges.sort_unstable();
+        self.states[from].bytes = edges;
+        Some(())
+    }
+
+    /// The lead-byte edges of every non-ASCII character into `free`, through states of their
+    /// continuation bytes (one chain per distinct rest).
+    fn wide(&mut self, free: usize) -> Option<Vec<(u8, u8, usize)>> {
+        static SEQUENCES: OnceLock<Vec<Vec<(u8, u8)>>> = OnceLock::new();
+        let sequences = SEQUENCES.get_or_init(|| {
+            let non_ascii = CharClass::new(false, vec![(0x80, 0x10_FFFF)]);
+            let mut all = Vec::new();
+            let _ = for_each_utf8_sequence(&non_ascii, |seq| {
+                all.push(seq.to_vec());
+                Ok::<(), ()>(())
+            });
+            all
+        });
+        let mut rests: FxHashMap<&[(u8, u8)], usize> = FxHashMap::default();
+        let mut leads = Vec::with_capacity(sequences.len());
+        for seq in sequences {
+            let rest = &seq[1..];
+            let entry = match rests.get(rest) {
+                Some(&s) => s,
+                None => {
+                    let mut target = free;
+                    for &(lo, hi) in rest.iter().rev() {
+                        let s = self.add(true)?;
+                        self.states[s].bytes = vec![(lo, hi, target as u32)];
+                        target = s;
+                    }
+                    rests.insert(rest, target);
+                    target
+                }
+            };
+            leads.push((seq[0].0, seq[0].1, entry));
+        }
+        leads.sort_unstable();
+        Some(leads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::grammar::except::content_except;
+
+    fn lit(s: &str) -> Expr {
+        Expr::Literal(s.to_string())
+    }
+
+    /// `body`'s DFA by subset construction (forced by a one-time repetition, which the direct
+    /// route does not take).
+    fn by_subsets(body: &Expr) -> Dfa {
+        let wrapped = Expr::Repeat {
+            body: Box::new(body.clone()),
+            min: 1,
+            max: Some(1),
+        };
+        assert!(direct_dfa(&wrapped, 1 << 20).is_none());
+        Dfa::from_expr(&wrapped, "t", 1 << 20).expect("subset construction")
+    }
+
+    /// The trie route and subset construction agree (the latter forced by wrapping the body in a
+    /// one-time repetition, which the trie does not take).
+    #[test]
+    fn literal_tries_match_subset_construction() {
+        let (a, b) = (Expr::Ref(RuleId(3)), Expr::Ref(RuleId(1)));
+        let bodies = [
+            lit("abc"),
+            Expr::Empty,
+            Expr::Seq(vec![
+                lit("\"name\""),
+                b.clone(),
+                lit(""),
+                a.clone(),
+                lit(":"),
+            ]),
+            Expr::Alt(vec![
+                lit("a"),
+                lit("ab"),
+                Expr::Seq(vec![lit("ab"), a.clone()]),
+            ]),
+            Expr::Alt(vec![lit("ab"), lit("cb"), lit("a")]),
+            Expr::Alt(vec![
+                Expr::Seq(vec![lit("<f=get>"), a.clone(), lit("</f>")]),
+                Expr::Seq(vec![lit("<f=getx>"), b.clone(), lit("</f>")]),
+                Expr::Seq(vec![lit("<f=put>"), a.clone(), lit("</f>")]),
+                Expr::Seq(vec![lit("<f=put>"), b.clone(), lit("</f>"), Expr::Empty]),
+                Expr::Seq(vec![lit("é"), a.clone()]),
+                a.clone(),
+            ]),
+        ];
+        for body in bodies {
+            assert!(direct_dfa(&body, 1000).is_some(), "{body:?}");
+            let trie = Dfa::from_expr(&body, "t", 1000).expect("trie");
+            let wrapped = Expr::Repeat {
+                body: Box::new(body.clone()),
+                min: 1,
+                max: Some(1),
+            };
+            assert!(direct_dfa(&wrapped, 1000).is_none());
+            let subset = Dfa::from_expr(&wrapped, "t", 1000).expect("subset construction");
+            assert_eq!(trie, subset, "{body:?}");
+        }
+        assert!(direct_dfa(&lit("abcdef"), 3).is_none());
+    }
+
+    /// Names for the `Except` tests: fixed sets with the edge cases (the empty name, prefixes,
+    /// names that cannot be spelled plainly, DEL) and pseudo-random ones.
+    fn name_sets() -> Vec<Vec<String>> {
+        let fixed: [&[&str]; 6] = [
+            &["a"],
+            &["name", "names", "age", "id"],
+            &["", "x"],
+            &["a\"b", "tab\t", "ok", "back\\slash"],
+            &["~\u{7f}", "z", "zz", "zzz"],
+            &["ax", "bx", "cx"],
+        ];
+        let mut sets: Vec<Vec<String>> = fixed
+            .iter()
+            .map(|s| s.iter().map(|n| n.to_string()).collect())
+            .collect();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        let alphabet = b"ab_Z\" 9~";
+        for _ in 0..40 {
+            let set = (0..1 + next(6))
+                .map(|_| {
+                    (0..next(5))
+                        .map(|_| alphabet[next(alphabet.len() as u64) as usize] as char)
+                        .collect()
+                })
+                .collect();
+            sets.push(set);
+        }
+        sets
+    }
+
+    /// Bodies with an `Except` (alone, quoted before a reference, beside references and
+    /// literals) come out as subset construction makes them.
+    #[test]
+    fn except_bodies_match_subset_construction() {
+        let (a, b, c) = (
+            Expr::Ref(RuleId(3)),
+            Expr::Ref(RuleId(1)),
+            Expr::Ref(RuleId(7)),
+        );
+        for names in name_sets() {
+            let except = content_except(&names);
+            let quoted = |tail: &str, then: &Expr| {
+                Expr::Seq(vec![lit("\""), except.clone(), lit(tail), then.clone()])
+            };
+            let bodies = [
+                except.clone(),
+                Expr::Seq(vec![lit("k"), except.clone()]),
+                quoted("\"", &a),
+                quoted("\": ", &a),
+                Expr::Alt(vec![b.clone(), c.clone(), quoted("\"", &a)]),
+                Expr::Alt(vec![
+                    quoted("\"", &a),
+                    lit("{}"),
+                    Expr::Seq(vec![b.clone(), lit("x")]),
+                ]),
+            ];
+            for body in bodies {
+                assert!(direct_dfa(&body, 1 << 20).is_some(), "{body:?}");
+                let direct = Dfa::from_expr(&body, "t", 1 << 20).expect("direct");
+                assert_eq!(direct, by_subsets(&body), "{body:?}");
+            }
+        }
+    }
+
+    /// Shapes the direct route leaves to subset construction, which then builds them.
+    #[test]
+    fn except_bodies_it_cannot_take_fall_back() {
+        let names: Vec<String> = ["é", "ab"].iter().map(|n| n.to_string()).collect();
+        let wide = content_except(&names);
+        let plain = content_except(&["ab".to_string()]);
+        let bodies = [
+            // A non-ASCII name: its way out of the trie is subset construction's.
+            Expr::Seq(vec![lit("\""), wide, lit("\"")]),
+            // Another alternative passes through the `Except`'s root.
+            Expr::Alt(vec![
+                Expr::Seq(vec![lit("\""), plain.clone(), lit("\"")]),
+                lit("\"x"),
+            ]),
+            // Something other than the closing quote after the contents.
+            Expr::Seq(vec![plain.clone(), lit("x")]),
+            // The root already left by another alternative.
+            Expr::Alt(vec![
+                lit("\"x"),
+                Expr::Seq(vec![lit("\""), plain, lit("\"")]),
+            ]),
+        ];
+        for body in bodies {
+            assert!(direct_dfa(&body, 1 << 20).is_none(), "{body:?}");
+            let dfa = Dfa::from_expr(&body, "t", 1 << 20).expect("builds");
+            assert_eq!(dfa, by_subsets(&body), "{body:?}");
+        }
+    }
+}
