@@ -21,7 +21,6 @@ use rustc_hash::FxHashMap;
 
 use super::except::Trie;
 use super::fsm::{DState, Dfa, MINIMIZE_LIMIT};
-use super::nfa::for_each_utf8_sequence;
 use super::{CharClass, Expr};
 use crate::util::RuleId;
 
@@ -247,7 +246,7 @@ impl Builder {
         let sequences = SEQUENCES.get_or_init(|| {
             let non_ascii = CharClass::new(false, vec![(0x80, 0x10_FFFF)]);
             let mut all = Vec::new();
-            let _ = for_each_utf8_sequence(&non_ascii, |seq| {
+            let _ = non_ascii.for_each_utf8_sequence(|seq| {
                 all.push(seq.to_vec());
                 Ok::<(), ()>(())
             });

@@ -35,6 +35,8 @@ pub use error::{EbnfError, EbnfErrorKind, GrammarError};
 
 use std::sync::Arc;
 
+use regex_syntax::utf8::Utf8Sequences;
+
 use crate::util::RuleId;
 
 /// A set of Unicode scalar values, kept as sorted, non-overlapping, non-adjacent inclusive ranges.
@@ -73,6 +75,27 @@ impl CharClass {
             negated,
             ranges: merged,
         }
+    }
+
+    /// Calls `f` with each UTF-8 byte-range sequence of the code points the class matches, in order
+    /// (built on the stack: classes are lowered in every rule that holds one).
+    pub(crate) fn for_each_utf8_sequence<E>(
+        &self,
+        mut f: impl FnMut(&[(u8, u8)]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for (lo, hi) in self.matched_ranges() {
+            let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
+                continue;
+            };
+            for seq in Utf8Sequences::new(lo, hi) {
+                let mut ranges = [(0, 0); 4];
+                for (r, b) in ranges.iter_mut().zip(seq.as_slice()) {
+                    *r = (b.start, b.end);
+                }
+                f(&ranges[..seq.len()])?;
+            }
+        }
+        Ok(())
     }
 
     /// The Unicode scalar values the class matches, with negation applied and the surrogate block

@@ -10,7 +10,6 @@
 //! Every construction is bounded by an NFA-state limit; exceeding it is
 //! [`GrammarError::RuleTooLarge`].
 
-use regex_syntax::utf8::Utf8Sequences;
 use rustc_hash::FxHashMap;
 
 use super::direct::direct_dfa;
@@ -44,27 +43,6 @@ struct Tails<'a> {
     inline: &'a [bool],
     entries: FxHashMap<RuleId, u32>,
     pending: Vec<(RuleId, u32)>,
-}
-
-/// Calls `f` with each UTF-8 byte-range sequence of the code points `class` matches, in order
-/// (built on the stack: classes are lowered in every rule that holds one).
-pub(super) fn for_each_utf8_sequence<E>(
-    class: &CharClass,
-    mut f: impl FnMut(&[(u8, u8)]) -> Result<(), E>,
-) -> Result<(), E> {
-    for (lo, hi) in class.matched_ranges() {
-        let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
-            continue;
-        };
-        for seq in Utf8Sequences::new(lo, hi) {
-            let mut ranges = [(0, 0); 4];
-            for (r, b) in ranges.iter_mut().zip(seq.as_slice()) {
-                *r = (b.start, b.end);
-            }
-            f(&ranges[..seq.len()])?;
-        }
-    }
-    Ok(())
 }
 
 /// The shared ways into the free rest of a string an [`Expr::Except`] builds: the looping state,
@@ -210,7 +188,7 @@ impl Nfa<'_> {
         self.build(&escape_body(), escaped, free)?;
         let mut wide = Vec::new();
         let non_ascii = CharClass::new(false, vec![(0x80, 0x10_FFFF)]);
-        for_each_utf8_sequence(&non_ascii, |seq| {
+        non_ascii.for_each_utf8_sequence(|seq| {
             let entry = self.rest(&seq[1..], free)?;
             wide.push((seq[0], entry));
             Ok(())
@@ -339,7 +317,7 @@ impl Nfa<'_> {
     /// Edges from `from` to `to` for the characters of `class`: a byte edge each for ASCII, the
     /// first byte of a longer character into the state its rest leads from ([`Nfa::rest`]).
     fn class_edges(&mut self, class: &CharClass, from: u32, to: u32) -> Result<(), TooLarge> {
-        for_each_utf8_sequence(class, |ranges| {
+        class.for_each_utf8_sequence(|ranges| {
             let Some((&(lo, hi), rest)) = ranges.split_first() else {
                 return Ok(());
             };
