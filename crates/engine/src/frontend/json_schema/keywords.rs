@@ -4,6 +4,7 @@
 //! document's resolved targets; patterns are kept parsed ([`Pattern`]).
 
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -114,7 +115,7 @@ pub enum Schema {
     /// `true` accepts everything, `false` nothing.
     Bool(bool),
     /// A schema object.
-    Spec(Box<Spec>),
+    Spec(Arc<Spec>),
 }
 
 /// String keywords.

@@ -7,6 +7,8 @@
 //! Conjunctions are intersected keyword by keyword ([`Conj::merge`]); disjunctions are distributed,
 //! bounded by `Limits::max_schema_alternatives`.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::keywords::{
@@ -107,7 +109,7 @@ pub(super) fn both(a: &Schema, b: &Schema) -> Schema {
     match (a, b) {
         (Schema::Bool(true), x) | (x, Schema::Bool(true)) => x.clone(),
         (Schema::Bool(false), _) | (_, Schema::Bool(false)) => Schema::Bool(false),
-        (Schema::Spec(sa), _) => Schema::Spec(Box::new(Spec {
+        (Schema::Spec(sa), _) => Schema::Spec(Arc::new(Spec {
             all_of: vec![a.clone(), b.clone()],
             ..Spec::at(sa.path())
         })),
@@ -481,7 +483,7 @@ impl<'d> Merger<'d> {
             match b {
                 Alternative::Conj(c) => conjs.push((**c).clone()),
                 Alternative::Ref(r, at) => match self.resolve(*r, at) {
-                    Ok(Schema::Spec(spec)) => conjs.push(spec.keywords),
+                    Ok(Schema::Spec(spec)) => conjs.push(Arc::unwrap_or_clone(spec).keywords),
                     _ => conjs.push(Conj::any(path)),
                 },
             }
@@ -577,7 +579,7 @@ fn factor_property(union: Vec<Alternative>) -> Vec<Alternative> {
     let mut merged = conjs[0].clone();
     for (n, s) in &mut merged.object.properties {
         if *n == name {
-            *s = Schema::Spec(Box::new(Spec {
+            *s = Schema::Spec(Arc::new(Spec {
                 any_of: vec![(branches.clone(), false)],
                 ..Spec::at(&merged.path)
             }));

@@ -3,6 +3,7 @@
 //! keywords are ignored, as validators ignore them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -180,7 +181,7 @@ impl Parser {
                 self.depth += 1;
                 let spec = self.spec(map, path);
                 self.depth -= 1;
-                Ok(Schema::Spec(Box::new(spec?)))
+                Ok(Schema::Spec(Arc::new(spec?)))
             }
             other => Err(SchemaError::invalid(
                 path,
@@ -426,7 +427,7 @@ impl Parser {
         };
         let (then, otherwise) = (branch(self, "then")?, branch(self, "else")?);
         let all = |a: Schema, b: Schema| {
-            Schema::Spec(Box::new(Spec {
+            Schema::Spec(Arc::new(Spec {
                 all_of: vec![a, b],
                 ..Spec::at(path)
             }))
@@ -491,7 +492,7 @@ impl Parser {
             }
             let absent = forbidding(&at, vec![name.clone()]);
             spec.any_of
-                .push((vec![absent, Schema::Spec(Box::new(present))], false));
+                .push((vec![absent, Schema::Spec(Arc::new(present))], false));
         }
         Ok(())
     }
@@ -528,7 +529,7 @@ fn exclusive_branches(
                         .filter(|(j, _)| *j != i)
                         .map(|(_, n)| n.clone()),
                 );
-                Schema::Spec(Box::new(Spec {
+                Schema::Spec(Arc::new(Spec {
                     all_of,
                     ..Spec::at(&child(path, &i.to_string()))
                 }))
@@ -541,7 +542,7 @@ fn exclusive_branches(
 fn forbidding(path: &str, names: Vec<String>) -> Schema {
     let mut s = Spec::at(path);
     s.keywords.object.forbidden = names;
-    Schema::Spec(Box::new(s))
+    Schema::Spec(Arc::new(s))
 }
 
 /// Keywords that never constrain anything.
@@ -576,7 +577,7 @@ fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
     let spec_with = |f: &dyn Fn(&mut Spec)| {
         let mut s = Spec::at(path);
         f(&mut s);
-        Schema::Spec(Box::new(s))
+        Schema::Spec(Arc::new(s))
     };
     let mut branches = Vec::new();
     for (key, inner) in map {
@@ -684,7 +685,7 @@ fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
     Some(match branches.len() {
         0 => Schema::Bool(false),
         1 => branches.pop()?,
-        _ => Schema::Spec(Box::new(Spec {
+        _ => Schema::Spec(Arc::new(Spec {
             any_of: vec![(branches, false)],
             ..Spec::at(path)
         })),
