@@ -12,7 +12,6 @@
 //! quotient is built directly in the canonical breadth-first numbering of [`Dfa::renumber_bfs`].
 
 use super::fsm::{merge_ranges, DState, Dfa, MINIMIZE_LIMIT};
-use crate::util::graph::for_each_component;
 use crate::util::slices::SliceInterner;
 
 impl Dfa {
@@ -102,30 +101,23 @@ impl Dfa {
         }
     }
 
-    /// Per state, whether a cycle reaches it (it is on one, or after one).
+    /// Per state, whether a cycle reaches it (it is on one, or after one): the states that
+    /// peeling states without incoming edges (Kahn's order) never removes.
     fn reachable_from_cycles(&self) -> Vec<bool> {
         let n = self.states.len();
-        let mut reached = vec![false; n];
-        for_each_component(
-            n,
-            |v, k| self.target(v, k),
-            |members| {
-                let looped = members.len() > 1
-                    || self.states[members[0]]
-                        .targets()
-                        .any(|t| t as usize == members[0]);
-                if looped {
-                    for &s in members {
-                        reached[s] = true;
-                    }
-                }
-            },
-        );
-        let mut stack: Vec<usize> = (0..n).filter(|&s| reached[s]).collect();
+        let mut incoming = vec![0u32; n];
+        for st in &self.states {
+            for t in st.targets() {
+                incoming[t as usize] += 1;
+            }
+        }
+        let mut stack: Vec<usize> = (0..n).filter(|&s| incoming[s] == 0).collect();
+        let mut reached = vec![true; n];
         while let Some(s) = stack.pop() {
+            reached[s] = false;
             for t in self.states[s].targets() {
-                if !reached[t as usize] {
-                    reached[t as usize] = true;
+                incoming[t as usize] -= 1;
+                if incoming[t as usize] == 0 {
                     stack.push(t as usize);
                 }
             }

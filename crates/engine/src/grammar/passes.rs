@@ -294,22 +294,32 @@ pub fn productive(g: &Grammar) -> Vec<bool> {
     least_fixpoint(g, expr)
 }
 
-/// The least per-rule flags such that a rule is set when `holds(body, flags)`: every rule starts
-/// unset and rules are set until nothing changes.
+/// The least per-rule flags such that a rule is set when `holds(body, flags)`, where `holds`
+/// reads only the flags of the rules `body` references and never turns false when more are set.
+/// Every rule is checked once, then again only when a rule it references has been set: the cost
+/// does not depend on the order of the rules (a pass per level would, callees after callers).
 fn least_fixpoint(g: &Grammar, holds: impl Fn(&Expr, &[bool]) -> bool) -> Vec<bool> {
-    let mut flags = vec![false; g.rules().len()];
-    loop {
-        let mut changed = false;
-        for (i, rule) in g.rules().iter().enumerate() {
-            if !flags[i] && holds(&rule.body, &flags) {
-                flags[i] = true;
-                changed = true;
+    let n = g.rules().len();
+    let mut flags = vec![false; n];
+    let mut callers: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (i, rule) in g.rules().iter().enumerate() {
+        rule.body.for_each_ref(&mut |r| {
+            let c = &mut callers[r.index()];
+            if c.last() != Some(&(i as u32)) {
+                c.push(i as u32);
             }
-        }
-        if !changed {
-            return flags;
-        }
+        });
     }
+    let mut stack: Vec<u32> = (0..n as u32).rev().collect();
+    while let Some(i) = stack.pop() {
+        let i = i as usize;
+        if flags[i] || !holds(&g.rules()[i].body, &flags) {
+            continue;
+        }
+        flags[i] = true;
+        stack.extend(callers[i].iter().filter(|&&c| !flags[c as usize]));
+    }
+    flags
 }
 
 /// For each rule, whether it derives the empty string.
@@ -491,6 +501,27 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(nullable(&g), vec![true, true, true, false]);
+    }
+
+    /// The fixpoints reach through references in either order of the rules, and a rule that
+    /// only refers to itself gets nothing from its own loop.
+    #[test]
+    fn fixpoints_reach_through_chains_in_either_order() {
+        let src = "root ::= a0 | z\na0 ::= a1 \"x\"?\na1 ::= a2\na2 ::= \"\" | a3\na3 ::= \"q\"\nz ::= \"y\" z\nw ::= \"(\" w2\nw2 ::= w \")\" | \"\"\n";
+        let g = ebnf::parse(src, "root", &Limits::default()).expect("test grammar parses");
+        let by_name = |flags: Vec<bool>| -> Vec<String> {
+            g.rules()
+                .iter()
+                .zip(flags)
+                .filter(|(_, f)| *f)
+                .map(|(r, _)| r.name.clone())
+                .collect()
+        };
+        assert_eq!(by_name(nullable(&g)), ["root", "a0", "a1", "a2", "w2"]);
+        assert_eq!(
+            by_name(productive(&g)),
+            ["root", "a0", "a1", "a2", "a3", "w", "w2"]
+        );
     }
 
     #[test]

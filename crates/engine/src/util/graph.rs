@@ -52,7 +52,7 @@ pub fn components(n: usize, successor: impl Fn(usize, usize) -> Option<usize>) -
 /// Calls `f` with the members of each strongly connected component of the graph of
 /// [`components`], in the same order, without allocating per component (a mostly acyclic
 /// automaton has as many components as states).
-pub fn for_each_component(
+fn for_each_component(
     n: usize,
     successor: impl Fn(usize, usize) -> Option<usize>,
     mut f: impl FnMut(&[usize]),
