@@ -427,7 +427,10 @@ pub fn build_automaton_cached(
                 }],
             },
             _ if tail_calls => inlining_dfa(this)?,
-            (None, Some(c)) => c.dfa(&rule.body, &rule.name, limit, budget)?,
+            (None, Some(c)) => match Dfa::chain(&rule.body, limit) {
+                Some(chain) => chain,
+                None => c.dfa(&rule.body, &rule.name, limit, budget)?,
+            },
             (None, None) => Dfa::from_expr_within(&rule.body, &rule.name, limit, budget)?,
         };
         dfas[i] = Some(dfa);

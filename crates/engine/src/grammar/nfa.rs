@@ -395,6 +395,21 @@ impl Dfa {
         build_dfa(body, rule, limit, None, &|_| body, None)
     }
 
+    /// The DFA of a body that is one sequence of literals and references (a JSON property, a
+    /// key-value separator): a chain, minimal as built, so cheaper to build than to look up.
+    /// `None` for any other body, or past `limit` states.
+    pub fn chain(body: &Expr, limit: usize) -> Option<Dfa> {
+        let items = match body {
+            Expr::Seq(items) => items.as_slice(),
+            other => std::slice::from_ref(other),
+        };
+        let plain = |e: &Expr| matches!(e, Expr::Empty | Expr::Literal(_) | Expr::Ref(_));
+        if !items.iter().all(plain) {
+            return None;
+        }
+        direct_dfa(body, limit).map(|(dfa, _)| dfa)
+    }
+
     /// [`Dfa::from_expr`] that stops once `budget` is spent (checked while determinizing and
     /// minimizing, so one huge rule cannot outlast the compile budget).
     pub fn from_expr_within(
