@@ -294,32 +294,24 @@ pub fn productive(g: &Grammar) -> Vec<bool> {
     least_fixpoint(g, expr)
 }
 
-/// The least per-rule flags such that a rule is set when `holds(body, flags)`, where `holds`
-/// reads only the flags of the rules `body` references and never turns false when more are set.
-/// Every rule is checked once, then again only when a rule it references has been set: the cost
-/// does not depend on the order of the rules (a pass per level would, callees after callers).
+/// The least per-rule flags such that a rule is set when `holds(body, flags)`: every rule starts
+/// unset and rules are set until nothing changes (a pass over the rules per level of references
+/// that point backwards; lowering writes few of those, and a worklist's caller lists cost more
+/// than the passes they save).
 fn least_fixpoint(g: &Grammar, holds: impl Fn(&Expr, &[bool]) -> bool) -> Vec<bool> {
-    let n = g.rules().len();
-    let mut flags = vec![false; n];
-    let mut callers: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (i, rule) in g.rules().iter().enumerate() {
-        rule.body.for_each_ref(&mut |r| {
-            let c = &mut callers[r.index()];
-            if c.last() != Some(&(i as u32)) {
-                c.push(i as u32);
+    let mut flags = vec![false; g.rules().len()];
+    loop {
+        let mut changed = false;
+        for (i, rule) in g.rules().iter().enumerate() {
+            if !flags[i] && holds(&rule.body, &flags) {
+                flags[i] = true;
+                changed = true;
             }
-        });
-    }
-    let mut stack: Vec<u32> = (0..n as u32).rev().collect();
-    while let Some(i) = stack.pop() {
-        let i = i as usize;
-        if flags[i] || !holds(&g.rules()[i].body, &flags) {
-            continue;
         }
-        flags[i] = true;
-        stack.extend(callers[i].iter().filter(|&&c| !flags[c as usize]));
+        if !changed {
+            return flags;
+        }
     }
-    flags
 }
 
 /// For each rule, whether it derives the empty string.
