@@ -1,6 +1,7 @@
 //! Rule DFAs built without an NFA, for the bodies most rules of generated grammars have: an
-//! alternation of sequences of literals and references (a tag list, a JSON property), where a
-//! sequence may also hold [`Expr::Except`] leaves (the other keys of an open JSON object).
+//! alternation of sequences of literals and references (a tag list, a JSON property, a JSON
+//! object's brackets around its member alternatives, multiplied out), where a sequence may also
+//! hold [`Expr::Except`] leaves (the other keys of an open JSON object).
 //!
 //! Literals and references go into a trie (alternatives sharing a prefix share its states). An
 //! `Except` becomes its names' trie with the free rest of a string behind it, as
@@ -28,25 +29,18 @@ use crate::util::RuleId;
 /// `None` for any other shape and past `limit` states (or [`MINIMIZE_LIMIT`], above which the
 /// builder form is kept unminimized and must be subset construction's).
 pub(super) fn direct_dfa(body: &Expr, limit: usize) -> Option<(Dfa, bool)> {
-    let alternatives = match body {
-        Expr::Alt(items) => items.as_slice(),
-        other => std::slice::from_ref(other),
-    };
+    let alternatives = expand(body)?;
     let mut b = Builder {
         states: vec![DState::default()],
         sealed: vec![false],
         limit,
     };
     let mut regions = false;
-    'alternatives: for alternative in alternatives {
-        let items = match alternative {
-            Expr::Seq(items) => items.as_slice(),
-            other => std::slice::from_ref(other),
-        };
+    'alternatives: for items in &alternatives {
         let (mut at, mut fresh) = (0usize, false);
         let mut i = 0;
         while i < items.len() {
-            match &items[i] {
+            match items[i] {
                 Expr::Empty => {}
                 Expr::Literal(text) => {
                     for &byte in text.as_bytes() {
@@ -55,8 +49,8 @@ pub(super) fn direct_dfa(body: &Expr, limit: usize) -> Option<(Dfa, bool)> {
                 }
                 Expr::Ref(r) => at = b.step(at, Edge::Ref(*r), fresh)?,
                 Expr::Except(names) => {
-                    let next = items[i + 1..].iter().position(|e| *e != Expr::Empty);
-                    let after = match next.map(|k| &items[i + 1 + k]) {
+                    let next = items[i + 1..].iter().position(|e| **e != Expr::Empty);
+                    let after = match next.map(|k| items[i + 1 + k]) {
                         None => None,
                         Some(Expr::Literal(t)) if t.starts_with('"') => {
                             i += 1 + next.unwrap_or(0);
@@ -93,6 +87,53 @@ pub(super) fn direct_dfa(body: &Expr, limit: usize) -> Option<(Dfa, bool)> {
     }
     let chain = !regions && states.iter().all(|s| s.bytes.len() + s.refs.len() <= 1);
     Some((Dfa { states }, chain))
+}
+
+/// Most sequences a body's nested alternations are multiplied out into.
+const MAX_SEQUENCES: usize = 64;
+
+/// `body` as alternatives of flat sequences: nested alternations are multiplied out (`"{" (a |
+/// b) "}"` is `"{" a "}" | "{" b "}"`; the trie shares the prefixes, minimization the suffixes).
+/// `None` past [`MAX_SEQUENCES`].
+fn expand(body: &Expr) -> Option<Vec<Vec<&Expr>>> {
+    match body {
+        Expr::Alt(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                out.extend(expand(item)?);
+                if out.len() > MAX_SEQUENCES {
+                    return None;
+                }
+            }
+            Some(out)
+        }
+        Expr::Seq(items) => {
+            let mut out: Vec<Vec<&Expr>> = vec![Vec::with_capacity(items.len())];
+            for item in items {
+                match item {
+                    Expr::Alt(_) | Expr::Seq(_) => {
+                        let parts = expand(item)?;
+                        if out.len() * parts.len() > MAX_SEQUENCES {
+                            return None;
+                        }
+                        out = out
+                            .iter()
+                            .flat_map(|o| {
+                                parts.iter().map(move |p| {
+                                    let mut v = o.clone();
+                                    v.extend_from_slice(p);
+                                    v
+                                })
+                            })
+                            .collect();
+                    }
+                    leaf => out.iter_mut().for_each(|o| o.push(leaf)),
+                }
+            }
+            Some(out)
+        }
+        leaf => Some(vec![vec![leaf]]),
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -440,5 +481,43 @@ mod tests {
             let dfa = Dfa::from_expr(&body, "t", 1 << 20).expect("builds");
             assert_eq!(dfa, by_subsets(&body), "{body:?}");
         }
+    }
+
+    /// Nested alternations and sequences, multiplied out, come out as subset construction makes
+    /// them (pseudo-random bodies of literals sharing prefixes and suffixes, references and
+    /// empty parts), and most of them take the direct route.
+    #[test]
+    fn nested_bodies_match_subset_construction() {
+        fn body(depth: u32, next: &mut impl FnMut(u64) -> u64) -> Expr {
+            let leaves = ["a", "ab", "b", "ba", "{", "}"];
+            match next(if depth == 0 { 3 } else { 5 }) {
+                0 => lit(leaves[next(leaves.len() as u64) as usize]),
+                1 => Expr::Ref(RuleId(next(3) as u32)),
+                2 => Expr::Empty,
+                k => {
+                    let items = (0..1 + next(3)).map(|_| body(depth - 1, next)).collect();
+                    if k == 3 {
+                        Expr::Alt(items)
+                    } else {
+                        Expr::Seq(items)
+                    }
+                }
+            }
+        }
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        let mut direct = 0;
+        for _ in 0..300 {
+            let b = body(3, &mut next);
+            direct += usize::from(direct_dfa(&b, 1 << 20).is_some());
+            let dfa = Dfa::from_expr(&b, "t", 1 << 20).expect("builds");
+            assert_eq!(dfa, by_subsets(&b), "{b:?}");
+        }
+        assert!(direct > 250, "{direct} of 300 took the direct route");
     }
 }
