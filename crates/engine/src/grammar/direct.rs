@@ -384,6 +384,24 @@ mod tests {
         assert!(direct_dfa(&lit("abcdef"), 3).is_none());
     }
 
+    /// Checks that `body` takes the direct route exactly when `direct` says, and that its DFA
+    /// is subset construction's either way.
+    fn assert_as_subsets(body: &Expr, direct: bool) {
+        assert_eq!(direct_dfa(body, 1 << 20).is_some(), direct, "{body:?}");
+        let dfa = Dfa::from_expr(body, "t", 1 << 20).expect("builds");
+        assert_eq!(dfa, by_subsets(body), "{body:?}");
+    }
+
+    /// A xorshift generator from `seed`: each call gives a number below its argument.
+    fn pseudo_random(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        }
+    }
+
     /// Names for the `Except` tests: fixed sets with the edge cases (the empty name, prefixes,
     /// names that cannot be spelled plainly, DEL) and pseudo-random ones.
     fn name_sets() -> Vec<Vec<String>> {
@@ -399,13 +417,7 @@ mod tests {
             .iter()
             .map(|s| s.iter().map(|n| n.to_string()).collect())
             .collect();
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut next = pseudo_random(0x9E37_79B9_7F4A_7C15);
         let alphabet = b"ab_Z\" 9~";
         for _ in 0..40 {
             let set = (0..1 + next(6))
@@ -447,9 +459,7 @@ mod tests {
                 ]),
             ];
             for body in bodies {
-                assert!(direct_dfa(&body, 1 << 20).is_some(), "{body:?}");
-                let direct = Dfa::from_expr(&body, "t", 1 << 20).expect("direct");
-                assert_eq!(direct, by_subsets(&body), "{body:?}");
+                assert_as_subsets(&body, true);
             }
         }
     }
@@ -477,9 +487,7 @@ mod tests {
             ]),
         ];
         for body in bodies {
-            assert!(direct_dfa(&body, 1 << 20).is_none(), "{body:?}");
-            let dfa = Dfa::from_expr(&body, "t", 1 << 20).expect("builds");
-            assert_eq!(dfa, by_subsets(&body), "{body:?}");
+            assert_as_subsets(&body, false);
         }
     }
 
@@ -504,19 +512,13 @@ mod tests {
                 }
             }
         }
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut next = pseudo_random(0x2545_F491_4F6C_DD1D);
         let mut direct = 0;
         for _ in 0..300 {
             let b = body(3, &mut next);
-            direct += usize::from(direct_dfa(&b, 1 << 20).is_some());
-            let dfa = Dfa::from_expr(&b, "t", 1 << 20).expect("builds");
-            assert_eq!(dfa, by_subsets(&b), "{b:?}");
+            let taken = direct_dfa(&b, 1 << 20).is_some();
+            direct += usize::from(taken);
+            assert_as_subsets(&b, taken);
         }
         assert!(direct > 250, "{direct} of 300 took the direct route");
     }
