@@ -6,7 +6,9 @@
 //! tails, and a reference becomes a reference edge — or, for tail calls the caller asks to inline
 //! ([`Dfa::from_expr_inlining`]), a jump into the callee's body. Subset construction then
 //! determinizes it (byte windows swept in order; a window leading to one NFA state is closed once
-//! per state), and [`Dfa::minimize`] finishes the builder form.
+//! per state), and [`Dfa::minimize`] finishes the builder form. Bodies of literal and reference
+//! sequences (with `Except` leaves and nested alternations multiplied out) skip the NFA: their
+//! deterministic form is built directly by [`super::direct`] and then minimized the same way.
 //! Every construction is bounded by an NFA-state limit; exceeding it is
 //! [`GrammarError::RuleTooLarge`].
 
@@ -446,8 +448,9 @@ impl Dfa {
     }
 }
 
-/// Thompson construction of `body` (with the tail calls of `tails` inlined), then subset
-/// construction and minimization.
+/// The direct route when `body` takes it (and no tail calls are inlined), else Thompson
+/// construction of `body` (with the tail calls of `tails` inlined) and subset construction; then
+/// minimization (a chain is minimal as built).
 fn build_dfa<'a>(
     body: &'a Expr,
     rule: &str,
