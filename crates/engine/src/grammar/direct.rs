@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 use rustc_hash::FxHashMap;
 
-use super::except::Trie;
+use super::except::{Trie, ESCAPED, HEX_DIGITS, NOT_PLAIN};
 use super::fsm::{DState, Dfa, MINIMIZE_LIMIT};
 use super::{CharClass, Expr};
 use crate::util::RuleId;
@@ -152,9 +152,6 @@ struct Builder {
 /// No edge (a byte the contents never take).
 const HOLE: u32 = u32::MAX;
 
-/// `[0-9A-Fa-f]`.
-const HEX: [(u8, u8); 3] = [(b'0', b'9'), (b'A', b'F'), (b'a', b'f')];
-
 impl Builder {
     fn add(&mut self, sealed: bool) -> Option<usize> {
         if self.states.len() >= self.limit {
@@ -224,23 +221,32 @@ impl Builder {
             *s = self.add(true)?;
         }
         let leave = |children: &[(u8, u32)], may_end: bool| {
-            // Besides the children: the backslash, and the quote (an edge when the contents
-            // may end before it, else a hole in the plain bytes).
-            let mut special: Vec<(u8, u32)> = children.to_vec();
-            special.push((b'\\', escaped as u32));
-            let quote = if quoted && may_end { end as u32 } else { HOLE };
-            special.push((b'"', quote));
+            // The ASCII bytes that are not plain lead nowhere, except the backslash (into the
+            // escape) and the quote where the contents may end before it; the children take
+            // theirs; every other ASCII byte leaves the trie.
+            let mut special: Vec<(u8, u8, u32)> = NOT_PLAIN
+                .iter()
+                .map(|&(lo, hi)| (lo as u8, hi as u8, HOLE))
+                .chain(children.iter().map(|&(c, t)| (c, c, t)))
+                .collect();
+            for s in &mut special {
+                s.2 = match s.0 {
+                    b'\\' => escaped as u32,
+                    b'"' if quoted && may_end => end as u32,
+                    _ => s.2,
+                };
+            }
             special.sort_unstable();
             let mut out = Vec::with_capacity(special.len() * 2 + 1 + wide.len());
-            let mut next = 0x20u16;
-            for (byte, target) in special {
-                if u16::from(byte) > next {
-                    out.push((next as u8, byte - 1, free as u32));
+            let mut next = 0u16;
+            for (lo, hi, target) in special {
+                if u16::from(lo) > next {
+                    out.push((next as u8, lo - 1, free as u32));
                 }
                 if target != HOLE {
-                    out.push((byte, byte, target));
+                    out.push((lo, hi, target));
                 }
-                next = u16::from(byte) + 1;
+                next = u16::from(hi) + 1;
             }
             if next <= 0x7F {
                 out.push((next as u8, 0x7F, free as u32));
@@ -269,11 +275,13 @@ impl Builder {
         let mut hex = free;
         for _ in 0..4 {
             let h = self.add(true)?;
-            self.states[h].bytes = HEX.iter().map(|&(lo, hi)| (lo, hi, hex as u32)).collect();
+            self.states[h].bytes = HEX_DIGITS
+                .iter()
+                .map(|&(lo, hi)| (lo, hi, hex as u32))
+                .collect();
             hex = h;
         }
-        let mut edges: Vec<(u8, u8, u32)> =
-            b"\"\\/bfnrt".iter().map(|&c| (c, c, free as u32)).collect();
+        let mut edges: Vec<(u8, u8, u32)> = ESCAPED.iter().map(|&c| (c, c, free as u32)).collect();
         edges.push((b'u', b'u', hex as u32));
         edges.sort_unstable();
         self.states[from].bytes = edges;

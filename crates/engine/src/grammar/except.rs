@@ -35,16 +35,28 @@ fn plain_char() -> Expr {
     Expr::Class(CharClass::new(true, NOT_PLAIN.to_vec()))
 }
 
+/// The characters that follow a backslash as a whole escape (`u` starts the other kind).
+pub(crate) const ESCAPED: &[u8; 8] = b"\"\\/bfnrt";
+
+/// `[0-9A-Fa-f]`: the digits of a `\u` escape.
+pub(crate) const HEX_DIGITS: [(u8, u8); 3] = [(b'0', b'9'), (b'A', b'F'), (b'a', b'f')];
+
 /// What follows the backslash of an escape: `["\\/bfnrt] | u hex{4}`.
 pub(crate) fn escape_body() -> Expr {
     let hex = Expr::Class(CharClass::new(
         false,
-        vec![(0x30, 0x39), (0x41, 0x46), (0x61, 0x66)],
+        HEX_DIGITS
+            .iter()
+            .map(|&(lo, hi)| (u32::from(lo), u32::from(hi)))
+            .collect(),
     ));
     Expr::Alt(vec![
         Expr::Class(CharClass::new(
             false,
-            "\"\\/bfnrt".chars().map(|c| (c as u32, c as u32)).collect(),
+            ESCAPED
+                .iter()
+                .map(|&c| (u32::from(c), u32::from(c)))
+                .collect(),
         )),
         Expr::Seq(vec![
             lit("u"),

@@ -341,10 +341,11 @@ pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
 /// are jumps to its own start and need no inlining: a rule looping only on itself stays a rule, as
 /// do the members-left rules of an object in any order (which would otherwise each carry the
 /// automata of every rule after them). A right-recursive group (one rule per state of some
-/// automaton, as the string algebra writes them) thus becomes part of one DFA ([`crate::grammar::fsm::Dfa::from_expr_inlining`])
-/// instead of a call nested one level deeper per byte; acyclic tail calls stay calls (they nest
-/// a bounded number of levels and keep their automata shared). `pinned[r]` marks rules whose
-/// automaton is built some other way: their references count as non-tail, and they stay rules.
+/// automaton, as the string algebra writes them) thus becomes part of one DFA
+/// ([`crate::grammar::fsm::Dfa::from_expr_inlining`]) instead of a call nested one level deeper
+/// per byte; acyclic tail calls stay calls (they nest a bounded number of levels and keep their
+/// automata shared). `pinned[r]` marks rules whose automaton is built some other way: their
+/// references count as non-tail, and they stay rules.
 pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
     fn visit(e: &Expr, tail: bool, tails: &mut Vec<RuleId>, others: &mut [u32]) {
         match e {
@@ -372,15 +373,13 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
             rule.body.for_each_ref(&mut |r| others[r.index()] += 1);
         } else {
             visit(&rule.body, true, &mut edges[i], &mut others);
+            // A rule's tail calls to itself are jumps within its own automaton: they neither
+            // make it a candidate nor close a cycle that would need its callers to take it in.
+            edges[i].retain(|r| r.index() != i);
         }
         if let Some(la) = &rule.lookahead {
             la.for_each_ref(&mut |r| others[r.index()] += 1);
         }
-    }
-    // A rule's tail calls to itself are jumps within its own automaton: they neither make it a
-    // candidate nor close a cycle that would need its callers to take it in.
-    for (i, targets) in edges.iter_mut().enumerate() {
-        targets.retain(|r| r.index() != i);
     }
     let mut tail_called = vec![false; n];
     for r in edges.iter().flatten() {

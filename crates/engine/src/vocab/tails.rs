@@ -113,10 +113,7 @@ impl Tails {
                 continue;
             }
             let b = (entries.bytes)(i);
-            *start = u8::try_from(class.tail_start(b))
-                .ok()
-                .filter(|&s| s != UNKNOWN_TAIL)
-                .unwrap_or(UNKNOWN_TAIL);
+            *start = u8::try_from(class.tail_start(b)).unwrap_or(UNKNOWN_TAIL);
             if is_whole(*start, b) {
                 whole_count += 1;
             }
