@@ -337,15 +337,17 @@ pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
 /// Rules to build into their callers' automata: those referenced only in tail position (nothing
 /// after the reference in the caller's body) — never from the root position, a TagDispatch, a
 /// repetition or a rule in `pinned` — without a lookahead, and that reach a cycle of tail calls
-/// between rules (once inlined, the cycle closes in one automaton). A rule's tail calls to itself
-/// are jumps to its own start and need no inlining: a rule looping only on itself stays a rule, as
-/// do the members-left rules of an object in any order (which would otherwise each carry the
-/// automata of every rule after them). A right-recursive group (one rule per state of some
-/// automaton, as the string algebra writes them) thus becomes part of one DFA
+/// between rules (once inlined, the cycle closes in one automaton), or that start a path of at
+/// least [`DEEP_TAIL_CALLS`] acyclic tail calls (then inlined with every such rule below them).
+/// A rule's tail calls to itself are jumps to its own start and need no inlining: a rule looping
+/// only on itself stays a rule, as do the members-left rules of an object in any order (which
+/// would otherwise each carry the automata of every rule after them). A right-recursive group (one
+/// rule per state of some automaton, as the string algebra writes them: cyclic for a pattern's
+/// loops, acyclic for its bounded lengths) thus becomes part of one DFA
 /// ([`crate::grammar::fsm::Dfa::from_expr_inlining`]) instead of a call nested one level deeper
-/// per byte; acyclic tail calls stay calls (they nest a bounded number of levels and keep their
-/// automata shared). `pinned[r]` marks rules whose automaton is built some other way: their
-/// references count as non-tail, and they stay rules.
+/// per byte, where every completion climbs every level; shallow acyclic tail calls stay calls
+/// (they nest a few levels and keep their automata shared). `pinned[r]` marks rules whose
+/// automaton is built some other way: their references count as non-tail, and they stay rules.
 pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
     fn visit(e: &Expr, tail: bool, tails: &mut Vec<RuleId>, others: &mut [u32]) {
         match e {
@@ -388,7 +390,8 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
     let candidate: Vec<bool> = (0..n)
         .map(|i| !pinned[i] && tail_called[i] && others[i] == 0 && g.rules()[i].lookahead.is_none())
         .collect();
-    // Peel rules with no tail call left; what survives reaches a cycle of tail calls.
+    // Peel rules with no tail call left; what survives reaches a cycle of tail calls. A peeled
+    // rule's height is the longest path of tail calls from it (its callees were peeled first).
     let mut out = vec![0u32; n];
     let mut callers: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, targets) in edges.iter().enumerate() {
@@ -398,9 +401,17 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
         }
     }
     let mut alive = vec![true; n];
+    let mut height = vec![0u32; n];
+    let mut peeled = Vec::new();
     let mut stack: Vec<usize> = (0..n).filter(|&i| out[i] == 0).collect();
     while let Some(i) = stack.pop() {
         alive[i] = false;
+        peeled.push(i);
+        height[i] = edges[i]
+            .iter()
+            .map(|r| height[r.index()] + 1)
+            .max()
+            .unwrap_or(0);
         for &c in &callers[i] {
             out[c] -= 1;
             if out[c] == 0 {
@@ -408,8 +419,19 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
             }
         }
     }
-    (0..n).map(|i| candidate[i] && alive[i]).collect()
+    // A deep chain is inlined whole: callers come before their callees in reverse peel order.
+    let mut deep = vec![false; n];
+    for &i in peeled.iter().rev() {
+        deep[i] =
+            candidate[i] && (height[i] >= DEEP_TAIL_CALLS || callers[i].iter().any(|&c| deep[c]));
+    }
+    (0..n)
+        .map(|i| candidate[i] && (alive[i] || deep[i]))
+        .collect()
 }
+
+/// Acyclic tail calls this deep from a rule make it inlined ([`tail_inlined`]).
+const DEEP_TAIL_CALLS: u32 = 8;
 
 #[cfg(test)]
 mod tests {
@@ -534,5 +556,39 @@ mod tests {
         let mut all = vec![false; names.len()];
         all[g.rule_id("e").expect("rule e").index()] = true;
         assert_eq!(tail_inlined(&g, &all), vec![false; names.len()]);
+    }
+
+    /// An acyclic chain of tail calls (a bounded length, as the string algebra writes it) is
+    /// inlined whole once it is `DEEP_TAIL_CALLS` deep, from its first tail-called rule down;
+    /// a shallower one stays calls.
+    #[test]
+    fn tail_inlining_takes_deep_acyclic_chains() {
+        let chain = |prefix: &str, depth: usize| {
+            let mut src = format!("{prefix}0 ::= \"a\" {prefix}1\n");
+            for k in 1..depth {
+                src += &format!(
+                    "{prefix}{k} ::= \"a\" {prefix}{} | \"b\" {prefix}{} | \"\"\n",
+                    k + 1,
+                    k + 1
+                );
+            }
+            src + &format!("{prefix}{depth} ::= \"z\"\n")
+        };
+        let deep = DEEP_TAIL_CALLS as usize + 1;
+        let src = format!(
+            "root ::= \"<\" d0 \">\" s0 \";\"\n{}{}",
+            chain("d", deep),
+            chain("s", deep - 2)
+        );
+        let g = ebnf::parse(&src, "root", &Limits::default()).expect("test grammar parses");
+        let pinned = vec![false; g.rules().len()];
+        let inlined: Vec<String> = tail_inlined(&g, &pinned)
+            .iter()
+            .zip(g.rules())
+            .filter(|(&i, _)| i)
+            .map(|(_, r)| r.name.clone())
+            .collect();
+        let expected: Vec<String> = (1..=deep).map(|k| format!("d{k}")).collect();
+        assert_eq!(inlined, expected);
     }
 }
