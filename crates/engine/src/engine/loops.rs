@@ -168,11 +168,11 @@ impl<'a> Loops<'a> {
 /// starts by `depth`, `depth` does not split a character, and the rest has at most `cap` members.
 #[inline]
 fn rest_passes(tails: &Tails, cap: u32, vocab: &Vocab, pos: usize, depth: usize) -> bool {
-    let t = tails.starts[pos];
+    let bytes = vocab.sorted_bytes(pos);
+    let t = tails.start(pos, bytes);
     if t == UNKNOWN_TAIL || usize::from(t) > depth {
         return false;
     }
-    let bytes = vocab.sorted_bytes(pos);
     if bytes.get(depth).is_some_and(|&b| is_continuation(b)) {
         return false;
     }

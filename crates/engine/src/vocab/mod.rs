@@ -111,8 +111,10 @@ pub struct Vocab {
     sorted_bytes: Vec<u8>,
     /// `sorted_bytes[sorted_offsets[i]..sorted_offsets[i + 1]]` is entry `i`.
     sorted_offsets: Vec<u32>,
-    /// Per entry of `sorted`, its [`tails::ascii_set`] (what [`Tails::build`] reads first).
+    /// Per entry of `sorted`, its [`tails::ascii_set`] and [`tails::entry_flags`] (what
+    /// [`Tails::build`] reads first).
     sorted_ascii: Vec<u128>,
+    sorted_flags: Vec<u8>,
     /// Longest text token, bytes.
     max_len: usize,
     /// For each entry of `sorted`, the first later entry with a smaller `lcp` (or the length).
@@ -197,6 +199,7 @@ impl Vocab {
             sorted_bytes: Vec::new(),
             sorted_offsets: Vec::new(),
             sorted_ascii: Vec::new(),
+            sorted_flags: Vec::new(),
             max_len: 0,
             lcp_drop: Vec::new(),
             first_byte_start: Vec::new(),
@@ -268,6 +271,10 @@ impl Vocab {
         self.sorted_ascii = sorted
             .iter()
             .map(|&t| tails::ascii_set(self.token_bytes(t)))
+            .collect();
+        self.sorted_flags = sorted
+            .iter()
+            .map(|&t| tails::entry_flags(self.token_bytes(t)))
             .collect();
         self.sorted_bytes = sorted_bytes;
         self.sorted_offsets = sorted_offsets;
@@ -406,6 +413,7 @@ impl Vocab {
                     bytes: |i| self.sorted_bytes(i),
                     lcp: &self.lcp,
                     ascii: &self.sorted_ascii,
+                    flags: &self.sorted_flags,
                 },
             )
         })

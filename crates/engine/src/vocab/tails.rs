@@ -16,6 +16,7 @@
 //! continue a character.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
@@ -32,9 +33,11 @@ const MAX_CLASSES: usize = 96;
 /// What the mask walk knows about one loop class (see the module docs).
 #[derive(Debug)]
 pub struct Tails {
+    /// The class.
+    class: LoopClass,
     /// Per entry of [`super::Vocab::sorted`]: where its tail of class members begins, or
-    /// [`UNKNOWN_TAIL`].
-    pub starts: Box<[u8]>,
+    /// [`UNKNOWN_TAIL`], or [`PENDING`] ([`Tails::start`]).
+    starts: Box<[AtomicU8]>,
     /// Sorted positions of the entries made wholly of class members, increasing.
     pub whole: Box<[u32]>,
     /// Per first byte, the other entries of its run ([`Tails::others`]), listed on first use.
@@ -61,18 +64,47 @@ pub struct RunOthers {
     pub lcp: Box<[u32]>,
 }
 
-/// The set of an entry's bytes, one bit each, when all of them are ASCII; 0 when one is not (an
-/// entry is never empty, so 0 is no ASCII entry's set). [`Tails::build`] reads it to find the
-/// entries made only of a class's ASCII members in one comparison.
+/// The set of an entry's ASCII bytes, one bit each (its other bytes are left out).
+/// [`Tails::build`] reads it to find the entries made only of a class's ASCII members in one
+/// comparison.
 pub fn ascii_set(bytes: &[u8]) -> u128 {
-    let mut set = 0u128;
-    for &b in bytes {
-        if b >= 0x80 {
-            return 0;
-        }
-        set |= 1 << b;
+    bytes
+        .iter()
+        .filter(|&&b| b < 0x80)
+        .fold(0u128, |set, &b| set | 1 << b)
+}
+
+/// [`entry_flags`]: every byte of the entry is ASCII.
+pub const PLAIN: u8 = 1;
+/// [`entry_flags`]: the entry is whole for every wide class that holds its ASCII bytes (complete
+/// characters, possibly ending with the valid beginning of one, and not starting inside one).
+pub const WIDE_WHOLE: u8 = 2;
+
+/// [`PLAIN`] and [`WIDE_WHOLE`] of an entry: with [`ascii_set`], what decides without a scan
+/// whether it is whole for a class.
+pub fn entry_flags(bytes: &[u8]) -> u8 {
+    const ANY_ASCII_WIDE: LoopClass = LoopClass {
+        bytes: [u64::MAX, u64::MAX, 0, 0],
+        wide: true,
+    };
+    if bytes.is_ascii() {
+        PLAIN | WIDE_WHOLE
+    } else if ANY_ASCII_WIDE.tail_start(bytes) == 0 && !is_continuation(bytes[0]) {
+        WIDE_WHOLE
+    } else {
+        0
     }
-    set
+}
+
+/// A start not computed yet ([`Tails::start`] computes it on first use).
+const PENDING: u8 = UNKNOWN_TAIL - 1;
+
+/// A tail start as stored: exact, or [`UNKNOWN_TAIL`] when it does not fit under [`PENDING`].
+fn stored(start: usize) -> u8 {
+    u8::try_from(start)
+        .ok()
+        .filter(|&s| s < PENDING)
+        .unwrap_or(UNKNOWN_TAIL)
 }
 
 /// Whether an entry of bytes `bytes` whose tail starts at `start` is whole: its tail is all of
@@ -82,8 +114,8 @@ fn is_whole(start: u8, bytes: &[u8]) -> bool {
 }
 
 /// The sorted entries a [`Tails`] is built over: entry `i` has bytes `bytes(i)`, common prefix
-/// `lcp[i]` with entry `i - 1`, token id `ids[i]` and byte set `ascii[i]` ([`ascii_set`]), in a
-/// vocabulary of `size` ids.
+/// `lcp[i]` with entry `i - 1`, token id `ids[i]`, byte set `ascii[i]` ([`ascii_set`]) and
+/// `flags[i]` ([`entry_flags`]), in a vocabulary of `size` ids.
 pub struct Entries<'a, F> {
     /// Token id per entry.
     pub ids: &'a [TokenId],
@@ -95,6 +127,8 @@ pub struct Entries<'a, F> {
     pub lcp: &'a [u32],
     /// [`ascii_set`] per entry.
     pub ascii: &'a [u128],
+    /// [`entry_flags`] per entry.
+    pub flags: &'a [u8],
 }
 
 impl Tails {
@@ -102,34 +136,43 @@ impl Tails {
     /// and counts the whole ones, so the second fills lists of their exact sizes.
     pub fn build<'v, F: Fn(usize) -> &'v [u8]>(class: &LoopClass, entries: &Entries<F>) -> Tails {
         let n = entries.ids.len();
-        // The class's ASCII members, one bit each: most entries are ASCII, and one made only of
-        // members needs no tail scan.
+        // The class's ASCII members, one bit each: an entry's ASCII bytes and flags decide whether
+        // it is whole, except for a class holding single bytes above ASCII. The start of an entry
+        // that is not whole is left to its first use (most are never asked for).
         let members = u128::from(class.bytes[1]) << 64 | u128::from(class.bytes[0]);
-        let mut starts = vec![0u8; n];
+        let high = !class.wide && (class.bytes[2] | class.bytes[3]) != 0;
+        let mut starts = Vec::with_capacity(n);
         let mut whole_count = 0;
-        for (i, (start, &set)) in starts.iter_mut().zip(entries.ascii).enumerate() {
-            if set != 0 && set & !members == 0 {
-                whole_count += 1;
+        for (i, (&set, &flags)) in entries.ascii.iter().zip(entries.flags).enumerate() {
+            let within = set & !members == 0;
+            let whole = if flags & PLAIN != 0 {
+                within
+            } else if class.wide {
+                within && flags & WIDE_WHOLE != 0
+            } else if high {
+                let b = (entries.bytes)(i);
+                let start = stored(class.tail_start(b));
+                whole_count += usize::from(is_whole(start, b));
+                starts.push(AtomicU8::new(start));
                 continue;
-            }
-            let b = (entries.bytes)(i);
-            *start = u8::try_from(class.tail_start(b)).unwrap_or(UNKNOWN_TAIL);
-            if is_whole(*start, b) {
-                whole_count += 1;
-            }
+            } else {
+                false
+            };
+            whole_count += usize::from(whole);
+            starts.push(AtomicU8::new(if whole { 0 } else { PENDING }));
         }
         let mut whole = Vec::with_capacity(whole_count);
         let mut whole_members = Vec::with_capacity(whole_count);
         let mut run_max = Box::new([0u8; 256]);
         let mut whole_bits = vec![0u32; entries.size.div_ceil(32)];
-        for (i, &start) in starts.iter().enumerate() {
-            if start != 0 {
+        for (i, start) in starts.iter_mut().enumerate() {
+            if *start.get_mut() != 0 {
                 continue;
             }
             let b = (entries.bytes)(i);
-            if is_whole(start, b) {
+            if is_whole(0, b) {
                 whole.push(i as u32);
-                let plain = entries.ascii[i] != 0;
+                let plain = entries.flags[i] & PLAIN != 0;
                 let count = if plain { b.len() } else { class.members(b) };
                 let count = u8::try_from(count).unwrap_or(u8::MAX);
                 whole_members.push(count);
@@ -155,6 +198,7 @@ impl Tails {
             *slot += 1;
         }
         Tails {
+            class: *class,
             starts: starts.into(),
             whole: whole.into(),
             others: (0..256).map(|_| OnceLock::new()).collect(),
@@ -168,12 +212,25 @@ impl Tails {
 }
 
 impl Tails {
+    /// Where the tail of class members of entry `pos` (of bytes `bytes`) begins, or
+    /// [`UNKNOWN_TAIL`]; computed on the first ask for an entry that is not whole, then kept.
+    #[inline]
+    pub fn start(&self, pos: usize, bytes: &[u8]) -> u8 {
+        let start = self.starts[pos].load(Ordering::Relaxed);
+        if start != PENDING {
+            return start;
+        }
+        let start = stored(self.class.tail_start(bytes));
+        self.starts[pos].store(start, Ordering::Relaxed);
+        start
+    }
+
     /// The entries of `run` (the sorted positions of the entries whose first byte is `first`) that
     /// are not whole, with their common prefixes read from `lcp` (the vocabulary's common-prefix
     /// array): listed on the first call for `first`, kept after.
     pub fn others(&self, first: u8, run: Range<usize>, lcp: &[u32]) -> &RunOthers {
         self.others[usize::from(first)].get_or_init(|| {
-            let other = |p: usize| !is_whole(self.starts[p], &[first]);
+            let other = |p: usize| !is_whole(self.starts[p].load(Ordering::Relaxed), &[first]);
             // Counted first, so that each list is one allocation of its exact size.
             let count = run.clone().filter(|&p| other(p)).count();
             let (mut positions, mut shared_before) =
@@ -274,6 +331,7 @@ mod tests {
     /// The tails of `class` over sorted `entries` with token ids `ids` and common prefixes `lcp`.
     fn build(class: &LoopClass, entries: &[&[u8]], ids: &[TokenId], lcp: &[u32]) -> Tails {
         let ascii: Vec<u128> = entries.iter().map(|e| ascii_set(e)).collect();
+        let flags: Vec<u8> = entries.iter().map(|e| entry_flags(e)).collect();
         Tails::build(
             class,
             &Entries {
@@ -282,6 +340,7 @@ mod tests {
                 bytes: |i| entries[i],
                 lcp,
                 ascii: &ascii,
+                flags: &flags,
             },
         )
     }
@@ -341,8 +400,8 @@ mod tests {
             let mut whole = Vec::new();
             for (i, e) in entries.iter().enumerate() {
                 let start = class.tail_start(e);
-                let stored = u8::try_from(start).unwrap_or(UNKNOWN_TAIL);
-                assert_eq!(t.starts[i], stored, "{class:?} {e:?}");
+                let stored = stored(start);
+                assert_eq!(t.start(i, e), stored, "{class:?} {e:?}");
                 if is_whole(stored, e) {
                     whole.push(i as u32);
                 }
@@ -376,7 +435,7 @@ mod tests {
         let t = build(&class, &entries, &ids, &lcp);
         let (mut whole, mut others) = (Vec::new(), Vec::new());
         for (i, e) in entries.iter().enumerate() {
-            assert_eq!(usize::from(t.starts[i]), class.tail_start(e), "{e:?}");
+            assert_eq!(usize::from(t.start(i, e)), class.tail_start(e), "{e:?}");
             if e.iter().all(|b| b.is_ascii_lowercase()) {
                 whole.push(i as u32);
             } else {
@@ -443,6 +502,7 @@ mod tests {
                     bytes: |_| &[],
                     lcp: &[],
                     ascii: &[],
+                    flags: &[],
                 };
                 Tails::build(&class(i), &entries)
             })
