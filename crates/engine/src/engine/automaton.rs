@@ -25,7 +25,7 @@ use rustc_hash::FxHashMap;
 
 use super::lookahead::Lookahead;
 use crate::grammar::chain::{Capacities, Chain};
-use crate::grammar::fsm::{CompactFsm, DState, Dfa};
+use crate::grammar::fsm::{ByteEdges, CompactFsm, DState, Dfa};
 use crate::grammar::intern::hash_expr;
 use crate::grammar::repetition::{self, Counted};
 use crate::grammar::{passes, Expr, Grammar, GrammarError, Symbol};
@@ -422,8 +422,8 @@ pub fn build_automaton_cached(
             (Some(c), _) => Dfa {
                 states: vec![DState {
                     accept: true,
-                    bytes: Vec::new(),
-                    refs: vec![(c.body, 0)],
+                    bytes: ByteEdges::new(),
+                    refs: smallvec::smallvec![(c.body, 0)],
                 }],
             },
             _ if tail_calls => inlining_dfa(this)?,
@@ -597,7 +597,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, &c)| DState {
-                refs: vec![(RuleId(c as u32), i as u32 + 1)],
+                refs: smallvec::smallvec![(RuleId(c as u32), i as u32 + 1)],
                 ..DState::default()
             })
             .collect();

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::fsm::{DState, Dfa};
+use super::fsm::{DState, Dfa, RefEdges};
 use super::{CharClass, Expr, GrammarBuilder, GrammarError};
 use crate::util::Limits;
 
@@ -200,8 +200,8 @@ fn explore<'d, K: Clone + Eq + std::hash::Hash>(
         }
         states.push(DState {
             accept: accept(&key),
-            bytes,
-            refs: Vec::new(),
+            bytes: bytes.into(),
+            refs: RefEdges::new(),
         });
     }
     Ok(Dfa { states }.trim(&[]).unwrap_or_else(nothing))

@@ -21,7 +21,7 @@ use std::sync::OnceLock;
 use rustc_hash::FxHashMap;
 
 use super::except::{Trie, ESCAPED, HEX_DIGITS, NOT_PLAIN};
-use super::fsm::{DState, Dfa, MINIMIZE_LIMIT};
+use super::fsm::{ByteEdges, DState, Dfa, MINIMIZE_LIMIT};
 use super::{CharClass, Expr};
 use crate::util::RuleId;
 
@@ -237,7 +237,7 @@ impl Builder {
                 };
             }
             special.sort_unstable();
-            let mut out = Vec::with_capacity(special.len() * 2 + 1 + wide.len());
+            let mut out = ByteEdges::with_capacity(special.len() * 2 + 1 + wide.len());
             let mut next = 0u16;
             for (lo, hi, target) in special {
                 if u16::from(lo) > next {
@@ -281,7 +281,7 @@ impl Builder {
                 .collect();
             hex = h;
         }
-        let mut edges: Vec<(u8, u8, u32)> = ESCAPED.iter().map(|&c| (c, c, free as u32)).collect();
+        let mut edges: ByteEdges = ESCAPED.iter().map(|&c| (c, c, free as u32)).collect();
         edges.push((b'u', b'u', hex as u32));
         edges.sort_unstable();
         self.states[from].bytes = edges;
@@ -311,7 +311,7 @@ impl Builder {
                     let mut target = free;
                     for &(lo, hi) in rest.iter().rev() {
                         let s = self.add(true)?;
-                        self.states[s].bytes = vec![(lo, hi, target as u32)];
+                        self.states[s].bytes = smallvec::smallvec![(lo, hi, target as u32)];
                         target = s;
                     }
                     rests.insert(rest, target);

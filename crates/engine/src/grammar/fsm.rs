@@ -17,8 +17,14 @@
 //! rule and hold at most one edge per rule.
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 use crate::util::{LoopClass, RuleId, StateId, WIDE_CHAR_SHAPES};
+
+/// A [`DState`]'s byte edges: most states have one or two, stored inline.
+pub type ByteEdges = SmallVec<[(u8, u8, u32); 2]>;
+/// A [`DState`]'s reference edges: most states have none or one, stored inline.
+pub type RefEdges = SmallVec<[(RuleId, u32); 1]>;
 
 /// One state of a rule's DFA.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
@@ -26,9 +32,9 @@ pub struct DState {
     /// Whether the rule may end here.
     pub accept: bool,
     /// `(lo, hi, target)` byte-range edges, sorted and disjoint.
-    pub bytes: Vec<(u8, u8, u32)>,
+    pub bytes: ByteEdges,
     /// `(rule, target)` reference edges, sorted by rule.
-    pub refs: Vec<(RuleId, u32)>,
+    pub refs: RefEdges,
 }
 
 impl DState {
@@ -148,8 +154,8 @@ impl Dfa {
 
     /// States from which an accepting state is reachable (backward fixpoint; states are visited
     /// last to first, so chains numbered start-first settle in one round).
-    fn live_states(&self, productive: &[bool]) -> Vec<bool> {
-        let mut live: Vec<bool> = self.states.iter().map(|s| s.accept).collect();
+    fn live_states(&self, productive: &[bool]) -> SmallVec<[bool; 64]> {
+        let mut live: SmallVec<[bool; 64]> = self.states.iter().map(|s| s.accept).collect();
         loop {
             let mut changed = false;
             for (i, s) in self.states.iter().enumerate().rev() {
@@ -173,8 +179,8 @@ impl Dfa {
 }
 
 /// Merges adjacent ranges with the same target.
-pub(super) fn merge_ranges(edges: impl Iterator<Item = (u8, u8, u32)>) -> Vec<(u8, u8, u32)> {
-    let mut out: Vec<(u8, u8, u32)> = Vec::new();
+pub(super) fn merge_ranges(edges: impl Iterator<Item = (u8, u8, u32)>) -> ByteEdges {
+    let mut out = ByteEdges::new();
     for (lo, hi, t) in edges {
         match out.last_mut() {
             Some(last) if last.2 == t && u16::from(last.1) + 1 == u16::from(lo) => last.1 = hi,
@@ -226,7 +232,8 @@ fn loop_class(dfa: &Dfa, i: usize) -> Option<LoopClass> {
     if !st.refs.is_empty() {
         return None;
     }
-    let wide = loops_on_wide_chars(dfa, i);
+    // A state without an edge on a lead byte reads no non-ASCII character.
+    let wide = st.bytes.iter().any(|&(_, hi, _)| hi >= 0xC2) && loops_on_wide_chars(dfa, i);
     let mut bytes = [0u64; 4];
     for &(lo, hi, t) in &st.bytes {
         if t as usize == i {
@@ -243,9 +250,9 @@ fn loop_class(dfa: &Dfa, i: usize) -> Option<LoopClass> {
 /// states without reference edges and other than `i` in between.
 fn loops_on_wide_chars(dfa: &Dfa, i: usize) -> bool {
     // The targets of state `s` on every byte of lo..=hi, or `None` if some byte has no edge.
-    let targets = |s: usize, lo: u8, hi: u8| -> Option<Vec<usize>> {
+    let targets = |s: usize, lo: u8, hi: u8| -> Option<SmallVec<[usize; 4]>> {
         let mut next = u16::from(lo);
-        let mut out = Vec::new();
+        let mut out = SmallVec::new();
         for &(a, b, t) in &dfa.states[s].bytes {
             if u16::from(b) < next || a > hi {
                 continue;
@@ -266,7 +273,7 @@ fn loops_on_wide_chars(dfa: &Dfa, i: usize) -> bool {
             return false;
         };
         for &(a, b) in tails {
-            let mut next = Vec::new();
+            let mut next: SmallVec<[usize; 4]> = SmallVec::new();
             for &s in &set {
                 if s == i || !dfa.states[s].refs.is_empty() {
                     return false;
@@ -280,7 +287,7 @@ fn loops_on_wide_chars(dfa: &Dfa, i: usize) -> bool {
             next.dedup();
             set = next;
         }
-        set == [i]
+        set[..] == [i]
     })
 }
 

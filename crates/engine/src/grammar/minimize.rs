@@ -313,6 +313,7 @@ fn classed(s: &DState, class: &[u32]) -> DState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grammar::fsm::RefEdges;
     use crate::util::RuleId;
 
     /// The quotient by `class`, the start's class first: the oracle's own construction.
@@ -389,9 +390,9 @@ mod tests {
                     }
                 }
                 let refs = if next(5) == 0 {
-                    vec![(RuleId(next(2) as u32), next(n as u64) as u32)]
+                    smallvec::smallvec![(RuleId(next(2) as u32), next(n as u64) as u32)]
                 } else {
-                    Vec::new()
+                    RefEdges::new()
                 };
                 DState {
                     accept: next(3) == 0 || i == n - 1,
@@ -418,18 +419,18 @@ mod tests {
             states: vec![
                 DState {
                     accept: false,
-                    bytes: vec![(b'a', b'a', 1), (b'b', b'b', 2)],
-                    refs: Vec::new(),
+                    bytes: smallvec::smallvec![(b'a', b'a', 1), (b'b', b'b', 2)],
+                    refs: RefEdges::new(),
                 },
                 DState {
                     accept: true,
-                    bytes: vec![(b'x', b'x', 1)],
-                    refs: Vec::new(),
+                    bytes: smallvec::smallvec![(b'x', b'x', 1)],
+                    refs: RefEdges::new(),
                 },
                 DState {
                     accept: true,
-                    bytes: vec![(b'x', b'x', 2)],
-                    refs: Vec::new(),
+                    bytes: smallvec::smallvec![(b'x', b'x', 2)],
+                    refs: RefEdges::new(),
                 },
             ],
         };

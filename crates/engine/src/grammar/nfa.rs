@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap;
 use super::direct::direct_dfa;
 use super::dispatch::{DispatchAutomaton, Output};
 use super::except::{escape_body, Trie, NOT_PLAIN};
-use super::fsm::{merge_ranges, DState, Dfa};
+use super::fsm::{merge_ranges, DState, Dfa, RefEdges};
 use super::{CharClass, Expr, GrammarError, TagDispatch, TokenSet};
 use crate::util::marker::{id_range_sequences, token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::slices::SliceInterner;
@@ -603,7 +603,7 @@ fn determinize(
             refs.extend_from_slice(&nfa.refs[s as usize]);
         }
         refs.sort_unstable();
-        let mut state_refs = Vec::new();
+        let mut state_refs = RefEdges::new();
         for group in refs.chunk_by(|a, b| a.0 == b.0) {
             target.clear();
             target.extend(group.iter().map(|e| e.1));

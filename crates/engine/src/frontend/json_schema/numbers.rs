@@ -347,7 +347,7 @@ fn multiple_dfa(k: u32, fraction_zeros: bool) -> Dfa {
     // States: 0 start, 1 after "-", 2 after a lone "0", 3 after ".", 4 in zeros, 5.. remainders.
     let rem = |r: u32| 5 + r;
     let mut states = vec![DState::default(); 5 + k as usize];
-    states[0].bytes = vec![(b'-', b'-', 1), (b'0', b'0', 2)];
+    states[0].bytes = smallvec::smallvec![(b'-', b'-', 1), (b'0', b'0', 2)];
     states[1].bytes.push((b'0', b'0', 2));
     for d in 1..=9u8 {
         states[0]
