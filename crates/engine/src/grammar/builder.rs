@@ -13,7 +13,8 @@ use crate::util::{LimitError, Limits, RuleId};
 /// Mutable grammar under construction.
 #[derive(Debug, Default)]
 pub struct GrammarBuilder {
-    rules: Vec<Option<Rule>>,
+    /// Per declared rule, its body and lookahead once defined (its name is in `names`).
+    rules: Vec<Option<(Expr, Option<Expr>)>>,
     names: Vec<String>,
     by_name: FxHashMap<String, RuleId>,
     max_rules: usize,
@@ -84,9 +85,9 @@ impl GrammarBuilder {
         body: Expr,
         lookahead: Option<Expr>,
     ) -> Result<(), GrammarError> {
-        let name = self.names[id.index()].clone();
         let slot = &mut self.rules[id.index()];
         if slot.is_some() {
+            let name = self.names[id.index()].clone();
             return Err(GrammarError::DuplicateRule { name });
         }
         self.nodes += body.node_count() + lookahead.as_ref().map_or(0, Expr::node_count);
@@ -95,15 +96,11 @@ impl GrammarBuilder {
                 limit: "max_grammar_nodes",
                 value: self.nodes as u64,
                 max: self.max_nodes as u64,
-                at: format!("defining rule `{name}`"),
+                at: format!("defining rule `{}`", self.names[id.index()]),
             }
             .into());
         }
-        *slot = Some(Rule {
-            name,
-            body,
-            lookahead,
-        });
+        *slot = Some((body, lookahead));
         Ok(())
     }
 
@@ -249,7 +246,14 @@ impl GrammarBuilder {
         }
         let mut rules = Vec::with_capacity(self.rules.len());
         for (slot, name) in self.rules.into_iter().zip(self.names) {
-            rules.push(slot.ok_or(GrammarError::UndefinedRule { name })?);
+            let Some((body, lookahead)) = slot else {
+                return Err(GrammarError::UndefinedRule { name });
+            };
+            rules.push(Rule {
+                name,
+                body,
+                lookahead,
+            });
         }
         Ok(Grammar::from_parts(rules, root))
     }

@@ -108,7 +108,7 @@ pub(crate) fn normalize_expr(e: Expr) -> Expr {
                 (Some(Expr::Literal(prev)), Expr::Literal(next)) => prev.push_str(&next),
                 (_, part) => out.push(part),
             };
-            for item in items.into_iter().map(normalize_expr) {
+            for item in items.into_iter().map(normalized) {
                 match item {
                     Expr::Seq(inner) => inner.into_iter().for_each(|part| push(&mut out, part)),
                     Expr::Empty => {}
@@ -123,7 +123,7 @@ pub(crate) fn normalize_expr(e: Expr) -> Expr {
         }
         Expr::Alt(items) => {
             let mut all: Vec<Expr> = Vec::with_capacity(items.len());
-            for item in items.into_iter().map(normalize_expr) {
+            for item in items.into_iter().map(normalized) {
                 match item {
                     Expr::Alt(inner) => all.extend(inner),
                     other => all.push(other),
@@ -148,7 +148,7 @@ pub(crate) fn normalize_expr(e: Expr) -> Expr {
             }
         }
         Expr::Repeat { body, min, max } => {
-            let body = normalize_expr(*body);
+            let body = normalized(*body);
             match (body, min, max) {
                 (Expr::Empty, _, _) | (_, 0, Some(0)) => Expr::Empty,
                 (body, 1, Some(1)) => body,
@@ -174,6 +174,16 @@ pub(crate) fn normalize_expr(e: Expr) -> Expr {
             }
         }
         other => other,
+    }
+}
+
+/// `e` normalized: as it is when it is normal already (most parts of a body that is not are),
+/// without rebuilding it.
+fn normalized(e: Expr) -> Expr {
+    if is_normal(&e) {
+        e
+    } else {
+        normalize_expr(e)
     }
 }
 
@@ -218,6 +228,10 @@ pub fn inline_trivial(g: Grammar) -> Grammar {
 
 /// The expression a reference to `id` can be replaced by, following chains of trivial references.
 fn resolve_trivial(rules: &[Rule], root: RuleId, id: RuleId) -> Option<Expr> {
+    // Most rules are not trivial: they need no walk.
+    if id == root || !is_trivial(&rules[id.index()], id) {
+        return None;
+    }
     let mut seen = vec![false; rules.len()];
     let mut cur = id;
     loop {

@@ -77,6 +77,21 @@ fn unrolled_size(e: &Expr) -> u64 {
     }
 }
 
+/// Whether `e` holds a repetition [`compress`] may rewrite: one whose bounds exceed `threshold`,
+/// or whose unrolling, counted before the repetitions inside it are rewritten (which only shrinks
+/// it), is too large. Most bodies hold none and are left as they are.
+fn compresses(e: &Expr, threshold: u32) -> bool {
+    match e {
+        Expr::Repeat { body, min, max } => {
+            exceeds(*min, *max, threshold)
+                || too_large(body, *min, *max)
+                || compresses(body, threshold)
+        }
+        Expr::Seq(items) | Expr::Alt(items) => items.iter().any(|x| compresses(x, threshold)),
+        _ => false,
+    }
+}
+
 /// Whether `{min,max}` is large enough to compress under `threshold`.
 fn exceeds(min: u32, max: Option<u32>, threshold: u32) -> bool {
     min > threshold || max.is_some_and(|m| m > threshold)
@@ -86,13 +101,17 @@ fn exceeds(min: u32, max: Option<u32>, threshold: u32) -> bool {
 /// the grammar, with the body in a rule of its own unless it already is a reference). Returns the
 /// new grammar and, per rule, its counting bounds (`None` for ordinary rules).
 pub fn compress(g: Grammar, threshold: u32) -> (Grammar, Vec<Option<Counted>>) {
+    if !g.rules().iter().any(|r| compresses(&r.body, threshold)) {
+        let n = g.rules().len();
+        return (g, vec![None; n]);
+    }
     let mut null = crate::grammar::passes::nullable(&g);
     let (mut rules, root) = g.into_parts();
     let mut names: FxHashSet<String> = rules.iter().map(|r| r.name.clone()).collect();
     let mut counted: Vec<Option<Counted>> = vec![None; rules.len()];
     let mut i = 0;
     while i < rules.len() {
-        if counted[i].is_some() {
+        if counted[i].is_some() || !compresses(&rules[i].body, threshold) {
             i += 1;
             continue;
         }
