@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustc_hash::FxHashMap;
 
 use crate::grammar::fsm::CompactFsm;
-use crate::util::graph::components;
+use crate::util::graph::{for_each_component, Lists};
 use crate::util::{kept, Fingerprint, RuleId, StateId};
 
 /// Most state visits spent serializing one cycle (members × states reached).
@@ -124,51 +124,60 @@ pub fn structural_hashes(
     let mut component = vec![usize::MAX; n];
     let mut scratch = vec![u32::MAX; fsm.num_states()];
     let mut salted = vec![true; n];
-    for (ci, members) in sccs(fsm).into_iter().enumerate() {
-        for &r in &members {
-            component[r] = ci;
-        }
-        let cyclic = members.len() > 1
-            || fsm.rule_states(RuleId(members[0] as u32)).any(|s| {
-                fsm.ref_edges(StateId(s as u32))
-                    .iter()
-                    .any(|&(c, _)| c.index() == members[0])
-            });
-        let size: usize = members
-            .iter()
-            .map(|&r| fsm.rule_states(RuleId(r as u32)).len())
-            .sum();
-        if cyclic && size.saturating_mul(members.len()) > CYCLE_BUDGET {
-            for &r in &members {
-                rules[r] = unique();
-                for s in fsm.rule_states(RuleId(r as u32)) {
-                    states[s] = unique();
+    let callees = Lists::build(n, |add| {
+        for r in 0..n {
+            for s in fsm.rule_states(RuleId(r as u32)) {
+                for &(c, _) in fsm.ref_edges(StateId(s as u32)) {
+                    add(r, c.0);
                 }
             }
-            continue;
         }
-        for &r in &members {
-            let rule = RuleId(r as u32);
-            let ctx = Context {
-                fsm,
-                comp: ci,
-                component: &component,
-                hashes: &rules,
-                nullable,
-                opaque,
-                bounds,
-            };
-            let (hash, order) = serialize(&ctx, rule, &mut scratch);
-            rules[r] = hash;
-            salted[r] = false;
-            for s in fsm.rule_states(rule) {
-                states[s] = match order[s - fsm.rule_states(rule).start] {
-                    u32::MAX => unique(),
-                    i => hash ^ index_key(i),
-                };
+    });
+    let mut ci = 0;
+    for_each_component(
+        n,
+        |v, i| callees.of(v).get(i).map(|&c| c as usize),
+        |members| {
+            for &r in members {
+                component[r] = ci;
             }
-        }
-    }
+            let cyclic = members.len() > 1
+                || fsm.rule_states(RuleId(members[0] as u32)).any(|s| {
+                    fsm.ref_edges(StateId(s as u32))
+                        .iter()
+                        .any(|&(c, _)| c.index() == members[0])
+                });
+            let size: usize = members
+                .iter()
+                .map(|&r| fsm.rule_states(RuleId(r as u32)).len())
+                .sum();
+            if cyclic && size.saturating_mul(members.len()) > CYCLE_BUDGET {
+                for &r in members {
+                    rules[r] = unique();
+                    for s in fsm.rule_states(RuleId(r as u32)) {
+                        states[s] = unique();
+                    }
+                }
+                ci += 1;
+                return;
+            }
+            for &r in members {
+                let rule = RuleId(r as u32);
+                let ctx = Context {
+                    fsm,
+                    comp: ci,
+                    component: &component,
+                    hashes: &rules,
+                    nullable,
+                    opaque,
+                    bounds,
+                };
+                rules[r] = serialize(&ctx, rule, &mut scratch, &mut states);
+                salted[r] = false;
+            }
+            ci += 1;
+        },
+    );
     StructuralHashes {
         states,
         rules,
@@ -270,9 +279,10 @@ struct Context<'a> {
     bounds: &'a dyn Fn(RuleId) -> Bounds,
 }
 
-/// Serializes `rule` (and the rules of its cycle it reaches) in BFS order; returns the hash and the
-/// canonical index of each of the rule's own states (`u32::MAX` when unreachable from its start).
-fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u32>) {
+/// Serializes `rule` (and the rules of its cycle it reaches) in BFS order; returns the hash, and
+/// sets each of the rule's own states in `states` to the hash mixed with the state's canonical
+/// index (a unique hash when it is unreachable from the start).
+fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32], states: &mut [u128]) -> u128 {
     let fsm = ctx.fsm;
     with_buffers(|buf| {
         // The serialization, hashed in one write (one long input hashes faster than many
@@ -293,13 +303,19 @@ fn serialize(ctx: &Context<'_>, rule: RuleId, index: &mut [u32]) -> (u128, Vec<u
             },
             usize::MAX,
         );
-        let canonical = fsm.rule_states(rule).map(|s| index[s]).collect();
+        let mut f = Fingerprint::new();
+        f.write(&buf.serial.0);
+        let hash = f.finish128();
+        for s in fsm.rule_states(rule) {
+            states[s] = match index[s] {
+                u32::MAX => unique(),
+                i => hash ^ index_key(i),
+            };
+        }
         for s in &buf.order {
             index[s.index()] = u32::MAX;
         }
-        let mut f = Fingerprint::new();
-        f.write(&buf.serial.0);
-        (f.finish128(), canonical)
+        hash
     })
 }
 
@@ -394,27 +410,6 @@ fn write_states(
         }
     }
     true
-}
-
-/// Strongly connected components of the rule reference graph, callees before callers.
-fn sccs(fsm: &CompactFsm) -> Vec<Vec<usize>> {
-    let n = fsm.num_rules();
-    let callees: Vec<Vec<usize>> = (0..n)
-        .map(|r| {
-            let mut c: Vec<usize> = fsm
-                .rule_states(RuleId(r as u32))
-                .flat_map(|s| {
-                    fsm.ref_edges(StateId(s as u32))
-                        .iter()
-                        .map(|&(c, _)| c.index())
-                })
-                .collect();
-            c.sort_unstable();
-            c.dedup();
-            c
-        })
-        .collect();
-    components(n, |v, i| callees[v].get(i).copied())
 }
 
 #[cfg(test)]

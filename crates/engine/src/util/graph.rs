@@ -1,9 +1,9 @@
 //! Strongly connected components of a graph given by a successor function (iterative Tarjan, so
 //! deep graphs cannot overflow the stack).
 //!
-//! Invariant of [`components`]: every vertex is in exactly one component; a component comes after
-//! every component it has an edge into (callees before callers); members are sorted. [`Lists`]
-//! holds a graph's adjacency flat.
+//! Invariant of [`for_each_component`]: every vertex is in exactly one component; a component comes
+//! after every component it has an edge into (callees before callers); members are sorted.
+//! [`Lists`] holds a graph's adjacency flat.
 
 /// A list of nodes per node, stored flat (compressed rows): a large automaton has tens of
 /// thousands of states and few reference edges, so a vector per state would cost more than the
@@ -41,18 +41,10 @@ impl Lists {
     }
 }
 
-/// The strongly connected components of the graph on `0..n` whose `i`-th edge out of `v` leads to
-/// `successor(v, i)` (`None` past the last one).
-pub fn components(n: usize, successor: impl Fn(usize, usize) -> Option<usize>) -> Vec<Vec<usize>> {
-    let mut out = Vec::new();
-    for_each_component(n, successor, |members| out.push(members.to_vec()));
-    out
-}
-
-/// Calls `f` with the members of each strongly connected component of the graph of
-/// [`components`], in the same order, without allocating per component (a mostly acyclic
-/// automaton has as many components as states).
-fn for_each_component(
+/// Calls `f` with the members of each strongly connected component of the graph on `0..n` whose
+/// `i`-th edge out of `v` leads to `successor(v, i)` (`None` past the last one), without
+/// allocating per component (a mostly acyclic automaton has as many components as states).
+pub fn for_each_component(
     n: usize,
     successor: impl Fn(usize, usize) -> Option<usize>,
     mut f: impl FnMut(&[usize]),
@@ -117,7 +109,8 @@ mod tests {
     fn cycles_and_chains() {
         // 0 -> 1 -> 2 -> 1, 2 -> 3, 4 alone with a self edge.
         let edges: Vec<Vec<usize>> = vec![vec![1], vec![2], vec![1, 3], vec![], vec![4]];
-        let c = components(5, |v, i| edges[v].get(i).copied());
+        let mut c = Vec::new();
+        for_each_component(5, |v, i| edges[v].get(i).copied(), |m| c.push(m.to_vec()));
         assert_eq!(c, vec![vec![3], vec![1, 2], vec![0], vec![4]]);
     }
 }
