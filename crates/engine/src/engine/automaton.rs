@@ -29,6 +29,7 @@ use crate::grammar::fsm::{ByteEdges, CompactFsm, DState, Dfa};
 use crate::grammar::intern::hash_expr;
 use crate::grammar::repetition::{self, Counted};
 use crate::grammar::{passes, Expr, Grammar, GrammarError, Symbol};
+use crate::util::graph::Lists;
 use crate::util::marker::MARKER_BYTE;
 use crate::util::{Budget, Fingerprint, Limits, RuleId, StateId};
 
@@ -476,7 +477,7 @@ pub fn build_automaton_cached(
     let trimmed: Vec<Dfa> = dfas
         .into_iter()
         .map(|d| {
-            d.trim(&productive).unwrap_or(Dfa {
+            d.trim(&productive).unwrap_or_else(|| Dfa {
                 states: vec![Default::default()],
             })
         })
@@ -548,17 +549,18 @@ fn dispatch_flags(grammar: &Grammar) -> (Vec<bool>, Vec<bool>, Vec<TagRule>) {
 /// it may repeat zero times or its body is productive.
 fn productive_rules(dfas: &[Dfa], counted: &[Option<Counted>]) -> Vec<bool> {
     // Who depends on each rule: the rules calling it, and a counted rule on its body.
-    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); dfas.len()];
-    for (i, dfa) in dfas.iter().enumerate() {
-        for st in &dfa.states {
-            for &(r, _) in &st.refs {
-                callers[r.index()].push(i);
+    let callers = Lists::build(dfas.len(), |add| {
+        for (i, dfa) in dfas.iter().enumerate() {
+            for st in &dfa.states {
+                for &(r, _) in &st.refs {
+                    add(r.index(), i as u32);
+                }
+            }
+            if let Some(c) = &counted[i] {
+                add(c.body.index(), i as u32);
             }
         }
-        if let Some(c) = &counted[i] {
-            callers[c.body.index()].push(i);
-        }
-    }
+    });
     // A worklist: a rule is checked again only when one it depends on turned productive, so
     // whichever order the rules come in, each is checked at most once per such callee.
     let mut productive = vec![false; dfas.len()];
@@ -577,7 +579,8 @@ fn productive_rules(dfas: &[Dfa], counted: &[Option<Counted>]) -> Vec<bool> {
             continue;
         }
         productive[i] = true;
-        for &c in &callers[i] {
+        for &c in callers.of(i) {
+            let c = c as usize;
             if !productive[c] && !queued[c] {
                 queued[c] = true;
                 work.push(c);

@@ -14,6 +14,7 @@
 use rustc_hash::FxHashSet;
 
 use super::{CharClass, Expr, Grammar, Rule};
+use crate::util::graph::Lists;
 use crate::util::RuleId;
 
 /// Runs every pass in order.
@@ -381,24 +382,36 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
         }
     }
     let n = g.rules().len();
-    let mut edges: Vec<Vec<RuleId>> = vec![Vec::new(); n];
+    // Rule `i`'s tail calls are `edges[ends[i - 1]..ends[i]]` (from 0 for the first).
+    let mut edges: Vec<RuleId> = Vec::new();
+    let mut ends: Vec<usize> = Vec::with_capacity(n);
     let mut others = vec![0u32; n];
     others[g.root().index()] += 1;
     for (i, rule) in g.rules().iter().enumerate() {
         if pinned[i] {
             rule.body.for_each_ref(&mut |r| others[r.index()] += 1);
         } else {
-            visit(&rule.body, true, &mut edges[i], &mut others);
+            let from = edges.len();
+            visit(&rule.body, true, &mut edges, &mut others);
             // A rule's tail calls to itself are jumps within its own automaton: they neither
             // make it a candidate nor close a cycle that would need its callers to take it in.
-            edges[i].retain(|r| r.index() != i);
+            let mut kept = from;
+            for k in from..edges.len() {
+                if edges[k].index() != i {
+                    edges[kept] = edges[k];
+                    kept += 1;
+                }
+            }
+            edges.truncate(kept);
         }
+        ends.push(edges.len());
         if let Some(la) = &rule.lookahead {
             la.for_each_ref(&mut |r| others[r.index()] += 1);
         }
     }
+    let tails_of = |i: usize| &edges[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
     let mut tail_called = vec![false; n];
-    for r in edges.iter().flatten() {
+    for r in &edges {
         tail_called[r.index()] = true;
     }
     let candidate: Vec<bool> = (0..n)
@@ -406,14 +419,14 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
         .collect();
     // Peel rules with no tail call left; what survives reaches a cycle of tail calls. A peeled
     // rule's height is the longest path of tail calls from it (its callees were peeled first).
-    let mut out = vec![0u32; n];
-    let mut callers: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, targets) in edges.iter().enumerate() {
-        for r in targets {
-            out[i] += 1;
-            callers[r.index()].push(i);
+    let mut out: Vec<u32> = (0..n).map(|i| tails_of(i).len() as u32).collect();
+    let callers = Lists::build(n, |add| {
+        for i in 0..n {
+            for r in tails_of(i) {
+                add(r.index(), i as u32);
+            }
         }
-    }
+    });
     let mut alive = vec![true; n];
     let mut height = vec![0u32; n];
     let mut peeled = Vec::new();
@@ -421,12 +434,13 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
     while let Some(i) = stack.pop() {
         alive[i] = false;
         peeled.push(i);
-        height[i] = edges[i]
+        height[i] = tails_of(i)
             .iter()
             .map(|r| height[r.index()] + 1)
             .max()
             .unwrap_or(0);
-        for &c in &callers[i] {
+        for &c in callers.of(i) {
+            let c = c as usize;
             out[c] -= 1;
             if out[c] == 0 {
                 stack.push(c);
@@ -436,8 +450,8 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
     // A deep chain is inlined whole: callers come before their callees in reverse peel order.
     let mut deep = vec![false; n];
     for &i in peeled.iter().rev() {
-        deep[i] =
-            candidate[i] && (height[i] >= DEEP_TAIL_CALLS || callers[i].iter().any(|&c| deep[c]));
+        deep[i] = candidate[i]
+            && (height[i] >= DEEP_TAIL_CALLS || callers.of(i).iter().any(|&c| deep[c as usize]));
     }
     (0..n)
         .map(|i| candidate[i] && (alive[i] || deep[i]))

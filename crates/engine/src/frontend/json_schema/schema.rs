@@ -106,7 +106,17 @@ pub struct Parser {
 }
 
 fn child(path: &str, key: &str) -> String {
-    format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"))
+    let mut out = String::with_capacity(path.len() + 1 + key.len());
+    out.push_str(path);
+    out.push('/');
+    for c in key.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn non_negative(v: &Value, path: &str) -> Result<u64, SchemaError> {
