@@ -136,8 +136,15 @@ impl GrammarBuilder {
             let name = self.fresh_name(base);
             rules.push(self.declare(&name)?);
         }
+        // The separator's items go in flat, so that the alternative is normal as written.
+        let sep_items: &[Expr] = match sep {
+            Some(Expr::Seq(items)) => items,
+            Some(other) => std::slice::from_ref(other),
+            None => &[],
+        };
         let step = |member: &Expr, next: RuleId| {
-            let mut parts: Vec<Expr> = sep.into_iter().cloned().collect();
+            let mut parts: Vec<Expr> = Vec::with_capacity(sep_items.len() + 2);
+            parts.extend_from_slice(sep_items);
             parts.extend([member.clone(), Expr::Ref(next)]);
             Expr::Seq(parts)
         };

@@ -83,50 +83,69 @@ impl CharClass {
         &self,
         mut f: impl FnMut(&[(u8, u8)]) -> Result<(), E>,
     ) -> Result<(), E> {
-        for (lo, hi) in self.matched_ranges() {
-            let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) else {
-                continue;
+        let mut result = Ok(());
+        self.for_each_matched_range(|lo, hi| {
+            // ASCII is one byte each: no sequence to compute (nor the iterator's allocation).
+            if lo < 0x80 && result.is_ok() {
+                result = f(&[(lo as u8, hi.min(0x7F) as u8)]);
+            }
+            let (Some(lo), Some(hi), true) = (
+                char::from_u32(lo.max(0x80)),
+                char::from_u32(hi),
+                result.is_ok() && hi >= 0x80,
+            ) else {
+                return;
             };
             for seq in Utf8Sequences::new(lo, hi) {
                 let mut ranges = [(0, 0); 4];
                 for (r, b) in ranges.iter_mut().zip(seq.as_slice()) {
                     *r = (b.start, b.end);
                 }
-                f(&ranges[..seq.len()])?;
+                if let Err(e) = f(&ranges[..seq.len()]) {
+                    result = Err(e);
+                    return;
+                }
             }
-        }
-        Ok(())
+        });
+        result
     }
 
     /// The Unicode scalar values the class matches, with negation applied and the surrogate block
     /// U+D800..U+DFFF (which no UTF-8 text contains) cut out, so every range has valid `char` ends.
     pub fn matched_ranges(&self) -> Vec<(u32, u32)> {
-        let mut raw = Vec::new();
-        if !self.negated {
-            raw.clone_from(&self.ranges);
-        } else {
-            let mut next = 0u32;
-            for &(lo, hi) in &self.ranges {
-                if lo > next {
-                    raw.push((next, lo - 1));
-                }
-                next = hi.saturating_add(1);
-            }
-            if next <= MAX_CODE_POINT {
-                raw.push((next, MAX_CODE_POINT));
-            }
-        }
-        let mut out = Vec::with_capacity(raw.len() + 1);
-        for (lo, hi) in raw {
+        let mut out = Vec::with_capacity(self.ranges.len() + 2);
+        self.for_each_matched_range(|lo, hi| out.push((lo, hi)));
+        out
+    }
+
+    /// Calls `f` with each range of [`CharClass::matched_ranges`], in order, without collecting
+    /// them.
+    fn for_each_matched_range(&self, mut f: impl FnMut(u32, u32)) {
+        let mut emit = |lo: u32, hi: u32| {
             let hi = hi.min(MAX_CODE_POINT);
             if lo < 0xD800 {
-                out.push((lo, hi.min(0xD7FF)));
+                f(lo, hi.min(0xD7FF));
             }
             if hi > 0xDFFF {
-                out.push((lo.max(0xE000), hi));
+                f(lo.max(0xE000), hi);
             }
+        };
+        if !self.negated {
+            for &(lo, hi) in &self.ranges {
+                emit(lo, hi);
+            }
+            return;
         }
-        out
+        let mut next = 0u32;
+        for &(lo, hi) in &self.ranges {
+            if lo > next {
+                emit(next, lo - 1);
+            }
+            next = hi.saturating_add(1);
+        }
+        if next <= MAX_CODE_POINT {
+            emit(next, MAX_CODE_POINT);
+        }
     }
 }
 
@@ -280,6 +299,43 @@ impl Grammar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sequences of a class are those `regex-syntax` gives for each matched range, ASCII
+    /// taken apart or not, for classes inside, across and above ASCII, negated or not.
+    #[test]
+    fn utf8_sequences_match_regex_syntax() {
+        let classes = [
+            CharClass::new(false, vec![(0x30, 0x39)]),
+            CharClass::new(false, vec![(0x20, 0x7F)]),
+            CharClass::new(false, vec![(0x41, 0x7FF), (0x1F600, 0x1F64F)]),
+            CharClass::new(false, vec![(0x7F, 0x80)]),
+            CharClass::new(true, vec![(0x22, 0x22), (0x5C, 0x5C)]),
+            CharClass::new(true, vec![(0x00, 0x7F)]),
+            CharClass::new(false, vec![(0xD000, 0xE100)]),
+        ];
+        for class in &classes {
+            let mut got = Vec::new();
+            class
+                .for_each_utf8_sequence(|seq| {
+                    got.push(seq.to_vec());
+                    Ok::<(), ()>(())
+                })
+                .expect("no error");
+            let mut want = Vec::new();
+            for (lo, hi) in class.matched_ranges() {
+                let (lo, hi) = (char::from_u32(lo).unwrap(), char::from_u32(hi).unwrap());
+                for seq in Utf8Sequences::new(lo, hi) {
+                    want.push(
+                        seq.as_slice()
+                            .iter()
+                            .map(|r| (r.start, r.end))
+                            .collect::<Vec<_>>(),
+                    );
+                }
+            }
+            assert_eq!(got, want, "{class:?}");
+        }
+    }
 
     #[test]
     fn class_merges_and_negates() {
