@@ -353,7 +353,7 @@ pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
 /// after the reference in the caller's body) — never from the root position, a TagDispatch, a
 /// repetition or a rule in `pinned` — without a lookahead, and that reach a cycle of tail calls
 /// between rules (once inlined, the cycle closes in one automaton), or that start a path of at
-/// least [`DEEP_TAIL_CALLS`] acyclic tail calls (then inlined with every such rule below them).
+/// least `DEEP_TAIL_CALLS` (8) acyclic tail calls (then inlined with every such rule below them).
 /// A rule's tail calls to itself are jumps to its own start and need no inlining: a rule looping
 /// only on itself stays a rule, as do the members-left rules of an object in any order (which
 /// would otherwise each carry the automata of every rule after them). A right-recursive group (one
