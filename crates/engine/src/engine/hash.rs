@@ -138,8 +138,10 @@ pub fn structural_hashes(
         n,
         |v, i| callees.of(v).get(i).map(|&c| c as usize),
         |members| {
+            let comp = ci;
+            ci += 1;
             for &r in members {
-                component[r] = ci;
+                component[r] = comp;
             }
             let cyclic = members.len() > 1
                 || fsm.rule_states(RuleId(members[0] as u32)).any(|s| {
@@ -158,14 +160,13 @@ pub fn structural_hashes(
                         states[s] = unique();
                     }
                 }
-                ci += 1;
                 return;
             }
             for &r in members {
                 let rule = RuleId(r as u32);
                 let ctx = Context {
                     fsm,
-                    comp: ci,
+                    comp,
                     component: &component,
                     hashes: &rules,
                     nullable,
@@ -175,7 +176,6 @@ pub fn structural_hashes(
                 rules[r] = serialize(&ctx, rule, &mut scratch, &mut states);
                 salted[r] = false;
             }
-            ci += 1;
         },
     );
     StructuralHashes {

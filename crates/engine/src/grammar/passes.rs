@@ -385,24 +385,17 @@ pub fn tail_inlined(g: &Grammar, pinned: &[bool]) -> Vec<bool> {
     // Rule `i`'s tail calls are `edges[ends[i - 1]..ends[i]]` (from 0 for the first).
     let mut edges: Vec<RuleId> = Vec::new();
     let mut ends: Vec<usize> = Vec::with_capacity(n);
+    let mut tails = Vec::new();
     let mut others = vec![0u32; n];
     others[g.root().index()] += 1;
     for (i, rule) in g.rules().iter().enumerate() {
         if pinned[i] {
             rule.body.for_each_ref(&mut |r| others[r.index()] += 1);
         } else {
-            let from = edges.len();
-            visit(&rule.body, true, &mut edges, &mut others);
+            visit(&rule.body, true, &mut tails, &mut others);
             // A rule's tail calls to itself are jumps within its own automaton: they neither
             // make it a candidate nor close a cycle that would need its callers to take it in.
-            let mut kept = from;
-            for k in from..edges.len() {
-                if edges[k].index() != i {
-                    edges[kept] = edges[k];
-                    kept += 1;
-                }
-            }
-            edges.truncate(kept);
+            edges.extend(tails.drain(..).filter(|r| r.index() != i));
         }
         ends.push(edges.len());
         if let Some(la) = &rule.lookahead {

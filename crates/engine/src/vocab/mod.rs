@@ -111,9 +111,9 @@ pub struct Vocab {
     sorted_bytes: Vec<u8>,
     /// `sorted_bytes[sorted_offsets[i]..sorted_offsets[i + 1]]` is entry `i`.
     sorted_offsets: Vec<u32>,
-    /// Per entry of `sorted`, its [`tails::ascii_set`] and [`tails::entry_flags`] (what
-    /// [`Tails::build`] reads first).
+    /// Per entry of `sorted`, its [`tails::ascii_set`] (what [`Tails::build`] reads first).
     sorted_ascii: Vec<u128>,
+    /// Per entry of `sorted`, its [`tails::entry_flags`] (read with `sorted_ascii`).
     sorted_flags: Vec<u8>,
     /// Longest text token, bytes.
     max_len: usize,

@@ -12,8 +12,9 @@
 //! [`ClassTails`] owns a bounded cache of these (least recently used out first), indexed like
 //! [`super::Vocab::sorted`].
 //! Invariant: a stored start is exact, or [`UNKNOWN_TAIL`] (too large for a byte), which never
-//! admits the shortcut; a token is whole exactly when its start is 0 and its first byte does not
-//! continue a character.
+//! admits the shortcut, or not computed yet ([`Tails::start`] computes it on first use; a whole
+//! token's start, 0, is always stored); a token is whole exactly when its start is 0 and its first
+//! byte does not continue a character.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU8, Ordering};
