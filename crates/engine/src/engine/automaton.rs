@@ -18,20 +18,20 @@
 //! accepting state, so every non-empty Earley set is a viable prefix — a byte is allowed exactly when
 //! scanning it leaves a non-empty set.
 
-use std::hash::Hasher;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
 
 use super::lookahead::Lookahead;
+pub use super::rule_dfa::DfaCache;
+use super::rule_dfa::{self, RuleDfa};
 use crate::grammar::chain::{Capacities, Chain};
 use crate::grammar::fsm::{ByteEdges, CompactFsm, DState, Dfa};
-use crate::grammar::intern::hash_expr;
 use crate::grammar::repetition::{self, Counted};
 use crate::grammar::{passes, Expr, Grammar, GrammarError, Symbol};
 use crate::util::graph::Lists;
 use crate::util::marker::MARKER_BYTE;
-use crate::util::{Budget, Fingerprint, Limits, RuleId, StateId};
+use crate::util::{Budget, Limits, RuleId, StateId};
 
 /// Bounds above which `{min,max}` repetitions become counted rules by default.
 pub const REPETITION_THRESHOLD: u32 = 256;
@@ -207,158 +207,6 @@ impl Automaton {
     }
 }
 
-/// Rule DFAs by the fingerprint of their rule body with its references renumbered in order of
-/// appearance, shared by the grammars of one compiler (tools that repeat between requests build
-/// their DFAs once).
-#[derive(Debug, Default)]
-pub struct DfaCache {
-    map: Mutex<FxHashMap<u128, Arc<Dfa>>>,
-}
-
-/// Most rule DFAs a [`DfaCache`] keeps before it starts over.
-const DFA_CACHE_ENTRIES: usize = 1 << 16;
-
-/// The fingerprint of `body` with its references numbered in order of appearance, and those
-/// references (`refs[i]` is the rule numbered `i`; a TagDispatch's tag rules count as references,
-/// in the order [`Expr::map_refs`] visits them).
-fn canonical_key(body: &Expr) -> (u128, Vec<RuleId>) {
-    let mut refs = Vec::new();
-    let mut number = |r: RuleId, h: &mut Fingerprint| {
-        let i = refs.iter().position(|&x| x == r).unwrap_or_else(|| {
-            refs.push(r);
-            refs.len() - 1
-        });
-        h.write_usize(i);
-    };
-    let mut h = Fingerprint::new();
-    hash_expr(body, &mut h, &mut number);
-    (h.finish128(), refs)
-}
-
-impl DfaCache {
-    /// The DFA of `body`, from the cache or built (and kept).
-    fn dfa(
-        &self,
-        body: &Expr,
-        name: &str,
-        limit: usize,
-        budget: &Budget,
-    ) -> Result<Dfa, GrammarError> {
-        let (key, refs) = canonical_key(body);
-        let canonical = self.get_or_build(key, || {
-            let mut numbered = body.clone();
-            numbered.map_refs(&mut |r| {
-                let i = refs.iter().position(|&x| x == r).unwrap_or(0);
-                Expr::Ref(RuleId(i as u32))
-            });
-            Dfa::from_expr_within(&numbered, name, limit, budget)
-        })?;
-        Ok(renamed(&canonical, &refs))
-    }
-
-    /// The DFA of rule `this` with its tail calls inlined ([`Dfa::from_expr_inlining`]), from the
-    /// cache or built (and kept). The key is the bodies of `this` and of every inlined rule they
-    /// reach, in order of discovery, with all references numbered in order of appearance and
-    /// marked as inlined or not: equal keys are the same group of rules up to their names.
-    fn inlining_dfa<'a>(
-        &self,
-        this: RuleId,
-        name: &str,
-        limit: usize,
-        inline: &[bool],
-        body_of: impl Fn(RuleId) -> &'a Expr,
-        budget: &Budget,
-    ) -> Result<Dfa, GrammarError> {
-        let inlined = |r: RuleId| r == this || inline.get(r.index()) == Some(&true);
-        let mut refs = vec![this];
-        let mut group = 0;
-        let mut h = Fingerprint::new();
-        h.write_u64(INLINING_KEY);
-        while group < refs.len() {
-            let r = refs[group];
-            group += 1;
-            if !inlined(r) {
-                continue;
-            }
-            h.write_usize(group);
-            let mut number = |r: RuleId, h: &mut Fingerprint| {
-                let i = refs.iter().position(|&x| x == r).unwrap_or_else(|| {
-                    refs.push(r);
-                    refs.len() - 1
-                });
-                h.write_usize(i);
-                h.write_u8(u8::from(inlined(r)));
-            };
-            hash_expr(body_of(r), &mut h, &mut number);
-        }
-        let key = h.finish128();
-        let canonical = self.get_or_build(key, || {
-            let canon = |r: RuleId| RuleId(refs.iter().position(|&x| x == r).unwrap_or(0) as u32);
-            let bodies: Vec<Option<Expr>> = refs
-                .iter()
-                .map(|&r| {
-                    inlined(r).then(|| {
-                        let mut body = body_of(r).clone();
-                        body.map_refs(&mut |x| Expr::Ref(canon(x)));
-                        body
-                    })
-                })
-                .collect();
-            let inline_canon: Vec<bool> = refs.iter().map(|&r| inlined(r)).collect();
-            let empty = Expr::Empty;
-            Dfa::from_expr_inlining(
-                bodies[0].as_ref().unwrap_or(&empty),
-                RuleId(0),
-                name,
-                limit,
-                &inline_canon,
-                |r| bodies[r.index()].as_ref().unwrap_or(&empty),
-                budget,
-            )
-        })?;
-        Ok(renamed(&canonical, &refs))
-    }
-
-    /// The DFA kept under `key`, or `build`'s (then kept).
-    fn get_or_build(
-        &self,
-        key: u128,
-        build: impl FnOnce() -> Result<Dfa, GrammarError>,
-    ) -> Result<Arc<Dfa>, GrammarError> {
-        let cached = self
-            .map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-            .cloned();
-        if let Some(d) = cached {
-            return Ok(d);
-        }
-        let d = Arc::new(build()?);
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= DFA_CACHE_ENTRIES {
-            map.clear();
-        }
-        map.insert(key, Arc::clone(&d));
-        Ok(d)
-    }
-}
-
-/// Salts the keys of [`DfaCache::inlining_dfa`] apart from single bodies'.
-const INLINING_KEY: u64 = 0x5EED_1A11_0F7A_11C5;
-
-/// `canonical` with reference `i` renamed to `refs[i]`.
-fn renamed(canonical: &Dfa, refs: &[RuleId]) -> Dfa {
-    let mut dfa = canonical.clone();
-    for state in &mut dfa.states {
-        for (r, _) in &mut state.refs {
-            *r = refs[r.index()];
-        }
-        state.refs.sort_unstable();
-    }
-    dfa
-}
-
 /// Optimizes `grammar` and builds its automaton, compressing repetitions above the default
 /// threshold. Fails if a limit is hit or the root rule cannot match any finite string.
 pub fn build_automaton(grammar: &Grammar, limits: &Limits) -> Result<Automaton, GrammarError> {
@@ -405,11 +253,12 @@ pub fn build_automaton_cached(
             Some(c) => c.inlining_dfa(this, &rule.name, limit, &inlined, body_of, budget),
             None => Dfa::from_expr_inlining(
                 &rule.body, this, &rule.name, limit, &inlined, body_of, budget,
-            ),
+            )
+            .map(RuleDfa::Own),
         }
     };
     // 4. Each remaining rule's minimal DFA (from the cache when an equal body was built before).
-    let mut dfas: Vec<Option<Dfa>> = vec![None; grammar.rules().len()];
+    let mut dfas: Vec<Option<RuleDfa>> = (0..grammar.rules().len()).map(|_| None).collect();
     for (i, (rule, bounds)) in grammar.rules().iter().zip(&counted).enumerate() {
         if inlined[i] {
             continue;
@@ -420,19 +269,21 @@ pub fn build_automaton_cached(
         rule.body
             .for_each_ref(&mut |r| tail_calls |= inlined[r.index()] || r == this);
         let dfa = match (bounds, cache) {
-            (Some(c), _) => Dfa {
+            (Some(c), _) => RuleDfa::Own(Dfa {
                 states: vec![DState {
                     accept: true,
                     bytes: ByteEdges::new(),
                     refs: smallvec::smallvec![(c.body, 0)],
                 }],
-            },
+            }),
             _ if tail_calls => inlining_dfa(this)?,
             (None, Some(c)) => match Dfa::chain(&rule.body, limit) {
-                Some(chain) => chain,
+                Some(chain) => RuleDfa::Own(chain),
                 None => c.dfa(&rule.body, &rule.name, limit, budget)?,
             },
-            (None, None) => Dfa::from_expr_within(&rule.body, &rule.name, limit, budget)?,
+            (None, None) => RuleDfa::Own(Dfa::from_expr_within(
+                &rule.body, &rule.name, limit, budget,
+            )?),
         };
         dfas[i] = Some(dfa);
     }
@@ -441,24 +292,20 @@ pub fn build_automaton_cached(
     // ones get a dead state and are trimmed.
     let mut called = vec![false; dfas.len()];
     for d in dfas.iter().flatten() {
-        for st in &d.states {
-            for &(r, _) in &st.refs {
-                called[r.index()] = true;
-            }
-        }
+        d.for_each_callee(|r| called[r.index()] = true);
     }
-    let dfas: Vec<Dfa> = dfas
+    let dfas: Vec<RuleDfa> = dfas
         .into_iter()
         .enumerate()
         .map(|(i, d)| match d {
             Some(d) => Ok(d),
             None if called[i] => inlining_dfa(RuleId(i as u32)),
-            None => Ok(Dfa {
+            None => Ok(RuleDfa::Own(Dfa {
                 states: vec![DState::default()],
-            }),
+            })),
         })
         .collect::<Result<_, _>>()?;
-    let total: usize = dfas.iter().map(|d| d.states.len()).sum();
+    let total: usize = dfas.iter().map(RuleDfa::num_states).sum();
     if total > limits.max_fsm_states {
         return Err(GrammarError::TooManyStates {
             given: total,
@@ -474,16 +321,18 @@ pub fn build_automaton_cached(
         });
     }
     // 6. Freeze every rule's trimmed DFA into one global numbering.
-    let trimmed: Vec<Dfa> = dfas
+    let trimmed: Vec<RuleDfa> = dfas
         .into_iter()
         .map(|d| {
-            d.trim(&productive).unwrap_or_else(|| Dfa {
-                states: vec![Default::default()],
+            d.trim(&productive).unwrap_or_else(|| {
+                RuleDfa::Own(Dfa {
+                    states: vec![Default::default()],
+                })
             })
         })
         .collect();
     // 7. Nullable rules, lookahead, dispatch flags, whole-token terminals.
-    let fsm = CompactFsm::freeze(&trimmed);
+    let fsm = rule_dfa::freeze(&trimmed);
     let nullable = passes::nullable(&grammar);
     let lookahead = Lookahead::new(&fsm, &nullable);
     let (dispatcher, dispatched, tag_rules) = dispatch_flags(&grammar);
@@ -547,15 +396,11 @@ fn dispatch_flags(grammar: &Grammar) -> (Vec<bool>, Vec<bool>, Vec<TagRule>) {
 
 /// Rules that derive at least one finite string (least fixpoint). A counted rule is productive when
 /// it may repeat zero times or its body is productive.
-fn productive_rules(dfas: &[Dfa], counted: &[Option<Counted>]) -> Vec<bool> {
+fn productive_rules(dfas: &[RuleDfa], counted: &[Option<Counted>]) -> Vec<bool> {
     // Who depends on each rule: the rules calling it, and a counted rule on its body.
     let callers = Lists::build(dfas.len(), |add| {
         for (i, dfa) in dfas.iter().enumerate() {
-            for st in &dfa.states {
-                for &(r, _) in &st.refs {
-                    add(r.index(), i as u32);
-                }
-            }
+            dfa.for_each_callee(|r| add(r.index(), i as u32));
             if let Some(c) = &counted[i] {
                 add(c.body.index(), i as u32);
             }
@@ -595,7 +440,7 @@ mod tests {
     use super::*;
 
     /// A rule calling `callees` in sequence, then accepting.
-    fn calls(callees: &[usize]) -> Dfa {
+    fn calls(callees: &[usize]) -> RuleDfa {
         let mut states: Vec<DState> = callees
             .iter()
             .enumerate()
@@ -608,14 +453,14 @@ mod tests {
             accept: true,
             ..DState::default()
         });
-        Dfa { states }
+        RuleDfa::Own(Dfa { states })
     }
 
     #[test]
     fn productivity_reaches_every_caller_in_either_order() {
         let n = 50;
         // Callers before callees: rule i calls i + 1, the last one accepts at once.
-        let down: Vec<Dfa> = (0..n)
+        let down: Vec<RuleDfa> = (0..n)
             .map(|i| {
                 if i + 1 < n {
                     calls(&[i + 1])
@@ -625,7 +470,7 @@ mod tests {
             })
             .collect();
         // Callees before callers: rule i calls i - 1, the first one accepts at once.
-        let up: Vec<Dfa> = (0..n)
+        let up: Vec<RuleDfa> = (0..n)
             .map(|i| if i > 0 { calls(&[i - 1]) } else { calls(&[]) })
             .collect();
         let none = vec![None; n];

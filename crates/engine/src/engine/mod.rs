@@ -34,6 +34,7 @@ mod loops;
 pub(crate) mod mask;
 pub(crate) mod mask_cache;
 mod matcher;
+mod rule_dfa;
 mod run_memo;
 pub(crate) mod set_walk;
 mod token_equiv;

@@ -146,15 +146,30 @@ impl Dfa {
 
     /// Whether some path from the start reaches acceptance using only productive references.
     pub fn is_productive(&self, productive: &[bool]) -> bool {
-        self.live_states(productive)
+        self.is_productive_with(|r| productive[r.index()])
+    }
+
+    /// [`Dfa::is_productive`] with the productive rules given by `productive(rule)`.
+    pub fn is_productive_with(&self, productive: impl Fn(RuleId) -> bool) -> bool {
+        self.live_states_with(productive)
             .first()
             .copied()
             .unwrap_or(false)
     }
 
-    /// States from which an accepting state is reachable (backward fixpoint; states are visited
-    /// last to first, so chains numbered start-first settle in one round).
+    /// Whether every state can reach acceptance when every reference is productive.
+    pub fn all_live(&self) -> bool {
+        self.live_states_with(|_| true).iter().all(|&l| l)
+    }
+
     fn live_states(&self, productive: &[bool]) -> SmallVec<[bool; 64]> {
+        self.live_states_with(|r| productive[r.index()])
+    }
+
+    /// States from which an accepting state is reachable through productive references (backward
+    /// fixpoint; states are visited last to first, so chains numbered start-first settle in one
+    /// round).
+    fn live_states_with(&self, productive: impl Fn(RuleId) -> bool) -> SmallVec<[bool; 64]> {
         let mut live: SmallVec<[bool; 64]> = self.states.iter().map(|s| s.accept).collect();
         loop {
             let mut changed = false;
@@ -165,7 +180,7 @@ impl Dfa {
                 let reaches = s.bytes.iter().any(|e| live[e.2 as usize])
                     || s.refs
                         .iter()
-                        .any(|&(r, t)| productive[r.index()] && live[t as usize]);
+                        .any(|&(r, t)| productive(r) && live[t as usize]);
                 if reaches {
                     live[i] = true;
                     changed = true;
@@ -308,9 +323,17 @@ impl CompactFsm {
 
     /// Freezes per-rule DFAs (indexed by rule id) into one automaton.
     pub fn freeze(dfas: &[Dfa]) -> CompactFsm {
+        let rules: Vec<(&Dfa, Option<&[RuleId]>)> = dfas.iter().map(|d| (d, None)).collect();
+        CompactFsm::freeze_renaming(&rules)
+    }
+
+    /// [`CompactFsm::freeze`] of per-rule DFAs some of which come with a renaming: reference `i`
+    /// of such a DFA calls rule `names[i]` (a DFA shared between grammars, frozen without a
+    /// renamed copy).
+    pub fn freeze_renaming(dfas: &[(&Dfa, Option<&[RuleId]>)]) -> CompactFsm {
         let mut fsm = CompactFsm::default();
         // Every table at its final size at once.
-        let states = || dfas.iter().flat_map(|d| &d.states);
+        let states = || dfas.iter().flat_map(|d| &d.0.states);
         let n = states().count();
         fsm.loop_of.reserve_exact(n);
         fsm.accept.reserve_exact(n);
@@ -324,7 +347,7 @@ impl CompactFsm {
         fsm.rule_start.reserve_exact(dfas.len());
         let mut offset = 0u32;
         let mut classes: FxHashMap<LoopClass, u32> = FxHashMap::default();
-        for (rule, dfa) in dfas.iter().enumerate() {
+        for (rule, &(dfa, names)) in dfas.iter().enumerate() {
             fsm.rule_start.push(StateId(offset));
             for (i, s) in dfa.states.iter().enumerate() {
                 fsm.loop_of.push(match loop_class(dfa, i) {
@@ -343,9 +366,21 @@ impl CompactFsm {
                         hi,
                         target: StateId(offset + t),
                     }));
-                fsm.ref_start.push(fsm.ref_edges.len() as u32);
-                fsm.ref_edges
-                    .extend(s.refs.iter().map(|&(r, t)| (r, StateId(offset + t))));
+                let first_ref = fsm.ref_edges.len();
+                fsm.ref_start.push(first_ref as u32);
+                match names {
+                    None => fsm
+                        .ref_edges
+                        .extend(s.refs.iter().map(|&(r, t)| (r, StateId(offset + t)))),
+                    Some(names) => {
+                        fsm.ref_edges.extend(
+                            s.refs
+                                .iter()
+                                .map(|&(r, t)| (names[r.index()], StateId(offset + t))),
+                        );
+                        fsm.ref_edges[first_ref..].sort_unstable();
+                    }
+                }
             }
             offset += dfa.states.len() as u32;
         }
