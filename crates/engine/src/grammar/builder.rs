@@ -40,9 +40,14 @@ impl GrammarBuilder {
 
     /// The id of rule `name`, declaring it (undefined) if new.
     pub fn declare(&mut self, name: &str) -> Result<RuleId, GrammarError> {
-        if let Some(&id) = self.by_name.get(name) {
-            return Ok(id);
+        match self.by_name.get(name) {
+            Some(&id) => Ok(id),
+            None => self.declare_new(name.to_string()),
         }
+    }
+
+    /// Declares `name`, which no rule has yet.
+    fn declare_new(&mut self, name: String) -> Result<RuleId, GrammarError> {
         if self.names.len() >= self.max_rules {
             return Err(GrammarError::TooManyRules {
                 given: self.names.len() + 1,
@@ -50,9 +55,9 @@ impl GrammarBuilder {
             });
         }
         let id = RuleId::new(self.names.len())?;
-        self.names.push(name.to_string());
+        self.by_name.insert(name.clone(), id);
+        self.names.push(name);
         self.rules.push(None);
-        self.by_name.insert(name.to_string(), id);
         Ok(id)
     }
 
@@ -63,12 +68,23 @@ impl GrammarBuilder {
         }
         let mut suffixes = self.suffixes.borrow_mut();
         let mut i = suffixes.get(base).copied().unwrap_or(0).max(1);
-        let mut name = format!("{base}_{i}");
-        while self.by_name.contains_key(&name) {
+        let mut name = String::with_capacity(base.len() + 4);
+        loop {
+            name.clear();
+            name.push_str(base);
+            name.push('_');
+            push_decimal(&mut name, i);
+            if !self.by_name.contains_key(&name) {
+                break;
+            }
             i += 1;
-            name = format!("{base}_{i}");
         }
-        suffixes.insert(base.to_string(), i);
+        match suffixes.get_mut(base) {
+            Some(last) => *last = i,
+            None => {
+                suffixes.insert(base.to_string(), i);
+            }
+        }
         name
     }
 
@@ -106,8 +122,7 @@ impl GrammarBuilder {
 
     /// Declares and defines a new rule with a fresh name derived from `base`.
     pub fn add_rule(&mut self, base: &str, body: Expr) -> Result<RuleId, GrammarError> {
-        let name = self.fresh_name(base);
-        let id = self.declare(&name)?;
+        let id = self.declare_new(self.fresh_name(base))?;
         self.define(id, body, None)?;
         Ok(id)
     }
@@ -263,5 +278,49 @@ impl GrammarBuilder {
             });
         }
         Ok(Grammar::from_parts(rules, root))
+    }
+}
+
+/// Appends `n` in decimal (what `format!` would write, without its machinery).
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut k = digits.len();
+    loop {
+        k -= 1;
+        digits[k] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[k..].iter().map(|&d| char::from(d)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_names_count_up_and_skip_taken_ones() {
+        let mut b = GrammarBuilder::new(&Limits::default());
+        b.declare("x_2").unwrap();
+        let mut got = Vec::new();
+        for _ in 0..12 {
+            let name = b.fresh_name("x");
+            b.declare(&name).unwrap();
+            got.push(name);
+        }
+        let want: Vec<String> = ["x", "x_1", "x_3", "x_4", "x_5", "x_6", "x_7", "x_8", "x_9"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(["x_10", "x_11", "x_12"].iter().map(|s| s.to_string()))
+            .collect();
+        assert_eq!(got, want);
+        let mut s = String::new();
+        for n in [0, 7, 10, 99, 1234567890123, u64::MAX] {
+            s.clear();
+            push_decimal(&mut s, n);
+            assert_eq!(s, n.to_string());
+        }
     }
 }
