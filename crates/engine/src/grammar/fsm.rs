@@ -195,7 +195,7 @@ impl Dfa {
 
 /// Merges adjacent ranges with the same target.
 pub(super) fn merge_ranges(edges: impl Iterator<Item = (u8, u8, u32)>) -> ByteEdges {
-    let mut out = ByteEdges::new();
+    let mut out = ByteEdges::with_capacity(edges.size_hint().0);
     for (lo, hi, t) in edges {
         match out.last_mut() {
             Some(last) if last.2 == t && u16::from(last.1) + 1 == u16::from(lo) => last.1 = hi,

@@ -46,7 +46,7 @@ impl Dfa {
         // The cyclic part's classes are told apart by their signatures (the refinement is the
         // coarsest one that is stable), so a signature names a class: interned in class order,
         // block `b` gets id `b`, and a state outside with the same signature joins it.
-        let mut ids = Signatures::default();
+        let mut ids = Signatures::with_capacity(self);
         let mut representative = vec![u32::MAX; blocks];
         for &s in &members {
             let r = &mut representative[class[s as usize] as usize];
@@ -164,7 +164,7 @@ impl Dfa {
         }
         let mut dirty: Vec<u32> = (0..blocks.len() as u32).collect();
         let mut is_dirty = vec![true; blocks.len()];
-        let mut ids = Signatures::default();
+        let mut ids = Signatures::with_capacity(self);
         let mut group: Vec<u32> = Vec::new();
         let mut moved: Vec<u32> = Vec::new();
         while !dirty.is_empty() {
@@ -260,6 +260,19 @@ struct Signatures {
 }
 
 impl Signatures {
+    /// Room for a signature per state of `dfa`.
+    fn with_capacity(dfa: &Dfa) -> Signatures {
+        let words: usize = dfa
+            .states
+            .iter()
+            .map(|s| 2 + 3 * s.bytes.len() + 2 * s.refs.len())
+            .sum();
+        Signatures {
+            ids: SliceInterner::with_capacity(dfa.states.len(), words),
+            buffer: Vec::new(),
+        }
+    }
+
     fn class_of(&mut self, s: &DState, class: &[u32], lead: u32) -> u32 {
         let buffer = &mut self.buffer;
         buffer.clear();

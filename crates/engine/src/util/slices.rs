@@ -25,6 +25,16 @@ pub struct SliceInterner {
 }
 
 impl SliceInterner {
+    /// An empty interner with room for `slices` slices of `words` words in all.
+    pub fn with_capacity(slices: usize, words: usize) -> SliceInterner {
+        SliceInterner {
+            heads: FxHashMap::with_capacity_and_hasher(slices, Default::default()),
+            older: Vec::with_capacity(slices),
+            spans: Vec::with_capacity(slices),
+            arena: Vec::with_capacity(words),
+        }
+    }
+
     /// The id of `slice`, and whether it is new (then it got the next id).
     pub fn intern(&mut self, slice: &[u32]) -> (u32, bool) {
         let hash = hash(slice);
