@@ -379,10 +379,15 @@ fn write_states(
             let t = visit(e.target, order, queue);
             h.write_u64(t);
         }
+        let edges = fsm.ref_edges(s);
+        h.write_u64(edges.len() as u64);
+        if edges.is_empty() {
+            continue;
+        }
         let caller = fsm.rule_of(s);
         // 0: opaque (hash = nullable flag), 1: same cycle, 2: callee hash.
         refs.clear();
-        refs.extend(fsm.ref_edges(s).iter().map(|&(c, t)| {
+        refs.extend(edges.iter().map(|&(c, t)| {
             if opaque(caller, c) {
                 (0, u128::from(nullable[c.index()]), c, t)
             } else if component[c.index()] == comp {
@@ -392,7 +397,6 @@ fn write_states(
             }
         }));
         refs.sort_unstable();
-        h.write_u64(refs.len() as u64);
         for &(kind, callee, c, t) in refs.iter() {
             if kind == 0 {
                 h.write_u64(3);
