@@ -62,32 +62,30 @@ impl Lookahead {
                 add_range(set, e.lo, e.hi);
             }
         }
+        // Every call: (calling state, callee, state after the call).
+        let mut calls: Vec<(u32, RuleId, StateId)> = Vec::new();
+        for s in 0..n {
+            for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
+                calls.push((s as u32, r, t));
+            }
+        }
         // An item can also end its rule (when accepting) or step over nullable callees; the bytes
         // after those are follow bytes, not first bytes, so only predictions add to `first`.
-        let into = Lists::build(n, |add| {
-            for s in 0..n {
-                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
-                    add(fsm.start(r).index(), s as u32);
-                    if nullable[r.index()] {
-                        add(t.index(), s as u32);
-                    }
-                }
-            }
-        });
-        propagate(&mut first, &into);
+        let mut pairs: Vec<(u32, u32)> = Vec::with_capacity(2 * calls.len());
+        pairs.extend(calls.iter().map(|&(s, r, _)| (fsm.start(r).0, s)));
+        let skips = calls
+            .iter()
+            .filter(|&&(_, r, _)| nullable[r.index()])
+            .map(|&(s, _, t)| (t.0, s));
+        pairs.extend(skips.clone());
+        propagate(&mut first, &Lists::from_pairs(n, &pairs));
         // States from which the rule can end: accepting, or stepping over nullable callees to one.
         let mut endable = (0..n)
             .map(|s| fsm.is_accept(StateId(s as u32)))
             .collect::<Vec<_>>();
-        let back = Lists::build(n, |add| {
-            for s in 0..n {
-                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
-                    if nullable[r.index()] {
-                        add(t.index(), s as u32);
-                    }
-                }
-            }
-        });
+        pairs.clear();
+        pairs.extend(skips);
+        let back = Lists::from_pairs(n, &pairs);
         let mut work: Vec<u32> = (0..n as u32).filter(|&s| endable[s as usize]).collect();
         while let Some(t) = work.pop() {
             for &s in back.of(t as usize) {
@@ -101,22 +99,15 @@ impl Lookahead {
         // caller can end right after the reference.
         let rules = fsm.num_rules();
         let mut follow = vec![[0u64; 4]; rules];
-        for s in 0..n {
-            for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
-                let after = first[t.index()];
-                union(&mut follow[r.index()], &after);
+        pairs.clear();
+        for &(s, r, t) in &calls {
+            let after = first[t.index()];
+            union(&mut follow[r.index()], &after);
+            if endable[t.index()] {
+                pairs.push((fsm.rule_of(StateId(s)).0, r.0));
             }
         }
-        let callees = Lists::build(rules, |add| {
-            for s in 0..n {
-                let caller = fsm.rule_of(StateId(s as u32));
-                for &(r, t) in fsm.ref_edges(StateId(s as u32)) {
-                    if endable[t.index()] {
-                        add(caller.index(), r.0);
-                    }
-                }
-            }
-        });
+        let callees = Lists::from_pairs(rules, &pairs);
         propagate(&mut follow, &callees);
         Lookahead { first, follow }
     }

@@ -34,6 +34,27 @@ impl Lists {
         Lists { ends, items }
     }
 
+    /// The lists of `n` nodes holding `pairs`: `(x, y)` appends `y` to `x`'s list.
+    pub fn from_pairs(n: usize, pairs: &[(u32, u32)]) -> Lists {
+        let mut ends = vec![0u32; n];
+        for &(x, _) in pairs {
+            ends[x as usize] += 1;
+        }
+        let mut total = 0;
+        for end in &mut ends {
+            total += *end;
+            *end = total;
+        }
+        let mut items = vec![0u32; total as usize];
+        let mut fill = ends.clone();
+        for &(x, y) in pairs {
+            let at = &mut fill[x as usize];
+            *at -= 1;
+            items[*at as usize] = y;
+        }
+        Lists { ends, items }
+    }
+
     /// Node `x`'s list.
     pub fn of(&self, x: usize) -> &[u32] {
         let lo = if x == 0 { 0 } else { self.ends[x - 1] };
