@@ -6,7 +6,7 @@ use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
 
-use super::exprs::alt;
+use super::exprs::{alt, seq};
 use super::{Expr, Grammar, GrammarError, Rule};
 use crate::util::{LimitError, Limits, RuleId};
 
@@ -148,8 +148,7 @@ impl GrammarBuilder {
             .sum();
         let mut rules = Vec::with_capacity(1 << tracked.len());
         for _ in 0..1usize << tracked.len() {
-            let name = self.fresh_name(base);
-            rules.push(self.declare(&name)?);
+            rules.push(self.declare_new(self.fresh_name(base))?);
         }
         // The separator's items go in flat, so that the alternative is normal as written.
         let sep_items: &[Expr] = match sep {
@@ -161,7 +160,7 @@ impl GrammarBuilder {
             let mut parts: Vec<Expr> = Vec::with_capacity(sep_items.len() + 2);
             parts.extend_from_slice(sep_items);
             parts.extend([member.clone(), Expr::Ref(next)]);
-            Expr::Seq(parts)
+            seq(parts)
         };
         for (seen, &rule) in rules.iter().enumerate() {
             let mut items = Vec::new();

@@ -5,7 +5,7 @@
 use super::keywords::{Conj, Schema};
 use super::lower::Lowerer;
 use super::SchemaError;
-use crate::grammar::exprs::{never, opt};
+use crate::grammar::exprs::{never, opt, seq};
 use crate::grammar::Expr;
 
 impl Lowerer<'_> {
@@ -68,20 +68,20 @@ impl Items<'_> {
             let tail = self.from(i + 1);
             let must_continue = i + 1 < self.min;
             return match (tail, must_continue) {
-                (Some(t), true) => Some(Expr::Seq(vec![lead, item.clone(), t])),
+                (Some(t), true) => Some(seq(vec![lead, item.clone(), t])),
                 (None, true) => None,
-                (Some(t), false) => Some(Expr::Seq(vec![lead, item.clone(), opt(t)])),
-                (None, false) => Some(Expr::Seq(vec![lead, item.clone()])),
+                (Some(t), false) => Some(seq(vec![lead, item.clone(), opt(t)])),
+                (None, false) => Some(seq(vec![lead, item.clone()])),
             };
         }
         let rest = self.rest?;
         let more_min = self.min.saturating_sub(i + 1) as u32;
         let more_max = self.max.map(|m| (m - i - 1) as u32);
-        Some(Expr::Seq(vec![
+        Some(seq(vec![
             lead,
             rest.clone(),
             Expr::Repeat {
-                body: Box::new(Expr::Seq(vec![self.sep.clone(), rest.clone()])),
+                body: Box::new(seq(vec![self.sep.clone(), rest.clone()])),
                 min: more_min,
                 max: more_max,
             },

@@ -14,7 +14,7 @@ use super::keywords::{Conj, RefId, Schema, Types};
 use super::merge::{Alternative, Merger};
 use super::schema::Document;
 use super::{JsonSchemaOptions, SchemaError, SchemaWarning};
-use crate::grammar::exprs::{alt, lit};
+use crate::grammar::exprs::{alt, lit, seq};
 use crate::grammar::{CharClass, Expr, GrammarBuilder};
 use crate::util::{fingerprint, Limits, RuleId};
 
@@ -248,28 +248,28 @@ impl<'a> Lowerer<'a> {
     pub(super) fn value_expr(&mut self, v: &Value, depth: usize) -> Expr {
         match v {
             Value::Array(items) if !items.is_empty() => {
-                let mut seq = vec![self.open('[', depth)];
+                let mut parts = vec![self.open('[', depth)];
                 for (i, item) in items.iter().enumerate() {
                     if i > 0 {
-                        seq.push(self.item_sep(depth));
+                        parts.push(self.item_sep(depth));
                     }
-                    seq.push(self.value_expr(item, depth + 1));
+                    parts.push(self.value_expr(item, depth + 1));
                 }
-                seq.push(self.close(']', depth));
-                Expr::Seq(seq)
+                parts.push(self.close(']', depth));
+                seq(parts)
             }
             Value::Object(map) if !map.is_empty() => {
-                let mut seq = vec![self.open('{', depth)];
+                let mut parts = vec![self.open('{', depth)];
                 for (i, (k, item)) in map.iter().enumerate() {
                     if i > 0 {
-                        seq.push(self.item_sep(depth));
+                        parts.push(self.item_sep(depth));
                     }
-                    seq.push(lit(&Value::String(k.clone()).to_string()));
-                    seq.push(self.key_sep());
-                    seq.push(self.value_expr(item, depth + 1));
+                    parts.push(lit(&Value::String(k.clone()).to_string()));
+                    parts.push(self.key_sep());
+                    parts.push(self.value_expr(item, depth + 1));
                 }
-                seq.push(self.close('}', depth));
-                Expr::Seq(seq)
+                parts.push(self.close('}', depth));
+                seq(parts)
             }
             Value::Array(_) => self.empty('[', ']'),
             Value::Object(_) => self.empty('{', '}'),
@@ -334,7 +334,7 @@ impl<'a> Lowerer<'a> {
     /// An opening bracket of a non-empty container at `depth`.
     pub(super) fn open(&mut self, c: char, depth: usize) -> Expr {
         if self.options.any_whitespace {
-            return Expr::Seq(vec![lit(&c.to_string()), self.ws()]);
+            return seq(vec![lit(&c.to_string()), self.ws()]);
         }
         lit(&format!("{c}{}", self.indent(depth + 1)))
     }
@@ -342,7 +342,7 @@ impl<'a> Lowerer<'a> {
     /// A closing bracket of a non-empty container at `depth`.
     pub(super) fn close(&mut self, c: char, depth: usize) -> Expr {
         if self.options.any_whitespace {
-            return Expr::Seq(vec![self.ws(), lit(&c.to_string())]);
+            return seq(vec![self.ws(), lit(&c.to_string())]);
         }
         lit(&format!("{}{c}", self.indent(depth)))
     }
@@ -351,7 +351,7 @@ impl<'a> Lowerer<'a> {
     pub(super) fn item_sep(&mut self, depth: usize) -> Expr {
         if self.options.any_whitespace {
             let ws = self.ws();
-            return Expr::Seq(vec![ws.clone(), lit(","), ws]);
+            return seq(vec![ws.clone(), lit(","), ws]);
         }
         lit(&format!(
             "{}{}",
@@ -364,7 +364,7 @@ impl<'a> Lowerer<'a> {
     pub(super) fn key_sep(&mut self) -> Expr {
         if self.options.any_whitespace {
             let ws = self.ws();
-            return Expr::Seq(vec![ws.clone(), lit(":"), ws]);
+            return seq(vec![ws.clone(), lit(":"), ws]);
         }
         lit(&self.separators().1)
     }
@@ -377,7 +377,7 @@ impl<'a> Lowerer<'a> {
         if let Some(&id) = self.member_values.get(&value) {
             return Ok(Expr::Ref(id));
         }
-        let body = Expr::Seq(vec![self.key_sep(), value.clone()]);
+        let body = seq(vec![self.key_sep(), value.clone()]);
         let id = self.builder.add_rule("member_value", body)?;
         self.member_values.insert(value, id);
         Ok(Expr::Ref(id))
@@ -394,7 +394,7 @@ impl<'a> Lowerer<'a> {
     ) -> Expr {
         let mut forms = Vec::new();
         if let Some(b) = body {
-            forms.push(Expr::Seq(vec![
+            forms.push(seq(vec![
                 self.open(brackets.0, depth),
                 b,
                 self.close(brackets.1, depth),
@@ -409,7 +409,7 @@ impl<'a> Lowerer<'a> {
     /// An empty container.
     pub(super) fn empty(&mut self, open: char, close: char) -> Expr {
         let ws = self.ws();
-        Expr::Seq(vec![lit(&open.to_string()), ws, lit(&close.to_string())])
+        seq(vec![lit(&open.to_string()), ws, lit(&close.to_string())])
     }
 
     /// Any JSON value (generic helper rules; laid out without indentation).
@@ -419,35 +419,28 @@ impl<'a> Lowerer<'a> {
             let number = me.plain_number()?;
             let array = me.shared_rule("json_array", |me, _| {
                 let (open, close, sep) = (me.open('[', 0), me.close(']', 0), me.item_sep(0));
-                let items = Expr::Seq(vec![
+                let items = seq(vec![
                     Expr::Ref(value),
                     Expr::Repeat {
-                        body: Box::new(Expr::Seq(vec![sep, Expr::Ref(value)])),
+                        body: Box::new(seq(vec![sep, Expr::Ref(value)])),
                         min: 0,
                         max: None,
                     },
                 ]);
-                Ok(alt(vec![
-                    Expr::Seq(vec![open, items, close]),
-                    me.empty('[', ']'),
-                ]))
+                Ok(alt(vec![seq(vec![open, items, close]), me.empty('[', ']')]))
             })?;
             let object = me.shared_rule("json_object", |me, _| {
                 let (open, close, sep) = (me.open('{', 0), me.close('}', 0), me.item_sep(0));
-                let member =
-                    Expr::Seq(vec![me.plain_string()?, me.member_value(Expr::Ref(value))?]);
-                let items = Expr::Seq(vec![
+                let member = seq(vec![me.plain_string()?, me.member_value(Expr::Ref(value))?]);
+                let items = seq(vec![
                     member.clone(),
                     Expr::Repeat {
-                        body: Box::new(Expr::Seq(vec![sep, member])),
+                        body: Box::new(seq(vec![sep, member])),
                         min: 0,
                         max: None,
                     },
                 ]);
-                Ok(alt(vec![
-                    Expr::Seq(vec![open, items, close]),
-                    me.empty('{', '}'),
-                ]))
+                Ok(alt(vec![seq(vec![open, items, close]), me.empty('{', '}')]))
             })?;
             Ok(alt(vec![
                 object,

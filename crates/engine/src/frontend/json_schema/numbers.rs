@@ -9,7 +9,7 @@ use super::keywords::{Bound, Conj};
 use super::lower::Lowerer;
 use super::SchemaError;
 use crate::grammar::algebra::{dfa_to_rules, product_dfa, to_dfa, Language, Op};
-use crate::grammar::exprs::{alt, lit, never, opt};
+use crate::grammar::exprs::{alt, lit, never, opt, seq};
 use crate::grammar::fsm::{DState, Dfa};
 use crate::grammar::{CharClass, Expr};
 
@@ -44,7 +44,7 @@ fn same_len(lo: &[u8], hi: &[u8]) -> Expr {
         return Expr::Empty;
     }
     if lo[0] == hi[0] {
-        return Expr::Seq(vec![digits(lo[0], lo[0]), same_len(&lo[1..], &hi[1..])]);
+        return seq(vec![digits(lo[0], lo[0]), same_len(&lo[1..], &hi[1..])]);
     }
     let rest = lo.len() - 1;
     let nines = vec![9u8; rest];
@@ -55,19 +55,13 @@ fn same_len(lo: &[u8], hi: &[u8]) -> Expr {
     let mid_lo = if low_full { lo[0] } else { lo[0] + 1 };
     let mid_hi = if high_full { hi[0] } else { hi[0] - 1 };
     if !low_full {
-        parts.push(Expr::Seq(vec![
-            digits(lo[0], lo[0]),
-            same_len(&lo[1..], &nines),
-        ]));
+        parts.push(seq(vec![digits(lo[0], lo[0]), same_len(&lo[1..], &nines)]));
     }
     if mid_lo <= mid_hi {
-        parts.push(Expr::Seq(vec![digits(mid_lo, mid_hi), any_digits(rest)]));
+        parts.push(seq(vec![digits(mid_lo, mid_hi), any_digits(rest)]));
     }
     if !high_full {
-        parts.push(Expr::Seq(vec![
-            digits(hi[0], hi[0]),
-            same_len(&zeros, &hi[1..]),
-        ]));
+        parts.push(seq(vec![digits(hi[0], hi[0]), same_len(&zeros, &hi[1..])]));
     }
     alt(parts)
 }
@@ -95,7 +89,7 @@ pub fn magnitude_range(lo: u128, hi: Option<u128>) -> Expr {
     }
     if hi.is_none() {
         // Every number with more digits than `lo`.
-        parts.push(Expr::Seq(vec![
+        parts.push(seq(vec![
             digits(1, 9),
             Expr::Repeat {
                 body: Box::new(digits(0, 9)),
@@ -114,7 +108,7 @@ pub fn integer_range(lo: Option<i128>, hi: Option<i128>) -> Expr {
     let neg_hi = hi.map_or(-1, |h| h.min(-1));
     if lo.is_none_or(|l| l <= neg_hi) {
         let magnitudes = magnitude_range(neg_hi.unsigned_abs(), lo.map(i128::unsigned_abs));
-        parts.push(Expr::Seq(vec![lit("-"), magnitudes]));
+        parts.push(seq(vec![lit("-"), magnitudes]));
     }
     // Non-negative integers in [max(0, lo), hi].
     if hi.is_none_or(|h| h >= 0) {
@@ -146,7 +140,7 @@ fn digit_lits(ds: &[u8]) -> Expr {
 
 /// Optional fraction `("." [0-9]+)?`.
 fn frac_any() -> Expr {
-    opt(Expr::Seq(vec![
+    opt(seq(vec![
         lit("."),
         Expr::Repeat {
             body: Box::new(digits(0, 9)),
@@ -167,7 +161,7 @@ fn frac_cmp(f: &[u8], greater: bool, or_equal: bool) -> Expr {
             (d > 0).then(|| (0, d - 1))
         };
         if let Some((lo, hi)) = range {
-            parts.push(Expr::Seq(vec![
+            parts.push(seq(vec![
                 lit("."),
                 digit_lits(&f[..i]),
                 digits(lo, hi),
@@ -180,22 +174,22 @@ fn frac_cmp(f: &[u8], greater: bool, or_equal: bool) -> Expr {
         let tail = if or_equal {
             any_digit_run()
         } else {
-            Expr::Seq(vec![any_digit_run(), digits(1, 9), any_digit_run()])
+            seq(vec![any_digit_run(), digits(1, 9), any_digit_run()])
         };
         if f.is_empty() {
             parts.push(if or_equal {
                 frac_any()
             } else {
-                Expr::Seq(vec![lit("."), tail])
+                seq(vec![lit("."), tail])
             });
         } else {
-            parts.push(Expr::Seq(vec![lit("."), digit_lits(f), tail]));
+            parts.push(seq(vec![lit("."), digit_lits(f), tail]));
         }
     } else {
         // No fraction, or a proper prefix of f (smaller, since f ends in a nonzero digit).
         parts.push(Expr::Empty);
         for i in 1..f.len() {
-            parts.push(Expr::Seq(vec![lit("."), digit_lits(&f[..i])]));
+            parts.push(seq(vec![lit("."), digit_lits(&f[..i])]));
         }
         if or_equal {
             let zeros = Expr::Repeat {
@@ -204,7 +198,7 @@ fn frac_cmp(f: &[u8], greater: bool, or_equal: bool) -> Expr {
                 max: None,
             };
             let equal = if f.is_empty() {
-                opt(Expr::Seq(vec![
+                opt(seq(vec![
                     lit("."),
                     Expr::Repeat {
                         body: Box::new(lit("0")),
@@ -213,7 +207,7 @@ fn frac_cmp(f: &[u8], greater: bool, or_equal: bool) -> Expr {
                     },
                 ]))
             } else {
-                Expr::Seq(vec![lit("."), digit_lits(f), zeros])
+                seq(vec![lit("."), digit_lits(f), zeros])
             };
             parts.push(equal);
         } else if f.is_empty() {
@@ -238,11 +232,8 @@ fn decimal_magnitude(
     let any_hi = upper.map(|u| u.int.checked_sub(1));
     match any_hi {
         Some(None) => {}
-        Some(Some(h)) => parts.push(Expr::Seq(vec![
-            magnitude_range(any_lo, Some(h)),
-            frac_any(),
-        ])),
-        None => parts.push(Expr::Seq(vec![magnitude_range(any_lo, None), frac_any()])),
+        Some(Some(h)) => parts.push(seq(vec![magnitude_range(any_lo, Some(h)), frac_any()])),
+        None => parts.push(seq(vec![magnitude_range(any_lo, None), frac_any()])),
     }
     match (lower, upper) {
         (Some(l), Some(u)) if l.int == u.int => {
@@ -250,17 +241,17 @@ fn decimal_magnitude(
                 frac_cmp(&l.frac, true, !l.exclusive),
                 frac_cmp(&u.frac, false, !u.exclusive),
             )?;
-            parts.push(Expr::Seq(vec![magnitude_range(l.int, Some(l.int)), frac]));
+            parts.push(seq(vec![magnitude_range(l.int, Some(l.int)), frac]));
         }
         (Some(l), Some(u)) if l.int > u.int => {}
         _ => {
             if let Some(l) = lower {
                 let frac = frac_cmp(&l.frac, true, !l.exclusive);
-                parts.push(Expr::Seq(vec![magnitude_range(l.int, Some(l.int)), frac]));
+                parts.push(seq(vec![magnitude_range(l.int, Some(l.int)), frac]));
             }
             if let Some(u) = upper {
                 let frac = frac_cmp(&u.frac, false, !u.exclusive);
-                parts.push(Expr::Seq(vec![magnitude_range(u.int, Some(u.int)), frac]));
+                parts.push(seq(vec![magnitude_range(u.int, Some(u.int)), frac]));
             }
         }
     }
@@ -327,16 +318,13 @@ fn bounded_decimal(
             Some((true, d)) if !is_zero(d) => d,
             _ => &zero_excl,
         };
-        parts.push(Expr::Seq(vec![
-            lit("-"),
-            decimal_magnitude(Some(l), u, both)?,
-        ]));
+        parts.push(seq(vec![lit("-"), decimal_magnitude(Some(l), u, both)?]));
     }
     // Negative zero is zero: allowed when 0 is.
     let zero_ok = lower.is_none_or(|b| b.value < 0.0 || (b.value == 0.0 && !b.exclusive))
         && upper.is_none_or(|b| b.value > 0.0 || (b.value == 0.0 && !b.exclusive));
     if zero_ok {
-        parts.push(Expr::Seq(vec![lit("-0"), frac_cmp(&[], false, true)]));
+        parts.push(seq(vec![lit("-0"), frac_cmp(&[], false, true)]));
     }
     Ok(alt(parts))
 }
@@ -382,7 +370,7 @@ fn multiple_dfa(k: u32, fraction_zeros: bool) -> Dfa {
 
 /// `-`? followed by any magnitude: every JSON number's integer part, `-0` included.
 fn signed_magnitude() -> Expr {
-    Expr::Seq(vec![opt(lit("-")), magnitude_range(0, None)])
+    seq(vec![opt(lit("-")), magnitude_range(0, None)])
 }
 
 /// Numbers with at most `k` significant fraction digits (multiples of 10^-k), no exponent.
@@ -392,7 +380,7 @@ fn fraction_limited(k: u32) -> Expr {
         min: 0,
         max: None,
     };
-    let frac = opt(Expr::Seq(vec![
+    let frac = opt(seq(vec![
         lit("."),
         Expr::Repeat {
             body: Box::new(digits(0, 9)),
@@ -401,7 +389,7 @@ fn fraction_limited(k: u32) -> Expr {
         },
         zeros,
     ]));
-    Expr::Seq(vec![signed_magnitude(), frac])
+    seq(vec![signed_magnitude(), frac])
 }
 
 /// Whether an expression refers to a rule (the regular algebra needs reference-free input).
@@ -426,7 +414,7 @@ impl Lowerer<'_> {
                     c.iter().map(|&b| (u32::from(b), u32::from(b))).collect(),
                 ))
             };
-            let exp = opt(Expr::Seq(vec![
+            let exp = opt(seq(vec![
                 sign([b'E', b'e']),
                 opt(sign([b'+', b'-'])),
                 Expr::Repeat {
@@ -435,7 +423,7 @@ impl Lowerer<'_> {
                     max: None,
                 },
             ]));
-            Ok(Expr::Seq(vec![signed_magnitude(), frac_any(), exp]))
+            Ok(seq(vec![signed_magnitude(), frac_any(), exp]))
         })
     }
 
@@ -447,7 +435,7 @@ impl Lowerer<'_> {
             min: 0,
             max: None,
         };
-        let fractional = Expr::Seq(vec![
+        let fractional = seq(vec![
             signed_magnitude(),
             lit("."),
             any(),
@@ -537,10 +525,7 @@ impl Lowerer<'_> {
             return Ok(dfa_to_rules(&step, self.builder, "multiple")?);
         }
         let base_dfa = match &base {
-            Expr::Ref(_) => to_dfa(
-                &Expr::Seq(vec![signed_magnitude(), frac_any()]),
-                self.limits,
-            )?,
+            Expr::Ref(_) => to_dfa(&seq(vec![signed_magnitude(), frac_any()]), self.limits)?,
             other if has_ref(other) => {
                 self.warn(
                     path,

@@ -17,7 +17,7 @@ use super::pattern::Pattern;
 use super::strings::content_except;
 use super::{PropertyOrder, SchemaError};
 use crate::grammar::algebra::Language;
-use crate::grammar::exprs::{alt, lit, never};
+use crate::grammar::exprs::{alt, lit, never, seq};
 use crate::grammar::Expr;
 
 /// Most required members tracked exactly when members may come in any order (2^k rules).
@@ -69,7 +69,7 @@ impl Lowerer<'_> {
             let key = lit(&serde_json::Value::String(name.clone()).to_string());
             let value = self.schema_expr(schema, depth + 1)?;
             let value = self.member_value(value)?;
-            members.push((Expr::Seq(vec![key, value]), *required));
+            members.push((seq(vec![key, value]), *required));
         }
         let extra = self.extra_member(c, &props, depth)?;
         let required = props.iter().filter(|p| p.2).count();
@@ -101,26 +101,22 @@ impl Lowerer<'_> {
         };
         let tail = match &extra {
             Some(e) => Expr::Repeat {
-                body: Box::new(Expr::Seq(vec![sep.clone(), e.clone()])),
+                body: Box::new(seq(vec![sep.clone(), e.clone()])),
                 min: 0,
                 max: None,
             },
             None => Expr::Empty,
         };
         let mut rest_next = Expr::Ref(self.builder.add_rule("object_rest", tail)?);
-        let mut first: Option<Expr> = extra.clone().map(|e| Expr::Seq(vec![e, rest_next.clone()]));
+        let mut first: Option<Expr> = extra.clone().map(|e| seq(vec![e, rest_next.clone()]));
         for (member, required) in members.into_iter().rev() {
             let name = self.builder.fresh_name("object_rest");
             let rest_i = self.builder.declare(&name)?;
-            let mut rest_alts = vec![Expr::Seq(vec![
-                sep.clone(),
-                member.clone(),
-                rest_next.clone(),
-            ])];
-            let mut first_alts = vec![Expr::Seq(vec![member, rest_next.clone()])];
+            let mut rest_alts = vec![seq(vec![sep.clone(), member.clone(), rest_next.clone()])];
+            let mut first_alts = vec![seq(vec![member, rest_next.clone()])];
             if let Some(e) = &extra {
-                rest_alts.push(Expr::Seq(vec![sep.clone(), e.clone(), Expr::Ref(rest_i)]));
-                first_alts.push(Expr::Seq(vec![e.clone(), Expr::Ref(rest_i)]));
+                rest_alts.push(seq(vec![sep.clone(), e.clone(), Expr::Ref(rest_i)]));
+                first_alts.push(seq(vec![e.clone(), Expr::Ref(rest_i)]));
             }
             if !required {
                 rest_alts.push(rest_next.clone());
@@ -181,10 +177,10 @@ impl Lowerer<'_> {
                 .unordered("object_members", &tracked, other.as_ref(), Some(&sep))?;
         let mut first = Vec::new();
         if let Some(o) = &other {
-            first.push(Expr::Seq(vec![o.clone(), Expr::Ref(rules[0])]));
+            first.push(seq(vec![o.clone(), Expr::Ref(rules[0])]));
         }
         for (i, (_, r)) in required.iter().enumerate() {
-            first.push(Expr::Seq(vec![r.clone(), Expr::Ref(rules[1 << i])]));
+            first.push(seq(vec![r.clone(), Expr::Ref(rules[1 << i])]));
         }
         let body = (!first.is_empty()).then(|| alt(first));
         Ok(self.container(('{', '}'), body, k == 0, depth))
@@ -204,10 +200,10 @@ impl Lowerer<'_> {
         };
         let sep = self.item_sep(depth);
         let body = (max != Some(0)).then(|| {
-            Expr::Seq(vec![
+            seq(vec![
                 member.clone(),
                 Expr::Repeat {
-                    body: Box::new(Expr::Seq(vec![sep, member])),
+                    body: Box::new(seq(vec![sep, member])),
                     min: min.saturating_sub(1),
                     max: max.map(|m| m - 1),
                 },
@@ -232,9 +228,9 @@ impl Lowerer<'_> {
         let run = |o: &Option<Expr>, lead: bool| match o {
             Some(m) => {
                 let item = if lead {
-                    Expr::Seq(vec![sep.clone(), m.clone()])
+                    seq(vec![sep.clone(), m.clone()])
                 } else {
-                    Expr::Seq(vec![m.clone(), sep.clone()])
+                    seq(vec![m.clone(), sep.clone()])
                 };
                 Expr::Repeat {
                     body: Box::new(item),
@@ -266,9 +262,9 @@ impl Lowerer<'_> {
                 body.push(r);
             }
             body.push(run(&other, true));
-            forms.push(Expr::Seq(vec![
+            forms.push(seq(vec![
                 self.open('{', depth),
-                Expr::Seq(body),
+                seq(body),
                 self.close('}', depth),
             ]));
         }
@@ -330,7 +326,7 @@ impl Lowerer<'_> {
             };
             let value = self.schema_expr(schema, depth + 1)?;
             let value = self.member_value(value)?;
-            extras.push(Expr::Seq(vec![lit("\""), key, lit("\""), value]));
+            extras.push(seq(vec![lit("\""), key, lit("\""), value]));
         }
         if o.pattern_properties.len() > 1 {
             self.warn(
@@ -364,11 +360,11 @@ impl Lowerer<'_> {
                         Language::union(pattern_keys, self.limits).map_err(SchemaError::from)?;
                     let content =
                         self.minus(Language::Expr(content_except(&names)), keys, &c.path)?;
-                    Expr::Seq(vec![lit("\""), content, lit("\"")])
+                    seq(vec![lit("\""), content, lit("\"")])
                 }
             };
             let value = self.member_value(value)?;
-            extras.push(Expr::Seq(vec![key, value]));
+            extras.push(seq(vec![key, value]));
         }
         Ok((!extras.is_empty()).then(|| alt(extras)))
     }

@@ -22,7 +22,7 @@ use crate::frontend::regex::{lower_regex, Anchoring, RegexError, RegexMode};
 use crate::grammar::algebra::{product_dfa, Language, Op};
 pub(super) use crate::grammar::except::content_except;
 use crate::grammar::except::{any_content, json_char};
-use crate::grammar::exprs::{lit, never};
+use crate::grammar::exprs::{lit, never, seq};
 use crate::grammar::Expr;
 use crate::util::Limits;
 
@@ -90,7 +90,7 @@ impl Lowerer<'_> {
     /// Any JSON string (a shared rule).
     pub(super) fn plain_string(&mut self) -> Result<Expr, SchemaError> {
         self.shared_rule("json_string", |_, _| {
-            Ok(Expr::Seq(vec![
+            Ok(seq(vec![
                 lit("\""),
                 Expr::Repeat {
                     body: Box::new(json_char()),
@@ -164,7 +164,7 @@ impl Lowerer<'_> {
             },
             _ => self.combine(parts, negated)?,
         };
-        Ok(Expr::Seq(vec![lit("\""), content, lit("\"")]))
+        Ok(seq(vec![lit("\""), content, lit("\"")]))
     }
 
     /// The intersection of reference-free string-content languages, as rules. If the product
@@ -282,7 +282,7 @@ impl Lowerer<'_> {
         if names.is_empty() {
             return self.plain_string();
         }
-        Ok(Expr::Seq(vec![lit("\""), content_except(names), lit("\"")]))
+        Ok(seq(vec![lit("\""), content_except(names), lit("\"")]))
     }
 }
 

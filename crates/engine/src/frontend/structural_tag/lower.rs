@@ -28,7 +28,7 @@ use crate::frontend::json_schema::{
     add_schema_rule, JsonSchemaOptions, PropertyOrder, SchemaFragments,
 };
 use crate::frontend::regex::{regex_language, Anchoring, RegexMode};
-use crate::grammar::exprs::{alt, opt};
+use crate::grammar::exprs::{alt, opt, seq};
 use crate::grammar::{
     ebnf, CharClass, Expr, GrammarBuilder, Pattern, Symbol, TagDispatch, TokenSet,
 };
@@ -116,13 +116,6 @@ fn invalid(path: &str, message: impl Into<String>) -> TagError {
     TagError::Invalid {
         path: path.to_string(),
         message: message.into(),
-    }
-}
-
-fn seq(items: Vec<Expr>) -> Expr {
-    match items.len() {
-        0 => Expr::Empty,
-        _ => Expr::Seq(items),
     }
 }
 
