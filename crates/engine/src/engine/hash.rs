@@ -371,23 +371,24 @@ fn write_states(
                 None => h.write_u64(0),
             }
         }
-        h.write_u64(u64::from(fsm.is_accept(s)));
         let edges = fsm.byte_edges(s);
-        h.write_u64(edges.len() as u64);
+        let calls = fsm.ref_edges(s);
+        // One word: acceptance, the number of byte edges, the number of calls.
+        h.write_u64(
+            u64::from(fsm.is_accept(s)) | (edges.len() as u64) << 1 | (calls.len() as u64) << 32,
+        );
         for e in edges {
-            h.write_u64(u64::from(e.lo) << 8 | u64::from(e.hi));
+            // The range in the low 16 bits, the target's number above.
             let t = visit(e.target, order, queue);
-            h.write_u64(t);
+            h.write_u64(u64::from(e.lo) << 8 | u64::from(e.hi) | t << 16);
         }
-        let edges = fsm.ref_edges(s);
-        h.write_u64(edges.len() as u64);
-        if edges.is_empty() {
+        if calls.is_empty() {
             continue;
         }
         let caller = fsm.rule_of(s);
         // 0: opaque (hash = nullable flag), 1: same cycle, 2: callee hash.
         refs.clear();
-        refs.extend(edges.iter().map(|&(c, t)| {
+        refs.extend(calls.iter().map(|&(c, t)| {
             if opaque(caller, c) {
                 (0, u128::from(nullable[c.index()]), c, t)
             } else if component[c.index()] == comp {
@@ -398,19 +399,20 @@ fn write_states(
         }));
         refs.sort_unstable();
         for &(kind, callee, c, t) in refs.iter() {
-            if kind == 0 {
-                h.write_u64(3);
-                h.write_u128(callee);
-            } else if kind == 1 {
-                let start = visit(fsm.start(c), order, queue);
-                h.write_u64(1);
-                h.write_u64(start);
-            } else {
-                h.write_u64(2);
-                h.write_u128(callee);
-            }
+            // The kind (3: opaque, 1: same cycle, 2: other) in the low 2 bits and the target's
+            // number above, then the callee: its nullable flag or hash, or its start's number.
+            let start = (kind == 1).then(|| visit(fsm.start(c), order, queue));
             let t = visit(t, order, queue);
-            h.write_u64(t);
+            let tag = match kind {
+                0 => 3,
+                1 => 1,
+                _ => 2,
+            };
+            h.write_u64(tag | t << 2);
+            match start {
+                Some(start) => h.write_u64(start),
+                None => h.write_u128(callee),
+            }
         }
     }
     true
