@@ -19,7 +19,7 @@
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 
-use crate::util::{LoopClass, RuleId, StateId, WIDE_CHAR_SHAPES};
+use crate::util::{add_range, LoopClass, RuleId, StateId, WIDE_CHAR_SHAPES};
 
 /// A [`DState`]'s byte edges: most states have one or two, stored inline.
 pub type ByteEdges = SmallVec<[(u8, u8, u32); 2]>;
@@ -250,11 +250,10 @@ fn loop_class(dfa: &Dfa, i: usize) -> Option<LoopClass> {
     // A state without an edge on a lead byte reads no non-ASCII character.
     let wide = st.bytes.iter().any(|&(_, hi, _)| hi >= 0xC2) && loops_on_wide_chars(dfa, i);
     let mut bytes = [0u64; 4];
+    let top = if wide { 0x7F } else { 0xFF };
     for &(lo, hi, t) in &st.bytes {
-        if t as usize == i {
-            for b in lo..=hi.min(if wide { 0x7F } else { 0xFF }) {
-                bytes[usize::from(b >> 6)] |= 1 << (b & 63);
-            }
+        if t as usize == i && lo <= top {
+            add_range(&mut bytes, lo, hi.min(top));
         }
     }
     let width: u32 = bytes.iter().map(|w| w.count_ones()).sum::<u32>() + if wide { 128 } else { 0 };
@@ -333,17 +332,21 @@ impl CompactFsm {
     pub fn freeze_renaming(dfas: &[(&Dfa, Option<&[RuleId]>)]) -> CompactFsm {
         let mut fsm = CompactFsm::default();
         // Every table at its final size at once.
-        let states = || dfas.iter().flat_map(|d| &d.0.states);
-        let n = states().count();
+        let (mut n, mut bytes, mut refs) = (0, 0, 0);
+        for (dfa, _) in dfas {
+            n += dfa.states.len();
+            for s in &dfa.states {
+                bytes += s.bytes.len();
+                refs += s.refs.len();
+            }
+        }
         fsm.loop_of.reserve_exact(n);
         fsm.accept.reserve_exact(n);
         fsm.rule_of.reserve_exact(n);
         fsm.byte_start.reserve_exact(n + 1);
         fsm.ref_start.reserve_exact(n + 1);
-        fsm.byte_edges
-            .reserve_exact(states().map(|s| s.bytes.len()).sum());
-        fsm.ref_edges
-            .reserve_exact(states().map(|s| s.refs.len()).sum());
+        fsm.byte_edges.reserve_exact(bytes);
+        fsm.ref_edges.reserve_exact(refs);
         fsm.rule_start.reserve_exact(dfas.len());
         let mut offset = 0u32;
         let mut classes: FxHashMap<LoopClass, u32> = FxHashMap::default();
