@@ -12,6 +12,7 @@
 //! quotient is built directly in the canonical breadth-first numbering of [`Dfa::renumber_bfs`].
 
 use super::fsm::{merge_ranges, DState, Dfa, MINIMIZE_LIMIT};
+use crate::util::graph::Lists;
 use crate::util::slices::SliceInterner;
 
 impl Dfa {
@@ -153,15 +154,11 @@ impl Dfa {
         if blocks[1].is_empty() {
             blocks.pop();
         }
-        let mut preds: Vec<Vec<u32>> = vec![Vec::new(); self.states.len()];
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
         for &s in members {
-            for t in self.states[s as usize].targets() {
-                let p = &mut preds[t as usize];
-                if p.last() != Some(&s) {
-                    p.push(s);
-                }
-            }
+            pairs.extend(self.states[s as usize].targets().map(|t| (t, s)));
         }
+        let preds = Lists::from_pairs(self.states.len(), &pairs);
         let mut dirty: Vec<u32> = (0..blocks.len() as u32).collect();
         let mut is_dirty = vec![true; blocks.len()];
         let mut ids = Signatures::with_capacity(self);
@@ -198,7 +195,7 @@ impl Dfa {
                 }
             }
             for &s in &moved {
-                for &p in &preds[s as usize] {
+                for &p in preds.of(s as usize) {
                     let b = class[p as usize];
                     if !std::mem::replace(&mut is_dirty[b as usize], true) {
                         dirty.push(b);

@@ -27,21 +27,28 @@ impl Lowerer<'_> {
     /// An object under the conjunction's object keywords.
     pub(super) fn object_expr(&mut self, c: &Conj, depth: usize) -> Result<Expr, SchemaError> {
         let o = &c.object;
-        let mut forbidden = o.forbidden.clone();
-        if let Some(names) = o.property_names.as_deref() {
-            let keys = o.properties.iter().map(|p| &p.0).chain(&o.required);
-            for name in keys.cloned().collect::<Vec<_>>() {
-                if !self.name_allowed(names, &name, depth)? {
-                    forbidden.push(name);
+        // Under `propertyNames`, the listed and required names it refuses are forbidden too (a
+        // copy of the conjunction with them; without the keyword, the conjunction as it is).
+        let with_names;
+        let c = match o.property_names.as_deref() {
+            None => c,
+            Some(names) => {
+                let mut forbidden = o.forbidden.clone();
+                let keys = o.properties.iter().map(|p| &p.0).chain(&o.required);
+                for name in keys.cloned().collect::<Vec<_>>() {
+                    if !self.name_allowed(names, &name, depth)? {
+                        forbidden.push(name);
+                    }
                 }
+                with_names = Conj {
+                    object: ObjectSpec {
+                        forbidden,
+                        ..o.clone()
+                    },
+                    ..c.clone()
+                };
+                &with_names
             }
-        }
-        let c = &Conj {
-            object: ObjectSpec {
-                forbidden,
-                ..o.clone()
-            },
-            ..c.clone()
         };
         let o = &c.object;
         if o.required.iter().any(|r| o.forbidden.contains(r)) {
