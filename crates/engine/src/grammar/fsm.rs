@@ -407,6 +407,16 @@ impl CompactFsm {
         self.accept.len()
     }
 
+    /// Every state's byte edges, state after state.
+    pub fn all_byte_edges(&self) -> &[ByteEdge] {
+        &self.byte_edges
+    }
+
+    /// Every state's reference edges, state after state.
+    pub fn all_ref_edges(&self) -> &[(RuleId, StateId)] {
+        &self.ref_edges
+    }
+
     /// Number of edges (byte and reference) over all rules.
     pub fn num_edges(&self) -> usize {
         self.byte_edges.len() + self.ref_edges.len()

@@ -19,14 +19,11 @@ impl CompiledGrammar {
         for &(r, _) in a.tag_rules() {
             mark[fsm.start(r).index()] = true;
         }
-        for s in 0..fsm.num_states() {
-            let s = StateId(s as u32);
-            for e in fsm.byte_edges(s) {
-                mark[e.target.index()] = true;
-            }
-            for &(_, t) in fsm.ref_edges(s) {
-                mark[t.index()] = true;
-            }
+        for e in fsm.all_byte_edges() {
+            mark[e.target.index()] = true;
+        }
+        for &(_, t) in fsm.all_ref_edges() {
+            mark[t.index()] = true;
         }
         (0..fsm.num_states() as u32)
             .map(StateId)
