@@ -29,6 +29,8 @@ pub mod tiktoken;
 
 use std::path::PathBuf;
 
+use rustc_hash::FxHashMap;
+
 use crate::util::marker::{MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::{ByteSet, LoopClass, TokenId};
 use tails::ClassTails;
@@ -130,6 +132,10 @@ pub struct Vocab {
     specials: Vec<TokenId>,
     /// Whether some entry of `specials` starts with the byte.
     special_first: [bool; 256],
+    /// The entries of `specials` by their bytes (the lowest id among equal ones).
+    special_by_bytes: FxHashMap<Box<[u8]>, TokenId>,
+    /// The lengths of the entries of `specials`, each once, longest first.
+    special_lens: Vec<usize>,
     /// Per byte class, where each sorted entry's tail inside the class starts.
     tails: ClassTails,
 }
@@ -208,6 +214,8 @@ impl Vocab {
             text_words: Vec::new(),
             specials: Vec::new(),
             special_first: [false; 256],
+            special_by_bytes: FxHashMap::default(),
+            special_lens: Vec::new(),
             tails: ClassTails::default(),
         };
         vocab.stop = stop.into_iter().filter(|t| t.index() < size).collect();
@@ -299,7 +307,13 @@ impl Vocab {
             .collect();
         specials.sort_by_key(|&t| (std::cmp::Reverse(self.token_bytes(t).len()), t));
         for &t in &specials {
-            self.special_first[usize::from(self.token_bytes(t)[0])] = true;
+            let bytes: Box<[u8]> = self.token_bytes(t).into();
+            self.special_first[usize::from(bytes[0])] = true;
+            if self.special_lens.last() != Some(&bytes.len()) {
+                self.special_lens.push(bytes.len());
+            }
+            // Longest first, then by id: the first entry with given bytes is the lowest id.
+            self.special_by_bytes.entry(bytes).or_insert(t);
         }
         self.specials = specials;
     }
@@ -311,9 +325,10 @@ impl Vocab {
         if !self.special_first[usize::from(first)] {
             return None;
         }
-        self.specials.iter().find_map(|&t| {
-            let b = self.token_bytes(t);
-            text.as_bytes().starts_with(b).then_some((t, b.len()))
+        // One lookup per length a special token has, longest first.
+        self.special_lens.iter().find_map(|&len| {
+            let prefix = text.as_bytes().get(..len)?;
+            self.special_by_bytes.get(prefix).map(|&t| (t, len))
         })
     }
 
@@ -683,5 +698,52 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The special token starting each text, longest first, then lowest id: what scanning every
+    /// special token in that order finds.
+    #[test]
+    fn special_prefixes_are_the_longest_then_lowest_id() {
+        let specials = [
+            "<|a|>",
+            "<|ab|>",
+            "<|a",
+            "<|ab|>",
+            "[x]",
+            "<",
+            "\u{e9}t\u{e9}",
+        ];
+        let entries = specials
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i as u32, t.as_bytes().to_vec(), TokenKind::Special))
+            .chain([(7, b"<|a".to_vec(), TokenKind::Normal)]);
+        let v = Vocab::new(8, entries, Vec::new());
+        let scan = |text: &str| {
+            v.specials.iter().find_map(|&t| {
+                let b = v.token_bytes(t);
+                text.as_bytes().starts_with(b).then_some((t, b.len()))
+            })
+        };
+        let texts = [
+            "<|ab|>rest",
+            "<|a|>",
+            "<|ax",
+            "<|",
+            "<x",
+            "[x]y",
+            "[x",
+            "\u{e9}t\u{e9}!",
+            "\u{e9}",
+            "",
+            "a<",
+        ];
+        for text in texts {
+            assert_eq!(v.special_prefix(text), scan(text), "{text:?}");
+        }
+        assert_eq!(v.special_prefix("<|ab|>rest"), Some((TokenId(1), 6)));
+        assert_eq!(v.special_prefix("<|ax"), Some((TokenId(2), 3)));
+        assert_eq!(v.special_prefix("<x"), Some((TokenId(5), 1)));
+        assert_eq!(v.special_prefix("a<"), None);
     }
 }
