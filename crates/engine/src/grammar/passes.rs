@@ -13,6 +13,7 @@
 
 use rustc_hash::FxHashSet;
 
+use super::exprs::seq;
 use super::{CharClass, Expr, Grammar, Rule};
 use crate::util::graph::Lists;
 use crate::util::RuleId;
@@ -103,25 +104,7 @@ pub(crate) fn normalize_expr(e: Expr) -> Expr {
             Some(c) => Expr::Literal(c.to_string()),
             None => Expr::Class(CharClass::new(false, ranges)),
         },
-        Expr::Seq(items) => {
-            let mut out: Vec<Expr> = Vec::with_capacity(items.len());
-            let push = |out: &mut Vec<Expr>, part: Expr| match (out.last_mut(), part) {
-                (Some(Expr::Literal(prev)), Expr::Literal(next)) => prev.push_str(&next),
-                (_, part) => out.push(part),
-            };
-            for item in items.into_iter().map(normalized) {
-                match item {
-                    Expr::Seq(inner) => inner.into_iter().for_each(|part| push(&mut out, part)),
-                    Expr::Empty => {}
-                    other => push(&mut out, other),
-                }
-            }
-            match out.len() {
-                0 => Expr::Empty,
-                1 => out.pop().unwrap_or(Expr::Empty),
-                _ => Expr::Seq(out),
-            }
-        }
+        Expr::Seq(items) => seq(items.into_iter().map(normalized).collect()),
         Expr::Alt(items) => {
             let mut all: Vec<Expr> = Vec::with_capacity(items.len());
             for item in items.into_iter().map(normalized) {

@@ -15,23 +15,12 @@ pub struct Lists {
 }
 
 impl Lists {
-    /// The lists of `n` nodes holding what `edges` adds (it is called twice: to count, then to
-    /// fill); `add(x, y)` appends `y` to `x`'s list.
-    pub fn build(n: usize, edges: impl Fn(&mut dyn FnMut(usize, u32))) -> Lists {
-        let mut ends = vec![0u32; n];
-        edges(&mut |x, _| ends[x] += 1);
-        let mut total = 0;
-        for end in &mut ends {
-            total += *end;
-            *end = total;
-        }
-        let mut items = vec![0u32; total as usize];
-        let mut fill = ends.clone();
-        edges(&mut |x, y| {
-            fill[x] -= 1;
-            items[fill[x] as usize] = y;
-        });
-        Lists { ends, items }
+    /// The lists of `n` nodes holding what `edges` adds: `add(x, y)` appends `y` to `x`'s list
+    /// ([`Lists::from_pairs`] of the pairs added).
+    pub fn build(n: usize, edges: impl FnOnce(&mut dyn FnMut(usize, u32))) -> Lists {
+        let mut pairs = Vec::new();
+        edges(&mut |x, y| pairs.push((x as u32, y)));
+        Lists::from_pairs(n, &pairs)
     }
 
     /// The lists of `n` nodes holding `pairs`: `(x, y)` appends `y` to `x`'s list.
