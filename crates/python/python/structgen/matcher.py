@@ -55,7 +55,12 @@ def apply_token_bitmask_inplace(
 ) -> None:
     """Sets to -inf the logits of the tokens the bitmask refuses, for ids below `vocab_size`
     (default `min(logits.shape[-1], bitmask.shape[-1] * 32)`), on every row or on `indices`.
-    CPU float32 logits use the native kernel; other dtypes and devices use torch operations."""
+    `backend`: "auto" uses the native kernel for CPU logits (float32; torch operations for
+    float16 / bfloat16); on an NVIDIA GPU the CUDA C++ kernel once it is built (the first call
+    starts the build on a thread of its own; nvcc and ninja needed; torch caches the build), and
+    until then, or without a compiler, the Triton kernel when Triton is installed, else torch
+    operations. "cuda", "triton" and "cpu" name one kernel; "torch_compile" and
+    "torch_native" torch operations."""
     from .kernels import apply_token_bitmask_inplace_cpu as cpu
     from .kernels import apply_token_bitmask_inplace_torch_compile as tk
 
@@ -76,10 +81,23 @@ def apply_token_bitmask_inplace(
         raise ValueError(f"Unknown backend: {backend}")
     if logits.device.type == "cpu" and backend in ("auto", "cpu"):
         cpu.apply_token_bitmask_inplace_cpu(logits, bitmask, vocab_size=vocab_size, indices=indices)
-    else:
-        tk.apply_token_bitmask_inplace_torch_compile(
-            logits, bitmask, vocab_size=vocab_size, indices=indices
-        )
+        return
+    if backend == "cuda" or (backend == "auto" and logits.device.type == "cuda" and logits.stride(-1) == 1):
+        from .kernels import apply_token_bitmask_inplace_cuda as cu
+
+        if backend == "cuda" or cu.ready():
+            cu.apply_token_bitmask_inplace_cuda(logits, bitmask, vocab_size=vocab_size, indices=indices)
+            return
+    if backend in ("auto", "triton") and logits.stride(-1) == 1:
+        try:
+            from .kernels.apply_token_bitmask_inplace_triton import apply_token_bitmask_inplace_triton
+        except ImportError:
+            if backend == "triton":
+                raise
+        else:
+            apply_token_bitmask_inplace_triton(logits, bitmask, vocab_size=vocab_size, indices=indices)
+            return
+    tk.apply_token_bitmask_inplace_torch_compile(logits, bitmask, vocab_size=vocab_size, indices=indices)
 
 
 class GrammarMatcher:

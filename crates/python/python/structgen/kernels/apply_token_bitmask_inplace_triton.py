@@ -1,0 +1,75 @@
+"""Applies a token bitmask to logits on a GPU with one Triton kernel launch.
+
+Each program covers `_BLOCK` tokens of one row: it reads their bitmask words and writes -inf over
+the refused logits only, so allowed logits are neither read nor written. Rows come from `indices`
+when given (row i of the logits is masked by row i of the bitmask, as on the CPU). The logits'
+last dimension must be contiguous; rows may have any stride.
+"""
+
+from typing import Any, List, Optional, Union
+
+import triton
+import triton.language as tl
+
+from . import _check, _rows_tensor
+
+_BLOCK = 4096
+
+
+@triton.jit
+def _mask_kernel(
+    logits_ptr,
+    bitmask_ptr,
+    rows_ptr,
+    vocab_size,
+    num_rows,
+    logits_row_stride,
+    bitmask_row_stride,
+    HAS_ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    if HAS_ROWS:
+        row = tl.load(rows_ptr + tl.program_id(0)).to(tl.int64)
+    else:
+        row = tl.program_id(0).to(tl.int64)
+    # Rows named by a device tensor are checked here (a check on the host would wait for the
+    # device): one outside the logits or the bitmask is left alone.
+    if (row >= 0) & (row < num_rows):
+        offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        inside = offs < vocab_size
+        words = tl.load(bitmask_ptr + row * bitmask_row_stride + offs // 32, mask=inside, other=-1)
+        refused = inside & (((words >> (offs % 32)) & 1) == 0)
+        neg_inf = tl.full([BLOCK], float("-inf"), logits_ptr.dtype.element_ty)
+        tl.store(logits_ptr + row * logits_row_stride + offs, neg_inf, mask=refused)
+
+
+def apply_token_bitmask_inplace_triton(
+    logits: Any,
+    bitmask: Any,
+    vocab_size: Optional[int] = None,
+    indices: Optional[Union[List[int], Any]] = None,
+) -> None:
+    """Sets `logits[b, j] = -inf` where bit j of the bitmask row is 0, for `j < vocab_size`
+    (default `min(logits.shape[-1], bitmask.shape[-1] * 32)`), on every row or on `indices`
+    (a list, or an integer tensor that may stay on the device)."""
+    logits2, bitmask2, vocab_size = _check(logits, bitmask, vocab_size, indices)
+    if logits2.stride(-1) != 1:
+        raise ValueError("apply_token_bitmask_inplace_triton: the logits' last dimension must be contiguous")
+    if bitmask2.stride(-1) != 1:
+        bitmask2 = bitmask2.contiguous()
+    rows = _rows_tensor(indices, logits2.device)
+    count = logits2.shape[0] if rows is None else rows.shape[0]
+    if count == 0 or vocab_size == 0:
+        return
+    grid = (count, triton.cdiv(vocab_size, _BLOCK))
+    _mask_kernel[grid](
+        logits2,
+        bitmask2,
+        bitmask2 if rows is None else rows,
+        vocab_size,
+        min(logits2.shape[0], bitmask2.shape[0]),
+        logits2.stride(0),
+        bitmask2.stride(0),
+        HAS_ROWS=rows is not None,
+        BLOCK=_BLOCK,
+    )
