@@ -2,7 +2,7 @@
 bfloat16 through torch), one Triton kernel and one CUDA C++ kernel for GPUs, and one written in
 torch operations for any device. Row i of the logits is masked by row i of the bitmask."""
 
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 
 def _as_rows(logits: Any, bitmask: Any, vocab_size: Optional[int], indices: Any) -> Tuple[Any, Any, int, Optional[List[int]]]:
@@ -65,3 +65,31 @@ def _rows_tensor(indices: Any, device: Any) -> Any:
     if torch.is_tensor(indices):
         return indices.to(device=device, dtype=torch.int32).reshape(-1).contiguous()
     return torch.tensor(list(indices), dtype=torch.int32, device=device)
+
+
+class _GpuLaunch(NamedTuple):
+    """What a GPU kernel launch takes: 2-D logits with a contiguous last dimension, a bitmask
+    with contiguous rows, the vocabulary size, the rows (None: all), how many rows the launch
+    covers, and the rows that exist in both arrays."""
+
+    logits: Any
+    bitmask: Any
+    vocab_size: int
+    rows: Any
+    count: int
+    num_rows: int
+
+
+def _gpu_launch(kernel: str, logits: Any, bitmask: Any, vocab_size: Optional[int], indices: Any) -> Optional[_GpuLaunch]:
+    """[`_check`]s the arguments of GPU kernel `kernel` and shapes them for a launch; None when
+    there is nothing to mask."""
+    logits2, bitmask2, vocab_size = _check(logits, bitmask, vocab_size, indices)
+    if logits2.stride(-1) != 1:
+        raise ValueError(f"{kernel}: the logits' last dimension must be contiguous")
+    if bitmask2.stride(-1) != 1:
+        bitmask2 = bitmask2.contiguous()
+    rows = _rows_tensor(indices, logits2.device)
+    count = logits2.shape[0] if rows is None else rows.shape[0]
+    if count == 0 or vocab_size == 0:
+        return None
+    return _GpuLaunch(logits2, bitmask2, vocab_size, rows, count, min(logits2.shape[0], bitmask2.shape[0]))

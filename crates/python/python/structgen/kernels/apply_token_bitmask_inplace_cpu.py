@@ -4,7 +4,7 @@ released), float16 / bfloat16 by torch operations."""
 from typing import Any, List, Optional
 
 from .. import _core
-from . import _as_rows
+from . import _check
 
 
 def apply_token_bitmask_inplace_cpu(
@@ -21,34 +21,12 @@ def apply_token_bitmask_inplace_cpu(
         raise ValueError("logits must be on CPU")
     if bitmask.device.type != "cpu":
         raise ValueError("bitmask must be on CPU")
-    if bitmask.dtype != torch.int32:
-        raise ValueError("bitmask must be of type int32")
-    if logits.dim() not in (1, 2):
-        raise ValueError(f"logits should be 1D or 2D, but got {logits.dim()}D")
-    if bitmask.dim() not in (1, 2):
-        raise ValueError(f"bitmask should be 1D or 2D, but got {bitmask.dim()}D")
     if logits.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise ValueError("logits must be of type float32 or bfloat16/float16")
-    logits2, bitmask2, vocab_size, indices = _as_rows(logits, bitmask, vocab_size, indices)
-    if vocab_size > bitmask2.shape[-1] * 32 or vocab_size > logits2.shape[-1]:
-        raise RuntimeError(
-            f"vocab_size {vocab_size} exceeds the bitmask ({bitmask2.shape[-1] * 32} tokens) "
-            f"or the logits ({logits2.shape[-1]})"
-        )
-    if indices is None:
-        if logits2.shape[0] != bitmask2.shape[0]:
-            raise RuntimeError(
-                f"logits have {logits2.shape[0]} rows and the bitmask {bitmask2.shape[0]}; "
-                "pass indices to mask some rows"
-            )
-        rows = list(range(logits2.shape[0]))
-        mask_rows = rows
-    else:
-        rows = indices
-        mask_rows = indices
-        for i in indices:
-            if not (0 <= i < logits2.shape[0] and i < bitmask2.shape[0]):
-                raise RuntimeError(f"indices: row {i} is outside the logits or the bitmask")
+    if torch.is_tensor(indices):
+        indices = [int(i) for i in indices.tolist()]
+    logits2, bitmask2, vocab_size = _check(logits, bitmask, vocab_size, indices)
+    rows = list(range(logits2.shape[0])) if indices is None else [int(i) for i in indices]
     native = (
         logits2.dtype == torch.float32
         and logits2.stride(-1) == 1
@@ -62,7 +40,7 @@ def apply_token_bitmask_inplace_cpu(
             bitmask2.data_ptr(),
             bitmask2.shape[-1],
             rows,
-            mask_rows,
+            rows,
             vocab_size,
         )
         return

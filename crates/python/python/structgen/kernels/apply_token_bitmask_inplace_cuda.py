@@ -14,7 +14,7 @@ import threading
 import warnings
 from typing import Any, List, Optional, Union
 
-from . import _check, _rows_tensor
+from . import _gpu_launch
 
 _CPP = (
     "void apply_mask(torch::Tensor logits, torch::Tensor bitmask, c10::optional<torch::Tensor> rows,"
@@ -130,23 +130,17 @@ def apply_token_bitmask_inplace_cuda(
     """Sets `logits[b, j] = -inf` where bit j of the bitmask row is 0, for `j < vocab_size`
     (default `min(logits.shape[-1], bitmask.shape[-1] * 32)`), on every row or on `indices`
     (a list, or an integer tensor that may stay on the device)."""
-    logits2, bitmask2, vocab_size = _check(logits, bitmask, vocab_size, indices)
-    if logits2.device.type != "cuda":
+    if logits.device.type != "cuda":
         raise ValueError("apply_token_bitmask_inplace_cuda: logits must be on a CUDA device")
-    if logits2.stride(-1) != 1:
-        raise ValueError("apply_token_bitmask_inplace_cuda: the logits' last dimension must be contiguous")
-    if bitmask2.stride(-1) != 1:
-        bitmask2 = bitmask2.contiguous()
-    rows = _rows_tensor(indices, logits2.device)
-    count = logits2.shape[0] if rows is None else rows.shape[0]
-    if count == 0 or vocab_size == 0:
+    launch = _gpu_launch("apply_token_bitmask_inplace_cuda", logits, bitmask, vocab_size, indices)
+    if launch is None:
         return
     module = _load()
-    num_rows = min(logits2.shape[0], bitmask2.shape[0])
-    if rows is None and count > _MAX_ROWS_PER_LAUNCH:
+    rows = launch.rows
+    if rows is None and launch.count > _MAX_ROWS_PER_LAUNCH:
         import torch
 
-        rows = torch.arange(count, dtype=torch.int32, device=logits2.device)
-    for start in range(0, count, _MAX_ROWS_PER_LAUNCH):
+        rows = torch.arange(launch.count, dtype=torch.int32, device=launch.logits.device)
+    for start in range(0, launch.count, _MAX_ROWS_PER_LAUNCH):
         part = None if rows is None else rows[start : start + _MAX_ROWS_PER_LAUNCH]
-        module.apply_mask(logits2, bitmask2, part, vocab_size, num_rows)
+        module.apply_mask(launch.logits, launch.bitmask, part, launch.vocab_size, launch.num_rows)

@@ -11,7 +11,7 @@ from typing import Any, List, Optional, Union
 import triton
 import triton.language as tl
 
-from . import _check, _rows_tensor
+from . import _gpu_launch
 
 _BLOCK = 4096
 
@@ -52,24 +52,18 @@ def apply_token_bitmask_inplace_triton(
     """Sets `logits[b, j] = -inf` where bit j of the bitmask row is 0, for `j < vocab_size`
     (default `min(logits.shape[-1], bitmask.shape[-1] * 32)`), on every row or on `indices`
     (a list, or an integer tensor that may stay on the device)."""
-    logits2, bitmask2, vocab_size = _check(logits, bitmask, vocab_size, indices)
-    if logits2.stride(-1) != 1:
-        raise ValueError("apply_token_bitmask_inplace_triton: the logits' last dimension must be contiguous")
-    if bitmask2.stride(-1) != 1:
-        bitmask2 = bitmask2.contiguous()
-    rows = _rows_tensor(indices, logits2.device)
-    count = logits2.shape[0] if rows is None else rows.shape[0]
-    if count == 0 or vocab_size == 0:
+    launch = _gpu_launch("apply_token_bitmask_inplace_triton", logits, bitmask, vocab_size, indices)
+    if launch is None:
         return
-    grid = (count, triton.cdiv(vocab_size, _BLOCK))
+    grid = (launch.count, triton.cdiv(launch.vocab_size, _BLOCK))
     _mask_kernel[grid](
-        logits2,
-        bitmask2,
-        bitmask2 if rows is None else rows,
-        vocab_size,
-        min(logits2.shape[0], bitmask2.shape[0]),
-        logits2.stride(0),
-        bitmask2.stride(0),
-        HAS_ROWS=rows is not None,
+        launch.logits,
+        launch.bitmask,
+        launch.bitmask if launch.rows is None else launch.rows,
+        launch.vocab_size,
+        launch.num_rows,
+        launch.logits.stride(0),
+        launch.bitmask.stride(0),
+        HAS_ROWS=launch.rows is not None,
         BLOCK=_BLOCK,
     )
