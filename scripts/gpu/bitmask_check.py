@@ -22,7 +22,6 @@ import functools
 import json
 import statistics
 import sys
-
 import time
 
 import numpy as np
@@ -77,7 +76,7 @@ def check_exact(xgr, results):
     return ok
 
 
-def serving_loop(info, tokenizer_path, results):
+def serving_loop(info, results):
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
         "required": ["city"]}}}]
@@ -144,7 +143,7 @@ def main():
                 "cuda_kernel_build_or_load_s": round(time.monotonic() - start, 1)}]
     cuda_kernel.ready()
     ok = check_exact(xgr, results)
-    ok &= serving_loop(info, args.tokenizer, results)
+    ok &= serving_loop(info, results)
     timing(xgr, results)
     for r in results:
         print(json.dumps(r))
