@@ -88,7 +88,7 @@ def apply_token_bitmask_inplace(
         if backend == "cuda" or cu.ready():
             cu.apply_token_bitmask_inplace_cuda(logits, bitmask, vocab_size=vocab_size, indices=indices)
             return
-    if backend in ("auto", "triton") and logits.stride(-1) == 1:
+    if backend == "triton" or (backend == "auto" and logits.stride(-1) == 1):
         try:
             from .kernels.apply_token_bitmask_inplace_triton import apply_token_bitmask_inplace_triton
         except ImportError:
