@@ -420,8 +420,9 @@ impl AdaptiveMask {
                     }
                     continue;
                 };
-                // Every following token sharing the first d + 1 bytes is refused at d the same way.
-                let end = vocab.skip_sharing(i + 1, d);
+                // Every following token sharing the first d + 1 bytes is refused at d the same way,
+                // and so are the siblings after them whose byte d the walk cannot scan.
+                let end = walk.past_refused(vocab, i, d);
                 for at in (1..=d).filter(|&j| walk.point(j).may_end) {
                     ends.push(EndRange {
                         from: i as u32,

@@ -21,7 +21,8 @@ use rustc_hash::FxHashMap;
 use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
-use crate::util::{kept, StateId};
+use crate::util::{byte_at_or_above, kept, StateId};
+use crate::vocab::Vocab;
 
 /// Most canonical sets one walk numbers (each holds a 1 KiB transition row).
 const MAX_NODES: usize = 4096;
@@ -178,6 +179,73 @@ impl<'g> SetWalk<'g> {
     #[inline]
     pub fn point(&self, d: usize) -> &Point {
         &self.mem.path[d]
+    }
+
+    /// The least byte above `b` that the walk may scan after the first `d` bytes of the current
+    /// token: every byte strictly between the two is refused there.
+    pub fn next_scannable(&self, d: usize, b: u8) -> Option<u8> {
+        let p = &self.mem.path[d];
+        let from = b.checked_add(1)?;
+        if p.lone == NO_STATE {
+            return byte_at_or_above(&p.scan, from);
+        }
+        self.g
+            .fsm()
+            .byte_edges(StateId(p.lone))
+            .iter()
+            .filter(|e| e.hi >= from)
+            .find_map(|e| byte_at_or_above(&p.scan, e.lo.max(from)).filter(|&c| c <= e.hi))
+    }
+
+    /// The first sorted position after token `i`, refused at its byte `d`, that the walk must still
+    /// visit: past the tokens sharing its first `d + 1` bytes and past the following siblings (same
+    /// first `d` bytes) whose byte `d` is refused at that point too. Skipping the siblings in one
+    /// search matters where a point takes few bytes and the vocabulary has many: after a space, a
+    /// JSON value's first bytes against the tokens of every word.
+    pub fn past_refused(&self, vocab: &Vocab, i: usize, d: usize) -> usize {
+        let end = vocab.skip_sharing(i + 1, d);
+        let prefix = &vocab.sorted_bytes(i)[..d];
+        let sibling = |p: usize| {
+            let t = vocab.sorted_bytes(p);
+            if t.starts_with(prefix) {
+                t.get(d).copied()
+            } else {
+                None
+            }
+        };
+        let Some(next) = (d > 0 && end < vocab.sorted().len())
+            .then(|| sibling(end))
+            .flatten()
+        else {
+            return end;
+        };
+        let Some(scannable) = self.next_scannable(d, vocab.sorted_bytes(i)[d]) else {
+            // No later sibling can be scanned: the whole rest of the prefix's subtree is refused.
+            return vocab.skip_sharing(end, d - 1);
+        };
+        if next >= scannable {
+            return end;
+        }
+        // Positions before the answer are siblings whose byte d is below `scannable`; gallop, then
+        // bisect.
+        let before = |p: usize| sibling(p).is_some_and(|b| b < scannable);
+        let n = vocab.sorted().len();
+        let (mut lo, mut step) = (end, 1);
+        while lo + step < n && before(lo + step) {
+            lo += step;
+            step *= 2;
+        }
+        // `lo` is before the answer; `hi` is not (or is the end).
+        let (mut lo, mut hi) = (lo + 1, (lo + step).min(n));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if before(mid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// Scans `bytes[depth]` after `bytes[..depth]` (the walk must be at `depth`); `false` when

@@ -29,7 +29,7 @@ pub(crate) mod memo;
 pub(crate) mod slices;
 
 pub use bitmask::{TokenBitmask, TokenBitmaskMut};
-pub use byte_set::{add_range, has_byte, ByteSet};
+pub use byte_set::{add_range, byte_at_or_above, has_byte, ByteSet};
 pub use fingerprint::{fingerprint, hash_json, Fingerprint};
 pub use ids::{IdOverflow, RuleId, StateId, TokenId};
 pub use limits::{Budget, LimitError, Limits};
