@@ -204,48 +204,15 @@ impl<'g> SetWalk<'g> {
     /// JSON value's first bytes against the tokens of every word.
     pub fn past_refused(&self, vocab: &Vocab, i: usize, d: usize) -> usize {
         let end = vocab.skip_sharing(i + 1, d);
-        let prefix = &vocab.sorted_bytes(i)[..d];
-        let sibling = |p: usize| {
-            let t = vocab.sorted_bytes(p);
-            if t.starts_with(prefix) {
-                t.get(d).copied()
-            } else {
-                None
-            }
-        };
-        let Some(next) = (d > 0 && end < vocab.sorted().len())
-            .then(|| sibling(end))
-            .flatten()
-        else {
+        if d == 0 {
             return end;
-        };
-        let Some(scannable) = self.next_scannable(d, vocab.sorted_bytes(i)[d]) else {
+        }
+        let token = vocab.sorted_bytes(i);
+        match self.next_scannable(d, token[d]) {
+            Some(byte) => vocab.skip_siblings_below(end, &token[..d], byte),
             // No later sibling can be scanned: the whole rest of the prefix's subtree is refused.
-            return vocab.skip_sharing(end, d - 1);
-        };
-        if next >= scannable {
-            return end;
+            None => vocab.skip_sharing(end, d - 1),
         }
-        // Positions before the answer are siblings whose byte d is below `scannable`; gallop, then
-        // bisect.
-        let before = |p: usize| sibling(p).is_some_and(|b| b < scannable);
-        let n = vocab.sorted().len();
-        let (mut lo, mut step) = (end, 1);
-        while lo + step < n && before(lo + step) {
-            lo += step;
-            step *= 2;
-        }
-        // `lo` is before the answer; `hi` is not (or is the end).
-        let (mut lo, mut hi) = (lo + 1, (lo + step).min(n));
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if before(mid) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
     }
 
     /// Scans `bytes[depth]` after `bytes[..depth]` (the walk must be at `depth`); `false` when

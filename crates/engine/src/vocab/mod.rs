@@ -472,6 +472,37 @@ impl Vocab {
         j
     }
 
+    /// The first index `j >= from` of [`Vocab::sorted`] whose entry is not an extension of `prefix`
+    /// with a byte below `byte` right after it: the entries extending `prefix` are contiguous and
+    /// ordered by that byte, so from an entry among them this skips the siblings below `byte`.
+    /// Gallops, then bisects, so the cost grows with the log of the entries skipped.
+    pub fn skip_siblings_below(&self, from: usize, prefix: &[u8], byte: u8) -> usize {
+        let below = |j: usize| {
+            let t = self.sorted_bytes(j);
+            t.starts_with(prefix) && t.get(prefix.len()).is_some_and(|&b| b < byte)
+        };
+        let n = self.sorted.len();
+        if from >= n || !below(from) {
+            return from;
+        }
+        let (mut lo, mut step) = (from, 1);
+        while lo + step < n && below(lo + step) {
+            lo += step;
+            step *= 2;
+        }
+        // `lo` is below; the answer is in `lo + 1..=hi`.
+        let (mut lo, mut hi) = (lo + 1, (lo + step).min(n));
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if below(mid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// Whether some text token is strictly longer than `prefix` and starts with it.
     pub fn has_extension(&self, prefix: &[u8]) -> bool {
         let at = self
@@ -670,20 +701,25 @@ mod tests {
         assert_eq!(v.sorted(), &[TokenId(1), TokenId(2), TokenId(0)]);
     }
 
-    #[test]
-    fn skip_sharing_matches_a_linear_scan() {
-        let words = [
-            "a", "aa", "aab", "aac", "ab", "abc", "abcd", "abd", "b", "ba", "bab", "bb", "c", "ca",
-            "cab", "cabd", "cac", "d",
-        ];
-        let v = Vocab::new(
+    /// A vocabulary of normal tokens, token `i` being `words[i]`.
+    fn text_vocab(words: &[&str]) -> Vocab {
+        Vocab::new(
             words.len(),
             words
                 .iter()
                 .enumerate()
                 .map(|(i, w)| (i as u32, w.as_bytes().to_vec(), TokenKind::Normal)),
             Vec::new(),
-        );
+        )
+    }
+
+    #[test]
+    fn skip_sharing_matches_a_linear_scan() {
+        let words = [
+            "a", "aa", "aab", "aac", "ab", "abc", "abcd", "abd", "b", "ba", "bab", "bb", "c", "ca",
+            "cab", "cabd", "cac", "d",
+        ];
+        let v = text_vocab(&words);
         let bytes = |i: usize| v.token_bytes(v.sorted()[i]);
         for i in 0..words.len() {
             for len in 0..bytes(i).len() {
@@ -698,6 +734,41 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn skip_siblings_below_matches_a_linear_scan() {
+        let words = [
+            "a", "aa", "aab", "aac", "ab", "abc", "abcd", "abd", "ac", "ad", "b", "ba", "bab",
+            "bb", "bc", "c", "ca", "cab", "cabd", "cac", "d",
+        ];
+        let v = text_vocab(&words);
+        let bytes = |i: usize| v.token_bytes(v.sorted()[i]);
+        for from in 0..=words.len() {
+            for len in 0..3 {
+                let Some(prefix) = (from < words.len())
+                    .then(|| bytes(from))
+                    .filter(|t| t.len() > len)
+                    .map(|t| &t[..len])
+                else {
+                    continue;
+                };
+                for byte in [b'a', b'b', b'c', b'd', b'e'] {
+                    let expected = (from..words.len())
+                        .find(|&j| {
+                            let t = bytes(j);
+                            !(t.starts_with(prefix) && t.get(len).is_some_and(|&b| b < byte))
+                        })
+                        .unwrap_or(words.len());
+                    assert_eq!(
+                        v.skip_siblings_below(from, prefix, byte),
+                        expected,
+                        "from {from}, prefix {prefix:?}, byte {byte}"
+                    );
+                }
+            }
+        }
+        assert_eq!(v.skip_siblings_below(words.len(), b"", b'z'), words.len());
     }
 
     /// The special token starting each text, longest first, then lowest id: what scanning every
