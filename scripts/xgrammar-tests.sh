@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs xgrammar's own Python test files against the structgen package imported as `xgrammar`
 # (crates/python/xgrammar_compat/conftest.py does the aliasing and the deselection; the test files
-# are used unchanged). Tests listed in crates/python/xgrammar_compat/deselect.txt, and tests that
-# turn out to need the Hugging Face hub or CUDA, are reported as deselected with their reason.
+# are used unchanged). Tests listed in crates/python/xgrammar_compat/deselect.txt, tests whose
+# parametrization asks for a device this machine lacks (CUDA, MLX) and tests that fail reaching
+# for the Hugging Face hub are reported as deselected with their reason.
 #
 # Usage: scripts/xgrammar-tests.sh [DIR]   (default ../shared/xgrammar-tests; every test_*.py)
 # The virtual environment ($XGRAMMAR_TESTS_VENV, default target/xgrammar-venv) is created with

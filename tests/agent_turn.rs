@@ -78,11 +78,16 @@ fn failing_and_hanging_tools_become_error_results() {
     for (tool, why) in [
         ("echo 'no such city' >&2; exit 4", "no such city"),
         ("echo plain words", "not JSON"),
-        ("sleep 30", "did not answer within"),
+        ("sleep 600", "did not answer within"),
     ] {
         let t = std::time::Instant::now();
         let v = agent(tool, &["--max-turns", "2", "--tool-timeout", "0.5"]);
-        assert!(t.elapsed().as_secs() < 25, "{tool}: took {:?}", t.elapsed());
+        // A generous bound, not a benchmark: the run must not wait out the tool's 600 s.
+        assert!(
+            t.elapsed().as_secs() < 300,
+            "{tool}: took {:?}",
+            t.elapsed()
+        );
         let result = &v["turns"][0]["tool_results"][0];
         assert_eq!(result["error"], true, "{tool}: {result}");
         let msg = result["content"]["error"].as_str().unwrap_or_default();

@@ -100,6 +100,37 @@ fn samples() -> Vec<Sample> {
     ]
 }
 
+/// A sample whose calls all name one tool is an answer under a named `tool_choice` of that tool
+/// (lead-in text dropped: a named choice starts with its call) and not under the other tool's.
+fn named_choice_holds(
+    spec: &StyleSpec,
+    tools: &[Tool],
+    text: &str,
+    calls: &[(&'static str, Value)],
+) {
+    let name = calls[0].0;
+    if calls.iter().any(|(n, _)| *n != name) {
+        return;
+    }
+    let other = tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .find(|n| *n != name)
+        .expect("a second tool");
+    let call_only = text.trim_start_matches("I'll check.\n");
+    let named = |tool: &str| options(spec, ToolChoice::Named(tool.into()), FormatSet::All, true);
+    assert!(
+        accepted(spec, tools, &named(name), call_only),
+        "{}: named {name}: refused {call_only:?}",
+        spec.name
+    );
+    assert!(
+        !accepted(spec, tools, &named(other), call_only),
+        "{}: named {other}: accepted {call_only:?}",
+        spec.name
+    );
+}
+
 fn styles_with_extras() -> impl Iterator<Item = &'static StyleSpec> {
     STYLES.iter().filter(|s| !s.extras.is_empty())
 }
@@ -122,6 +153,7 @@ fn formats_small_models_write_are_calls_in_every_style_that_lists_them() {
                     spec.name
                 );
             }
+            named_choice_holds(spec, &tools, &text, &calls);
             let parsed = parse_calls(&text, spec, &tools, FormatSet::All);
             let got: Vec<(&str, Value)> = parsed
                 .calls
@@ -288,6 +320,18 @@ fn single_call_and_no_call_options_hold_in_every_format() {
         assert!(
             !accepted(spec, &tools, &named, bare),
             "{}: other tool",
+            spec.name
+        );
+        let forecast =
+            "{\"name\": \"get_forecast\", \"arguments\": {\"location\": \"Tokyo\", \"days\": 5}}";
+        assert!(
+            accepted(spec, &tools, &named, forecast),
+            "{}: the named tool's call refused",
+            spec.name
+        );
+        assert!(
+            !accepted(spec, &tools, &named, "It is sunny."),
+            "{}: text-only answer under a named choice",
             spec.name
         );
     }

@@ -535,7 +535,7 @@ fn bfcl_bad_input_is_a_clear_error() {
     );
     let results = temp_file("results.json", b"{\"results\": 3}");
     let r = results.to_str().unwrap_or_default().to_string();
-    if common::repo().join("data/bfcl/possible_answer").is_dir() {
+    if common::bfcl_data("bfcl_bad_input_is_a_clear_error: --rescore").is_some() {
         let out = structgen(&["bfcl", "--rescore", &r, "--categories", "parallel"]);
         assert_eq!(out.status.code(), Some(2));
         let err = text(&out.stderr);

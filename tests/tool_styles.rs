@@ -41,12 +41,31 @@ fn choice(c: ToolChoice) -> ToolOptions {
 
 /// A valid single call of `get_weather` in each style, and the same call with another tool name.
 fn call(style_name: &str, tool: &str) -> String {
-    let args = r#"{"location": "Paris", "unit": "celsius"}"#;
+    call_with(
+        style_name,
+        tool,
+        r#"{"location": "Paris", "unit": "celsius"}"#,
+        "<parameter=location>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n",
+    )
+}
+
+/// A valid call of `get_forecast` in each style.
+fn forecast(style_name: &str) -> String {
+    call_with(
+        style_name,
+        "get_forecast",
+        r#"{"location": "Tokyo", "days": 5}"#,
+        "<parameter=location>\nTokyo\n</parameter>\n<parameter=days>\n5\n</parameter>\n",
+    )
+}
+
+/// A call of `tool` in each style: `args` as JSON, `params` as `qwen_coder`'s parameter blocks.
+fn call_with(style_name: &str, tool: &str, args: &str, params: &str) -> String {
     match style_name {
         "llama" => format!("<function={tool}>{args}</function>"),
         "llama_json" => format!(r#"{{"name": "{tool}", "parameters": {args}}}"#),
         "qwen" | "hermes" => format!("<tool_call>\n{{\"name\": \"{tool}\", \"arguments\": {args}}}\n</tool_call>"),
-        "qwen_coder" => format!("<tool_call>\n<function={tool}>\n<parameter=location>\nParis\n</parameter>\n<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>"),
+        "qwen_coder" => format!("<tool_call>\n<function={tool}>\n{params}</function>\n</tool_call>"),
         "harmony" => format!("<|start|>assistant<|channel|>commentary to=functions.{tool} <|constrain|>json<|message|>{args}<|call|>"),
         "deepseek" => format!("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{tool}\n```json\n{args}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"),
         "mistral" => format!(r#"[TOOL_CALLS][{{"name": "{tool}", "arguments": {args}}}]"#),
@@ -118,6 +137,24 @@ fn every_style_accepts_a_valid_call_and_refuses_bad_ones() {
         let named = choice(ToolChoice::Named("get_forecast".into()));
         assert!(
             !answer_ok(s, &named, &good),
+            "{s}: other tool accepted under a named choice"
+        );
+        let tokyo = reasoned(s, &forecast(s));
+        assert!(
+            answer_ok(s, &named, &tokyo),
+            "{s}: the named tool's call refused: {tokyo}"
+        );
+        assert!(
+            !answer_ok(s, &named, &text_only),
+            "{s}: text-only answer accepted under a named choice"
+        );
+        let named_weather = choice(ToolChoice::Named("get_weather".into()));
+        assert!(
+            answer_ok(s, &named_weather, &good),
+            "{s}: the named tool's call refused: {good}"
+        );
+        assert!(
+            !answer_ok(s, &named_weather, &tokyo),
             "{s}: other tool accepted under a named choice"
         );
         assert!(

@@ -369,7 +369,14 @@ mod tests {
         assert_eq!(s.tokens_forced, 3);
         assert_eq!(s.mask_us_max, 30.0);
         assert_eq!(s.prompt_tokens_per_s, 2000.0);
-        assert!(s.grammar_overhead_pct > 0.0 && s.grammar_overhead_pct < 100.0);
+        // grammar: waits 0 + applies 2 × 1 + accepts 5 × 1 = 7 µs; decode: that, samples
+        // 2 × 1 µs and forwards 2 × 2 ms.
+        let expected = 7.0 / (7.0 + 2.0 + 4000.0) * 100.0;
+        assert!(
+            (s.grammar_overhead_pct - expected).abs() < 1e-9,
+            "{} != {expected}",
+            s.grammar_overhead_pct
+        );
     }
 
     #[test]

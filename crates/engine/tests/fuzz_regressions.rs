@@ -149,6 +149,12 @@ fn fuzz_for(name: &str) {
         repo().join("fuzz/regressions").join(name),
         repo().join("fuzz/seeds").join(name),
     ];
+    let seeds = files(&dirs[1]);
+    assert!(
+        !seeds.is_empty(),
+        "{name}: no seed corpus in {} (the committed minimized corpus is missing or empty)",
+        dirs[1].display()
+    );
     let mut corpus = Vec::new();
     for dir in &dirs {
         for path in files(dir) {

@@ -13,7 +13,7 @@ import pytest
 
 import structgen as sg
 
-from test_structgen import LLAMA3, allowed
+from test_structgen import LLAMA3, allowed, need
 
 
 def _engine(name: str) -> str:
@@ -33,7 +33,7 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "require
 
 @pytest.fixture(scope="module")
 def tok():
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = need("tokenizers")
     return tokenizers.Tokenizer.from_file(str(LLAMA3))
 
 
@@ -144,7 +144,7 @@ def test_sglang_backend_is_registered_and_runs(tok):
 
 
 def test_backend_masks_on_torch_tensors(tok):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from structgen.contrib.sglang import StructgenGrammarBackend
 
     backend = StructgenGrammarBackend(tok, 128256, {128009})

@@ -3,9 +3,11 @@ vocabulary, a tool list, masks along a tool call, errors, buffers, batches.
 
 Run by scripts/python-tests.sh (and CI) in a virtual environment with the built wheel."""
 
+import importlib
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +27,23 @@ TOOLS = [
 ]
 
 
+def need(module: str):
+    """`module`, imported: a skip without it, or a failure when STRUCTGEN_TESTS_REQUIRE_DATA is set
+    (scripts/test.sh sets it: there every test must run)."""
+    if os.environ.get("STRUCTGEN_TESTS_REQUIRE_DATA"):
+        try:
+            return importlib.import_module(module)
+        except ImportError as e:
+            pytest.fail(f"{module} is not installed ({e}), and STRUCTGEN_TESTS_REQUIRE_DATA is set")
+    return pytest.importorskip(module)
+
+
 @pytest.fixture(scope="module")
 def llama3():
     if not LLAMA3.exists():
         pytest.fail(f"{LLAMA3} is missing (run beside ../shared)")
     info = sg.TokenizerInfo.from_tokenizer_json(str(LLAMA3))
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = need("tokenizers")
     return info, tokenizers.Tokenizer.from_file(str(LLAMA3))
 
 
@@ -190,25 +203,51 @@ def test_bitmask_buffers_are_checked():
 
 
 def test_mask_filling_releases_the_gil(llama3):
-    """Another Python thread makes progress while masks are filled."""
+    """Another Python thread keeps running during one long mask fill. The fill (a batch of cold
+    masks of distinct grammars, on one thread) is made to last at least 100 ms; were the GIL held
+    through it, the ticking thread would stall for all of it, so the longest pause between its
+    ticks inside the fill must stay under half the fill."""
     info, _ = llama3
-    g = sg.GrammarCompiler(info).compile_builtin_json_grammar()
+    compiler = sg.GrammarCompiler(info)
+    pool = sg.BatchGrammarMatcher(max_threads=1)
     ticks = []
     stop = threading.Event()
 
     def tick():
         while not stop.is_set():
-            ticks.append(1)
+            ticks.append(time.perf_counter())
 
     t = threading.Thread(target=tick)
     t.start()
-    bitmask = np.zeros(sg.get_bitmask_shape(1, info.vocab_size), dtype=np.int32)
-    for _ in range(30):
-        m = sg.GrammarMatcher(g)
-        m.fill_next_token_bitmask(bitmask)
-    stop.set()
-    t.join()
-    assert ticks
+    try:
+        while not ticks:
+            time.sleep(0.001)
+        n = 8
+        while True:
+            grammars = [
+                compiler.compile_grammar(f'root ::= [^"\\n]* "{i}-{n}" [a-z]+')
+                for i in range(n)
+            ]
+            matchers = [sg.GrammarMatcher(g) for g in grammars]
+            bitmask = np.zeros(sg.get_bitmask_shape(n, info.vocab_size), dtype=np.int32)
+            start = time.perf_counter()
+            pool.batch_fill_next_token_bitmask(matchers, bitmask)
+            end = time.perf_counter()
+            if end - start >= 0.1 or n >= 4096:
+                break
+            n *= 2
+    finally:
+        stop.set()
+        t.join()
+    fill = end - start
+    assert fill >= 0.1, f"{n} cold masks filled in {fill * 1e3:.1f} ms: too fast to tell"
+    inside = [x for x in ticks if start < x < end]
+    points = [start] + inside + [end]
+    pause = max(b - a for a, b in zip(points, points[1:]))
+    assert pause < fill / 2, (
+        f"the other thread stalled {pause * 1e3:.1f} ms of a {fill * 1e3:.1f} ms fill "
+        f"({len(inside)} ticks inside): the fill holds the GIL"
+    )
 
 
 def test_grammar_helpers():

@@ -5,9 +5,13 @@ the repository). It
 - makes `import xgrammar` and `import xgrammar.<sub>` load `structgen` and `structgen.<sub>`;
 - provides what xgrammar's own conftest gives its tests (`_hf_token_available`,
   `_hf_token_explicitly_disabled`, the `num_parallel_threads` fixture, the markers);
-- deselects the tests listed in deselect.txt (each with its reason), and reports a test that
-  needs the Hugging Face hub or CUDA as deselected ("needs the hub" / "needs CUDA") instead of
-  failed, so that other xgrammar test files run here too;
+- deselects the tests listed in deselect.txt (each with its reason), and the tests whose own
+  parametrization asks for a device this machine lacks (a `device` or `impl` of "cuda",
+  "triton" or "torch_compile" without a CUDA device, "metal" without MLX), decided before the
+  test runs and never from the text of a failure;
+- reports a test that fails because it reached for the Hugging Face hub (a huggingface_hub
+  offline or missing-file error in its exception chain, recognised by type) as deselected
+  ("needs the hub") instead of failed, so that other xgrammar test files run here too;
 - writes one JSON line per file (passed / failed / deselected with reasons) to
   $XGRAMMAR_TESTS_REPORT when set.
 """
@@ -103,10 +107,37 @@ def _deselect(nodeid: str, reason: str) -> None:
     r["reasons"][key] = r["reasons"].get(key, 0) + 1
 
 
+# Parameter values by which a test asks for a device, and whether this machine has it.
+_CUDA_KERNELS = ("cuda", "triton", "torch_compile")
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def _has_mlx() -> bool:
+    return importlib.util.find_spec("mlx") is not None
+
+
+def _device_reason(item):
+    """Why `item` cannot run here, from its own parametrization (`device` / `impl`), or None."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    asked = [str(params[k]) for k in ("device", "impl") if k in params]
+    if any(a in _CUDA_KERNELS for a in asked) and not _has_cuda():
+        return f"CUDA: asks for a CUDA device ({', '.join(asked)}) and this machine has none"
+    if "metal" in asked and not _has_mlx():
+        return "METAL: asks for MLX/Metal and this machine has no mlx"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     kept, dropped = [], []
     for item in items:
-        reason = _listed(item.nodeid)
+        reason = _listed(item.nodeid) or _device_reason(item)
         if reason is None:
             kept.append(item)
         else:
@@ -117,19 +148,22 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
-_HUB_SIGNS = ("offline mode", "huggingface.co", "hf_hub", "HF_HUB_OFFLINE", "cannot find the requested files",
-              "We couldn't connect", "is not a local folder and is not a valid model identifier",
-              "Cannot access gated repo", "LocalEntryNotFoundError", "OfflineModeIsEnabled")
-_CUDA_SIGNS = ("Torch not compiled with CUDA", "No CUDA GPUs are available", "Found no NVIDIA driver",
-               "CUDA driver", "cuda is not available", "triton")
+# huggingface_hub's errors for a file that offline mode or a missing cache keeps from the test.
+_HUB_ERRORS = ("OfflineModeIsEnabled", "LocalEntryNotFoundError", "GatedRepoError")
 
 
-def _runtime_reason(report):
-    text = str(report.longrepr) if report.longrepr is not None else ""
-    if any(s in text for s in _HUB_SIGNS):
-        return "HUB: needs the Hugging Face hub (recognised at run time)"
-    if any(s.lower() in text.lower() for s in _CUDA_SIGNS):
-        return "CUDA: needs CUDA (recognised at run time)"
+def _hub_reason(excinfo):
+    """'needs the hub' when a huggingface_hub offline or missing-file error is in the chain of
+    the exception the test raised (transformers wraps it in an OSError)."""
+    if excinfo is None:
+        return None
+    seen, e = set(), excinfo.value
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        kind = type(e)
+        if kind.__module__.startswith("huggingface_hub") and kind.__name__ in _HUB_ERRORS:
+            return "HUB: needs the Hugging Face hub (a huggingface_hub error at run time)"
+        e = e.__cause__ or e.__context__
     return None
 
 
@@ -138,7 +172,7 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        reason = _runtime_reason(report)
+        reason = _hub_reason(call.excinfo)
         if reason is not None:
             report.outcome = "skipped"
             report.longrepr = (str(item.path), item.location[1] or 0, f"deselected: {reason}")
