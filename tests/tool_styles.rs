@@ -134,29 +134,26 @@ fn every_style_accepts_a_valid_call_and_refuses_bad_ones() {
         );
         assert!(!answer_ok(s, &none, &good), "{s}: call accepted under none");
 
-        let named = choice(ToolChoice::Named("get_forecast".into()));
-        assert!(
-            !answer_ok(s, &named, &good),
-            "{s}: other tool accepted under a named choice"
-        );
+        // A named choice takes that tool's call only, and always a call.
         let tokyo = reasoned(s, &forecast(s));
-        assert!(
-            answer_ok(s, &named, &tokyo),
-            "{s}: the named tool's call refused: {tokyo}"
-        );
-        assert!(
-            !answer_ok(s, &named, &text_only),
-            "{s}: text-only answer accepted under a named choice"
-        );
-        let named_weather = choice(ToolChoice::Named("get_weather".into()));
-        assert!(
-            answer_ok(s, &named_weather, &good),
-            "{s}: the named tool's call refused: {good}"
-        );
-        assert!(
-            !answer_ok(s, &named_weather, &tokyo),
-            "{s}: other tool accepted under a named choice"
-        );
+        for (tool, own, other) in [
+            ("get_forecast", &tokyo, &good),
+            ("get_weather", &good, &tokyo),
+        ] {
+            let named = choice(ToolChoice::Named(tool.into()));
+            assert!(
+                answer_ok(s, &named, own),
+                "{s}: named {tool}: its call refused: {own}"
+            );
+            assert!(
+                !answer_ok(s, &named, other),
+                "{s}: named {tool}: other tool accepted"
+            );
+            assert!(
+                !answer_ok(s, &named, &text_only),
+                "{s}: named {tool}: text-only answer accepted"
+            );
+        }
         assert!(
             answer_ok(s, &auto, &text_only),
             "{s}: text-only answer refused under auto"

@@ -88,13 +88,9 @@ impl Names {
                 self.use_tree(prefix, &p.tree);
                 prefix.pop();
             }
-            syn::UseTree::Name(n) => {
-                prefix.push(n.ident.to_string());
-                self.add(prefix);
-                prefix.pop();
-            }
-            syn::UseTree::Rename(r) => {
-                prefix.push(r.ident.to_string());
+            syn::UseTree::Name(syn::UseName { ident, .. })
+            | syn::UseTree::Rename(syn::UseRename { ident, .. }) => {
+                prefix.push(ident.to_string());
                 self.add(prefix);
                 prefix.pop();
             }
@@ -154,22 +150,17 @@ impl Names {
 
 impl<'ast> Visit<'ast> for Names {
     fn visit_item(&mut self, item: &'ast syn::Item) {
-        let attrs = match item {
-            syn::Item::Const(i) => &i.attrs,
-            syn::Item::Enum(i) => &i.attrs,
-            syn::Item::Fn(i) => &i.attrs,
-            syn::Item::Impl(i) => &i.attrs,
-            syn::Item::Macro(i) => &i.attrs,
-            syn::Item::Mod(i) => &i.attrs,
-            syn::Item::Static(i) => &i.attrs,
-            syn::Item::Struct(i) => &i.attrs,
-            syn::Item::Trait(i) => &i.attrs,
-            syn::Item::Type(i) => &i.attrs,
-            syn::Item::Union(i) => &i.attrs,
-            syn::Item::Use(i) => &i.attrs,
-            _ => return syn::visit::visit_item(self, item),
-        };
-        if !is_test_only(attrs) {
+        macro_rules! attrs {
+            ($($kind:ident),*) => {
+                match item {
+                    $(syn::Item::$kind(i) => Some(&i.attrs),)*
+                    _ => None,
+                }
+            };
+        }
+        let attrs =
+            attrs!(Const, Enum, Fn, Impl, Macro, Mod, Static, Struct, Trait, Type, Union, Use);
+        if !attrs.is_some_and(|a| is_test_only(a)) {
             syn::visit::visit_item(self, item);
         }
     }
@@ -401,11 +392,7 @@ fn every_import_form_is_seen() {
     );
     assert_eq!(seen("use self::cache::X;", "engine", e), set(&["cache"]));
     assert_eq!(
-        seen(
-            "fn f() -> crate::engine::batch::B { todo!() }",
-            "engine::jit",
-            e
-        ),
+        seen("fn f(_: crate::engine::batch::B) {}", "engine::jit", e),
         set(&["batch"])
     );
     assert_eq!(
