@@ -6,9 +6,10 @@
 //! ```text
 //!  crates/engine (structgen-engine, no candle / minijinja / hf-hub / clap)
 //!    util → grammar → frontend, vocab → engine          the grammar, its automaton, masks, matcher
+//!  crates/runtime (structgen-runtime, no clap; re-exported as `runtime`)
+//!    model files → Model (candle, our CPU kernels), chat templates, constrained generation
+//!    with jump-forward, rollback and speculation, batched decoding of many sequences
 //!  src/ (structgen)
-//!    runtime   model files → Model (candle, our CPU kernels), chat templates, constrained
-//!              generation with jump-forward, rollback and speculation
 //!    bench     `structgen bench`: workloads, engines side by side, reports
 //!    bfcl      `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports
 //!    cli       `structgen`: raw flags → one resolved config per command → the work
@@ -19,7 +20,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`engine`], [`grammar`], [`frontend`], [`vocab`], [`util`] | the engine crate |
-//! | [`runtime`] | models on Candle and our kernels, chat templates, constrained generation |
+//! | [`runtime`] | the runtime crate: models on Candle and our kernels, chat templates, constrained and batched generation |
 //! | [`bench`] | `structgen bench`: workloads, engines side by side, reports |
 //! | [`bfcl`] | `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports |
 //! | [`json_lines`] | reading JSON Lines inputs with line numbers |
@@ -49,9 +50,9 @@ pub mod bench;
 pub mod bfcl;
 pub mod cli;
 pub mod json_lines;
-pub mod runtime;
 
 pub use structgen_engine::{engine, frontend, grammar, util, vocab};
+pub use structgen_runtime as runtime;
 
 pub use structgen_engine::{
     compile, ebnf, CompiledGrammar, Grammar, GrammarBuilder, GrammarMatcher, Limits, MatcherError,

@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 
-use crate::frontend::tools::StyleSpec;
+use structgen_engine::frontend::tools::StyleSpec;
 
 /// A template that could not be compiled or rendered.
 #[derive(Debug, thiserror::Error)]
@@ -275,7 +275,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frontend::tools::style;
+    use structgen_engine::frontend::tools::style;
 
     const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 

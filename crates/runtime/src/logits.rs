@@ -11,7 +11,7 @@
 
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Shape, Tensor};
 
-use crate::util::TokenBitmask;
+use structgen_engine::util::TokenBitmask;
 
 /// Sets every token the mask refuses (and every id past the mask) to −∞.
 pub fn apply_in_place(logits: &mut [f32], mask: &TokenBitmask) {
@@ -93,7 +93,7 @@ mod cuda {
     use candle_core::cuda_backend::WrapErr;
     use candle_core::{CudaStorage, Layout, Shape};
 
-    use crate::util::TokenBitmask;
+    use structgen_engine::util::TokenBitmask;
 
     const KERNEL: &str = "structgen_mask_logits";
     const SOURCE: &str = r#"
@@ -158,7 +158,7 @@ mod tests {
     fn mask(size: usize, allowed: &[u32]) -> TokenBitmask {
         let mut m = TokenBitmask::new(size);
         for &t in allowed {
-            m.set(crate::util::TokenId(t));
+            m.set(structgen_engine::util::TokenId(t));
         }
         m
     }

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use super::model::{ModelError, ModelFiles};
 
 /// The manifest shipped with the source, used when `models/manifest.toml` is not on disk.
-const BUILTIN_MANIFEST: &str = include_str!("../../models/manifest.toml");
+const BUILTIN_MANIFEST: &str = include_str!("../../../models/manifest.toml");
 
 /// One known model.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -367,11 +367,11 @@ mod tests {
     fn builtin_manifest_parses_and_names_its_default() {
         let file: ManifestFile = toml::from_str(BUILTIN_MANIFEST).unwrap();
         let default = &file.models[&file.default];
-        assert!(crate::frontend::tools::style(&default.style).is_some());
+        assert!(structgen_engine::frontend::tools::style(&default.style).is_some());
         for (name, e) in &file.models {
             assert!(e.path.is_some() || e.repo.is_some(), "{name}");
             assert!(
-                crate::frontend::tools::style(&e.style).is_some(),
+                structgen_engine::frontend::tools::style(&e.style).is_some(),
                 "{name}: style {}",
                 e.style
             );

@@ -24,7 +24,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device};
 use serde_json::Value;
 
-use crate::vocab::{self, LoadedVocab};
+use structgen_engine::vocab::{self, LoadedVocab};
 
 pub use backend::Decoder;
 
@@ -299,7 +299,7 @@ pub fn read_gguf<R: std::io::Read + std::io::Seek>(
     reader: &mut R,
 ) -> Result<gguf_file::Content, String> {
     let corrupt = "not a readable GGUF file (truncated or corrupt?)";
-    match crate::util::guard::catch_quiet(|| gguf_file::Content::read(reader)) {
+    match structgen_engine::util::guard::catch_quiet(|| gguf_file::Content::read(reader)) {
         Ok(Ok(content)) => Ok(content),
         Ok(Err(e)) => Err(format!("{corrupt}: {e}")),
         Err(panic) => Err(format!("{corrupt}: {panic}")),
@@ -370,7 +370,7 @@ fn load_gguf(
     device: &Device,
     dtype: WeightDtype,
 ) -> Result<Model, ModelError> {
-    let kernels = crate::runtime::kernels::enabled().then(crate::runtime::kernels::threads);
+    let kernels = crate::kernels::enabled().then(crate::kernels::threads);
     let (mut decoder, content, mut description) = gguf_decoder(path, device, dtype, kernels)?;
     if device.is_cpu() {
         let bytes =
@@ -421,7 +421,7 @@ pub fn gguf_chat(
             .get(key)
             .and_then(|v| v.to_u32().ok())
             .map(|id| {
-                String::from_utf8_lossy(vocab.vocab.token_bytes(crate::util::TokenId(id)))
+                String::from_utf8_lossy(vocab.vocab.token_bytes(structgen_engine::util::TokenId(id)))
                     .into_owned()
             })
             .unwrap_or_default()

@@ -1,4 +1,6 @@
-//! L4 — inference on Candle, the only layer that runs a model.
+//! structgen's inference runtime (L4), the only layer that runs a model: on Candle (GPUs, dense
+//! checkpoints) and on our own CPU kernels. No command-line parsing: the `structgen` CLI and a
+//! server sit on top of the same API.
 //!
 //! - [`source`]: a model name (local path, Hugging Face repo id, or `models/manifest.toml` entry)
 //!   → [`model::ModelFiles`], fetching from the hub with `hf-hub` when needed.

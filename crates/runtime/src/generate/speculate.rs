@@ -6,7 +6,7 @@
 //! longest common prefix kept), then it drafts greedily up to `k` tokens, each from logits masked
 //! by a fork of the matcher, stopping early at a stop token, the grammar's end, or where the
 //! grammar forces text (jump-forward decides what comes next there). The target runs the drafted
-//! tokens in one [`Decoder::forward_each`](crate::runtime::model::Decoder::forward_each) pass,
+//! tokens in one [`Decoder::forward_each`](crate::model::Decoder::forward_each) pass,
 //! whose rows are exactly the logits single steps would give. The session then samples its
 //! next token from the row it has, as a plain step does (the grammar's mask, the sampler, the
 //! matcher); while that token is the drafted one the next row is already computed, at the first
@@ -23,13 +23,13 @@
 use std::time::Instant;
 
 use super::{us_since, GenerateError, Session};
-use crate::engine::GrammarMatcher;
-use crate::runtime::logits::apply_in_place;
-use crate::runtime::model::Model;
-use crate::runtime::sampler::{Sampler, Sampling};
-use crate::runtime::trace::{DraftStats, StepRecord, StopReason};
-use crate::util::TokenBitmask;
-use crate::util::TokenId;
+use structgen_engine::engine::GrammarMatcher;
+use crate::logits::apply_in_place;
+use crate::model::Model;
+use crate::sampler::{Sampler, Sampling};
+use crate::trace::{DraftStats, StepRecord, StopReason};
+use structgen_engine::util::TokenBitmask;
+use structgen_engine::util::TokenId;
 
 /// Why a model cannot draft for another.
 #[derive(Debug, thiserror::Error)]

@@ -35,10 +35,10 @@ use super::logits::{apply_in_place, apply_on_device};
 use super::model::Model;
 use super::sampler::{sample_on_device, Sampler, Sampling};
 use super::trace::{Origin, StepRecord, StopReason, Summary};
-use crate::engine::check::{Disagreement, MaskVerifier, DEFAULT_SAMPLE};
-use crate::engine::GrammarMatcher;
-use crate::util::TokenBitmask;
-use crate::util::{LimitError, TokenId};
+use structgen_engine::engine::check::{Disagreement, MaskVerifier, DEFAULT_SAMPLE};
+use structgen_engine::engine::GrammarMatcher;
+use structgen_engine::util::TokenBitmask;
+use structgen_engine::util::{LimitError, TokenId};
 pub use speculate::{Draft, DraftError};
 
 /// What can stop a generation early.

@@ -1,4 +1,4 @@
-//! The CPU forward pass on our own kernels ([`crate::runtime::kernels`]): GGUF weights in their
+//! The CPU forward pass on our own kernels ([`crate::kernels`]): GGUF weights in their
 //! block formats, f32 activations in buffers that are allocated once and grow, the KV cache as
 //! one growing f32 array per layer, and every matrix product, attention and element-wise step
 //! spread over one [`Pool`]. Same architectures and semantics as the candle path in
@@ -18,7 +18,7 @@ use candle_core::{Device, Tensor};
 
 use super::config::{Activation, ArchConfig};
 use super::decoder::{CandleDecoder, Embedding, GateUp, Linear, Norm, Qkv};
-use crate::runtime::kernels::{
+use crate::kernels::{
     matmul_side_by_side, ActBuf, ActKind, Isa, Pool, QWeight, SharedOut, WType,
 };
 
@@ -116,7 +116,7 @@ fn unsupported(q: &QMatMul) -> Option<String> {
 }
 
 fn weight(q: &QMatMul) -> candle_core::Result<QWeight> {
-    let bad = |e: crate::runtime::kernels::WeightError| candle_core::Error::Msg(e.to_string());
+    let bad = |e: crate::kernels::WeightError| candle_core::Error::Msg(e.to_string());
     match q {
         QMatMul::QTensor(t) => {
             let (rows, cols) = t.shape().dims2()?;

@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use super::chat::{ChatError, ChatTemplate};
 use super::model::Model;
-use crate::engine::{CompileOptions, GrammarCompiler, GrammarMatcher};
-use crate::frontend::json_schema::JsonSchemaOptions;
-use crate::frontend::structural_tag::{structural_tag_grammar_with, TagError};
-use crate::frontend::tool_tag::tools_structural_tag;
-use crate::frontend::tools::{StyleSpec, Tool, ToolOptions, ToolsError};
-use crate::grammar::GrammarError;
-use crate::util::{Limits, TokenId};
+use structgen_engine::engine::{CompileOptions, GrammarCompiler, GrammarMatcher};
+use structgen_engine::frontend::json_schema::JsonSchemaOptions;
+use structgen_engine::frontend::structural_tag::{structural_tag_grammar_with, TagError};
+use structgen_engine::frontend::tool_tag::tools_structural_tag;
+use structgen_engine::frontend::tools::{StyleSpec, Tool, ToolOptions, ToolsError};
+use structgen_engine::grammar::GrammarError;
+use structgen_engine::util::{Limits, TokenId};
 
 /// Why a request could not be prepared.
 #[derive(Debug, thiserror::Error)]
