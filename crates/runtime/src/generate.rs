@@ -25,21 +25,22 @@
 //! there (one bitmask upload, one id back). Without overlap the mask is filled after the logits,
 //! and all of it is waited for.
 
+mod seq;
 mod speculate;
 
 use std::time::Instant;
 
 use candle_core::Tensor;
 
-use super::logits::{apply_in_place, apply_on_device};
 use super::model::Model;
-use super::sampler::{sample_on_device, Sampler, Sampling};
-use super::trace::{Origin, StepRecord, StopReason, Summary};
-use structgen_engine::engine::check::{Disagreement, MaskVerifier, DEFAULT_SAMPLE};
-use structgen_engine::engine::GrammarMatcher;
-use structgen_engine::util::TokenBitmask;
-use structgen_engine::util::{LimitError, TokenId};
+use super::sampler::Sampling;
+use super::trace::{StepRecord, StopReason, Summary};
+pub(crate) use seq::ReadyMask;
+pub use seq::Seq;
 pub use speculate::{Draft, DraftError};
+use structgen_engine::engine::check::Disagreement;
+use structgen_engine::engine::GrammarMatcher;
+use structgen_engine::util::LimitError;
 
 /// What can stop a generation early.
 #[derive(Debug, thiserror::Error)]
@@ -158,45 +159,20 @@ pub struct Prefill {
     ms: f64,
 }
 
-/// A mask filled while the forward pass ran: its fill time and how long the logits waited for it.
-#[derive(Debug, Clone, Copy)]
-struct ReadyMask {
-    mask_us: f64,
-    wait_us: f64,
-}
-
-/// One sequence being generated.
+/// One sequence being generated on a model that its caller holds.
 pub struct Session<'m> {
     model: &'m mut Model,
-    matcher: Option<GrammarMatcher>,
-    opts: GenerateOptions,
-    sampler: Sampler,
-    bitmask: TokenBitmask,
-    ready: Option<ReadyMask>,
-    stop_tokens: Vec<u32>,
-    /// Prompt tokens whose KV cache was kept from before the prefill.
-    prompt_reused: usize,
-    prefill_ms: f64,
-    out: Vec<u32>,
-    out_rec: Vec<usize>,
-    kv_out: usize,
-    logits: Option<Tensor>,
-    records: Vec<StepRecord>,
-    stopped_by_token: bool,
-    verifier: Option<MaskVerifier>,
-    /// The prompt (its length places the output in the KV cache; the draft model's cache
-    /// follows it).
-    prompt: Vec<u32>,
+    seq: Seq,
     draft: Option<Draft<'m>>,
 }
 
-fn us_since(t: Instant) -> f64 {
+pub(crate) fn us_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e6
 }
 
 impl<'m> Session<'m> {
-    /// A session on `model`, constrained by `matcher` when given; `stop_tokens` end an
-    /// unconstrained generation (a matcher has its own).
+    /// A session on `model` (its KV cache slot 0), constrained by `matcher` when given;
+    /// `stop_tokens` end an unconstrained generation (a matcher has its own).
     pub fn new(
         model: &'m mut Model,
         matcher: Option<GrammarMatcher>,
@@ -207,26 +183,10 @@ impl<'m> Session<'m> {
             opts.on_device = true;
             model.decoder.device.set_seed(opts.seed)?;
         }
-        let verifier = (opts.verify_masks && matcher.is_some())
-            .then(|| MaskVerifier::new(opts.seed, DEFAULT_SAMPLE));
+        let seq = Seq::new(matcher, stop_tokens, opts, model.logits_len, 0);
         Ok(Session {
-            verifier,
-            sampler: Sampler::new(opts.sampling, opts.seed),
-            bitmask: TokenBitmask::new(model.logits_len),
             model,
-            matcher,
-            opts,
-            ready: None,
-            stop_tokens,
-            prompt_reused: 0,
-            prefill_ms: 0.0,
-            out: Vec::new(),
-            out_rec: Vec::new(),
-            kv_out: 0,
-            logits: None,
-            records: Vec::new(),
-            stopped_by_token: false,
-            prompt: Vec::new(),
+            seq,
             draft: None,
         })
     }
@@ -245,21 +205,23 @@ impl<'m> Session<'m> {
             .min(prompt.len() - 1);
         self.model.decoder.truncate(keep)?;
         let (logits, ms) = self.forward_and_mask(&prompt[keep..])?;
-        self.logits = Some(logits);
-        self.prefill_ms = ms;
-        self.prompt_reused = keep;
-        self.prompt = prompt.to_vec();
+        let seq = &mut self.seq;
+        seq.logits = Some(logits);
+        seq.prefill_ms = ms;
+        seq.prompt_reused = keep;
+        seq.prompt = prompt.to_vec();
         Ok(())
     }
 
     /// The prefilled prompt, to [`Session::resume`] another session on this model from it; `None`
     /// before [`Session::prefill`] or once the first token was sampled.
     pub fn prefilled(&self) -> Option<Prefill> {
-        let logits = self.logits.clone().filter(|_| self.records.is_empty())?;
+        let seq = &self.seq;
+        let logits = seq.logits.clone().filter(|_| seq.records.is_empty())?;
         Some(Prefill {
-            tokens: self.prompt.clone(),
+            tokens: seq.prompt.clone(),
             logits,
-            ms: self.prefill_ms,
+            ms: seq.prefill_ms,
         })
     }
 
@@ -271,23 +233,24 @@ impl<'m> Session<'m> {
             return Err(GenerateError::NotPrefilled { held, prompt: len });
         }
         self.model.decoder.truncate(len)?;
-        self.ready = None;
-        self.logits = Some(prefill.logits.clone());
-        self.prefill_ms = prefill.ms;
-        self.prompt = prefill.tokens.clone();
+        let seq = &mut self.seq;
+        seq.ready = None;
+        seq.logits = Some(prefill.logits.clone());
+        seq.prefill_ms = prefill.ms;
+        seq.prompt = prefill.tokens.clone();
         // Reported as the earlier session's prefill, whose logits this one starts from.
-        self.prompt_reused = 0;
+        seq.prompt_reused = 0;
         Ok(())
     }
 
     /// The generated tokens so far.
     pub fn tokens(&self) -> &[u32] {
-        &self.out
+        &self.seq.out
     }
 
     /// The matcher, when constrained.
     pub fn matcher(&self) -> Option<&GrammarMatcher> {
-        self.matcher.as_ref()
+        self.seq.matcher.as_ref()
     }
 
     /// Tokens in the KV cache.
@@ -297,31 +260,7 @@ impl<'m> Session<'m> {
 
     /// The logits row for the next token (after [`Session::sync`]).
     pub fn logits(&self) -> Option<&Tensor> {
-        self.logits.as_ref()
-    }
-
-    fn text_of(&self, token: u32) -> String {
-        String::from_utf8_lossy(self.model.vocab.vocab.token_bytes(TokenId(token))).into_owned()
-    }
-
-    fn record(&mut self, token: u32, origin: Origin) -> usize {
-        self.records.push(StepRecord {
-            step: self.out.len(),
-            token,
-            text: self.text_of(token),
-            origin,
-            mask_us: None,
-            mask_wait_us: None,
-            apply_us: None,
-            forward_ms: None,
-            forward_tokens: None,
-            sample_us: None,
-            accept_us: 0.0,
-            rolled_back: 0,
-            allowed: None,
-            replaced: false,
-        });
-        self.records.len() - 1
+        self.seq.logits.as_ref()
     }
 
     /// One sampled token (with its jump-forward) and the forward pass after it; `None` while
@@ -331,7 +270,7 @@ impl<'m> Session<'m> {
         &mut self,
         on_record: &mut dyn FnMut(&StepRecord),
     ) -> Result<Option<StopReason>, GenerateError> {
-        if self.out.len() >= self.opts.max_tokens {
+        if self.seq.out.len() >= self.seq.opts.max_tokens {
             return Ok(Some(StopReason::MaxTokens));
         }
         if let Some(mut draft) = self.draft.take() {
@@ -339,17 +278,17 @@ impl<'m> Session<'m> {
             self.draft = Some(draft);
             return result;
         }
-        let logits = match self.logits.take() {
+        let logits = match self.seq.logits.take() {
             Some(l) => l,
             None => {
                 self.sync(on_record)?;
-                self.logits.take().ok_or(GenerateError::EmptyPrompt)?
+                self.seq.logits.take().ok_or(GenerateError::EmptyPrompt)?
             }
         };
         if let Some(stop) = self.sample_one(logits, on_record)? {
             return Ok(Some(stop));
         }
-        if self.opts.jump_forward {
+        if self.seq.opts.jump_forward {
             self.jump_forward(on_record)?;
         }
         self.sync(on_record)?;
@@ -363,157 +302,13 @@ impl<'m> Session<'m> {
         logits: Tensor,
         on_record: &mut dyn FnMut(&StepRecord),
     ) -> Result<Option<StopReason>, GenerateError> {
-        let (mut mask_us, mut wait_us, mut apply_us, mut allowed) = (None, None, None, None);
-        if let Some(m) = &mut self.matcher {
-            let ready = match self.ready.take() {
-                Some(r) => r,
-                None => {
-                    let t = Instant::now();
-                    m.fill_next_token_bitmask(&mut self.bitmask);
-                    let mask_us = us_since(t);
-                    ReadyMask {
-                        mask_us,
-                        wait_us: mask_us,
-                    }
-                }
-            };
-            mask_us = Some(ready.mask_us);
-            wait_us = Some(ready.wait_us);
-            let n = self.bitmask.count_allowed();
-            if n == 0 {
-                return Err(GenerateError::NoToken {
-                    step: self.out.len(),
-                });
-            }
-            allowed = Some(n);
-        }
-        let constrained = self.matcher.is_some();
-        let sample_from_host = |row: &mut [f32], sampler: &mut Sampler| {
-            sampler.sample(row).ok_or(GenerateError::NoToken {
-                step: self.out.len(),
-            })
-        };
-        let (token, sample_us) = if self.opts.on_device {
-            let masked = if constrained {
-                let t = Instant::now();
-                let masked = apply_on_device(&logits, &self.bitmask)?;
-                apply_us = Some(us_since(t));
-                if self.verifier.is_some() {
-                    self.check_device_mask(&logits, &masked, allowed.unwrap_or(0))?;
-                }
-                masked
-            } else {
-                logits
-            };
-            let t = Instant::now();
-            let token = if self.opts.sampling.on_device() {
-                sample_on_device(&masked, self.opts.sampling)?
-            } else {
-                sample_from_host(&mut masked.to_vec1::<f32>()?, &mut self.sampler)?
-            };
-            (token, us_since(t))
-        } else {
-            let mut row = logits.to_vec1::<f32>()?;
-            if constrained {
-                let t = Instant::now();
-                apply_in_place(&mut row, &self.bitmask);
-                apply_us = Some(us_since(t));
-            }
-            let t = Instant::now();
-            let token = sample_from_host(&mut row, &mut self.sampler)?;
-            (token, us_since(t))
-        };
-        let step = self.out.len();
-        let is_stop = self.stop_tokens.contains(&token);
-        if let (Some(m), Some(v)) = (&self.matcher, &mut self.verifier) {
-            v.check_step(m, &self.bitmask, step, Some(TokenId(token)), true)?;
-        }
-        let t = Instant::now();
-        if let Some(m) = &mut self.matcher {
-            if !m.accept_token(TokenId(token)) {
-                return Err(GenerateError::Refused {
-                    step,
-                    token,
-                    text: self.text_of(token),
-                });
-            }
-            if let Some(e) = m.limit_error() {
-                return Err(GenerateError::Limit(e.clone()));
-            }
-        }
-        let accept_us = us_since(t);
-        let r = self.record(token, Origin::Sampled);
-        let rec = &mut self.records[r];
-        rec.mask_us = mask_us;
-        rec.mask_wait_us = wait_us;
-        rec.apply_us = apply_us;
-        rec.sample_us = Some(sample_us);
-        rec.accept_us = accept_us;
-        rec.allowed = allowed;
-        let ended = self.matcher.as_ref().is_some_and(|m| m.is_terminated());
-        if is_stop || ended {
-            self.stopped_by_token = is_stop;
-            on_record(&self.records[r]);
-            return Ok(Some(if self.matcher.is_some() {
-                StopReason::Grammar
-            } else {
-                StopReason::StopToken
-            }));
-        }
-        self.out.push(token);
-        self.out_rec.push(r);
-        Ok(None)
-    }
-
-    /// `--verify-masks` on the device path: the masked row keeps exactly the allowed tokens (of
-    /// those whose raw logit was finite).
-    fn check_device_mask(
-        &self,
-        logits: &Tensor,
-        masked: &Tensor,
-        allowed: usize,
-    ) -> Result<(), GenerateError> {
-        let finite = |t: &Tensor| -> candle_core::Result<usize> {
-            let n = t
-                .to_dtype(candle_core::DType::F32)?
-                .ge(f64::from(f32::MIN))?
-                .to_dtype(candle_core::DType::U32)?
-                .sum_all()?
-                .to_scalar::<u32>()?;
-            Ok(n as usize)
-        };
-        let kept = finite(masked)?;
-        if finite(logits)? == logits.elem_count() && kept != allowed {
-            return Err(GenerateError::DeviceMask {
-                step: self.out.len(),
-                allowed,
-                kept,
-            });
-        }
-        Ok(())
+        self.seq.sample_one(&self.model.vocab, logits, on_record)
     }
 
     /// Accepts `token` as if it had been sampled (no mask, no forward pass); for tests and
     /// replaying a known answer.
     pub fn push_token(&mut self, token: u32) -> Result<(), GenerateError> {
-        self.ready = None;
-        if let Some(m) = &mut self.matcher {
-            if !m.accept_token(TokenId(token)) {
-                return Err(GenerateError::Refused {
-                    step: self.out.len(),
-                    token,
-                    text: self.text_of(token),
-                });
-            }
-            if let Some(e) = m.limit_error() {
-                return Err(GenerateError::Limit(e.clone()));
-            }
-        }
-        self.logits = None;
-        let r = self.record(token, Origin::Sampled);
-        self.out.push(token);
-        self.out_rec.push(r);
-        Ok(())
+        self.seq.push_token(&self.model.vocab, token)
     }
 
     /// Appends the grammar's forced text, re-tokenizing the last few generated tokens with it.
@@ -522,109 +317,16 @@ impl<'m> Session<'m> {
         &mut self,
         on_record: &mut dyn FnMut(&StepRecord),
     ) -> Result<(usize, usize), GenerateError> {
-        let t = Instant::now();
-        let Some(m) = &mut self.matcher else {
-            return Ok((0, 0));
-        };
-        let forced = m.find_jump_forward_bytes();
-        if forced.is_empty() {
-            return Ok((0, 0));
-        }
-        let vocab = &self.model.vocab.vocab;
-        let mut k = 0;
-        while k < self.opts.retokenize_window.min(self.out.len())
-            && vocab.is_text(TokenId(self.out[self.out.len() - 1 - k]))
-        {
-            k += 1;
-        }
-        let Some((k, canonical)) = (0..=k).rev().find_map(|k| {
-            let prev = &self.out[self.out.len() - k..];
-            let mut text: Vec<u8> = prev
-                .iter()
-                .flat_map(|&p| vocab.token_bytes(TokenId(p)).iter().copied())
-                .collect();
-            text.extend_from_slice(&forced);
-            let s = std::str::from_utf8(&text).ok()?;
-            let enc = self.model.vocab.tokenizer.encode(s, false).ok()?;
-            let ids = enc.get_ids().to_vec();
-            let spelled: Vec<u8> = ids
-                .iter()
-                .flat_map(|&i| vocab.token_bytes(TokenId(i)).iter().copied())
-                .collect();
-            (spelled == text).then_some((k, ids))
-        }) else {
-            return Ok((0, 0));
-        };
-        let prev = &self.out[self.out.len() - k..];
-        let same = prev
-            .iter()
-            .zip(&canonical)
-            .take_while(|(a, b)| a == b)
-            .count();
-        let roll = k - same;
-        let mut new = &canonical[same..];
-        if let Some((&last, rest)) = new.split_last() {
-            if vocab.has_extension(vocab.token_bytes(TokenId(last))) {
-                new = rest;
-            }
-        }
-        if new.is_empty() {
-            return Ok((0, 0));
-        }
-        let mut trial = m.fork();
-        if trial.rollback(roll).is_err() || !new.iter().all(|&c| trial.accept_token(TokenId(c))) {
-            return Ok((0, 0));
-        }
-        *m = trial;
-        self.ready = None;
-        let keep = self.out.len() - roll;
-        for &r in &self.out_rec[keep..] {
-            self.records[r].replaced = true;
-            if self.records[r].forward_ms.is_none() {
-                on_record(&self.records[r]);
-            }
-        }
-        self.out.truncate(keep);
-        self.out_rec.truncate(keep);
-        if self.kv_out > keep {
-            self.model.decoder.truncate(self.prompt.len() + keep)?;
-            self.kv_out = keep;
-        }
-        let new = new.to_vec();
-        let elapsed = us_since(t);
-        for (i, &c) in new.iter().enumerate() {
-            let r = self.record(c, Origin::Forced);
-            if i == 0 {
-                self.records[r].rolled_back = roll;
-                self.records[r].accept_us = elapsed;
-            }
-            self.out.push(c);
-            self.out_rec.push(r);
-        }
-        self.logits = None;
-        Ok((roll, new.len()))
+        self.seq.jump_forward(&self.model.vocab, on_record)
     }
 
     /// Feeds every generated token not yet in the KV cache in one forward pass.
     pub fn sync(&mut self, on_record: &mut dyn FnMut(&StepRecord)) -> Result<(), GenerateError> {
-        if self.kv_out == self.out.len() && self.logits.is_some() {
+        let Some(feed) = self.seq.pending_feed(&mut self.model.decoder)? else {
             return Ok(());
-        }
-        if self.kv_out == self.out.len() {
-            let keep = self.kv_out.saturating_sub(1);
-            self.model.decoder.truncate(self.prompt.len() + keep)?;
-            self.kv_out = keep;
-        }
-        let feed = self.out[self.kv_out..].to_vec();
+        };
         let (logits, ms) = self.forward_and_mask(&feed)?;
-        self.logits = Some(logits);
-        let first = self.out_rec[self.kv_out];
-        self.records[first].forward_ms = Some(ms);
-        self.records[first].forward_tokens = Some(feed.len());
-        for &r in &self.out_rec[self.kv_out..] {
-            on_record(&self.records[r]);
-        }
-        self.kv_out = self.out.len();
+        self.seq.fed(logits, ms, feed.len(), on_record);
         Ok(())
     }
 
@@ -632,7 +334,8 @@ impl<'m> Session<'m> {
     /// and the pass's time (ms). With overlap and a grammar that goes on, the next mask is filled
     /// on another thread meanwhile and kept for the next step with its wait.
     fn forward_and_mask(&mut self, tokens: &[u32]) -> Result<(Tensor, f64), GenerateError> {
-        self.ready = None;
+        let seq = &mut self.seq;
+        seq.ready = None;
         let decoder = &mut self.model.decoder;
         let forward = |decoder: &mut super::model::Decoder| {
             let t = Instant::now();
@@ -640,15 +343,15 @@ impl<'m> Session<'m> {
             decoder.device.synchronize()?;
             Ok::<_, candle_core::Error>((logits, t, Instant::now()))
         };
-        let matcher = self
+        let matcher = seq
             .matcher
             .as_mut()
-            .filter(|m| self.opts.overlap && !m.is_terminated());
+            .filter(|m| seq.opts.overlap && !m.is_terminated());
         let Some(m) = matcher else {
             let (logits, t, ready) = forward(decoder)?;
             return Ok((logits, (ready - t).as_secs_f64() * 1e3));
         };
-        let bitmask = &mut self.bitmask;
+        let bitmask = &mut seq.bitmask;
         let (result, mask_us, mask_done) = std::thread::scope(|s| {
             let filler = s.spawn(move || {
                 let t = Instant::now();
@@ -663,7 +366,7 @@ impl<'m> Session<'m> {
             (result, mask_us, done)
         });
         let (logits, t, ready) = result?;
-        self.ready = Some(ReadyMask {
+        seq.ready = Some(ReadyMask {
             mask_us,
             wait_us: mask_done.saturating_duration_since(ready).as_secs_f64() * 1e6,
         });
@@ -672,35 +375,12 @@ impl<'m> Session<'m> {
 
     /// The result so far.
     pub fn finish(self, stop: StopReason) -> Generation {
-        let bytes: Vec<u8> = self
-            .out
-            .iter()
-            .flat_map(|&t| {
-                self.model
-                    .vocab
-                    .vocab
-                    .token_bytes(TokenId(t))
-                    .iter()
-                    .copied()
-            })
-            .collect();
-        let mut summary = Summary::from_records(
-            &self.records,
-            self.kv_out,
-            (self.prompt.len(), self.prompt_reused),
-            self.prefill_ms,
-            stop,
-        );
-        summary.verified_tokens = self.verifier.as_ref().map(|v| v.tokens);
-        if let Some(d) = &self.draft {
-            summary.add_speculation(d.stats());
+        let draft = self.draft.as_ref().map(Draft::stats);
+        let mut gen = self.seq.finish(&self.model.vocab, stop);
+        if let Some(d) = draft {
+            gen.summary.add_speculation(d);
         }
-        Generation {
-            tokens: self.out,
-            text: String::from_utf8_lossy(&bytes).into_owned(),
-            records: self.records,
-            summary,
-        }
+        gen
     }
 }
 

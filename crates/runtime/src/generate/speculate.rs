@@ -23,11 +23,11 @@
 use std::time::Instant;
 
 use super::{us_since, GenerateError, Session};
-use structgen_engine::engine::GrammarMatcher;
 use crate::logits::apply_in_place;
 use crate::model::Model;
 use crate::sampler::{Sampler, Sampling};
 use crate::trace::{DraftStats, StepRecord, StopReason};
+use structgen_engine::engine::GrammarMatcher;
 use structgen_engine::util::TokenBitmask;
 use structgen_engine::util::TokenId;
 
@@ -173,7 +173,7 @@ impl<'m> Session<'m> {
         draft: &mut Draft<'m>,
         on_record: &mut dyn FnMut(&StepRecord),
     ) -> Result<Option<StopReason>, GenerateError> {
-        if self.logits.is_none() || self.kv_out < self.out.len() {
+        if self.seq.logits.is_none() || self.seq.kv_out < self.seq.out.len() {
             self.sync(on_record)?;
         }
         self.round(draft, on_record)
@@ -184,13 +184,25 @@ impl<'m> Session<'m> {
         draft: &mut Draft<'m>,
         on_record: &mut dyn FnMut(&StepRecord),
     ) -> Result<Option<StopReason>, GenerateError> {
-        let room = self.opts.max_tokens - self.out.len();
-        let seq: Vec<u32> = self.prompt.iter().chain(&self.out).copied().collect();
-        let fork = self.matcher.as_ref().map(GrammarMatcher::fork);
+        let room = self.seq.opts.max_tokens - self.seq.out.len();
+        let seq: Vec<u32> = self
+            .seq
+            .prompt
+            .iter()
+            .chain(&self.seq.out)
+            .copied()
+            .collect();
+        let fork = self.seq.matcher.as_ref().map(GrammarMatcher::fork);
         let n = draft.k.min(room);
-        let drafted = draft.propose(&seq, fork, n, &self.stop_tokens, self.opts.jump_forward)?;
+        let drafted = draft.propose(
+            &seq,
+            fork,
+            n,
+            &self.seq.stop_tokens,
+            self.seq.opts.jump_forward,
+        )?;
         if drafted.is_empty() {
-            let logits = self.logits.take().ok_or(GenerateError::EmptyPrompt)?;
+            let logits = self.seq.logits.take().ok_or(GenerateError::EmptyPrompt)?;
             if let Some(stop) = self.sample_one(logits, on_record)? {
                 return Ok(Some(stop));
             }
@@ -202,10 +214,11 @@ impl<'m> Session<'m> {
         draft.stats.rounds += 1;
         draft.stats.drafted += drafted.len();
         // The cache now holds every drafted token; `kv_out` counts those the output keeps.
-        let cut_back = |s: &mut Session| s.model.decoder.truncate(s.prompt.len() + s.kv_out);
-        let mut logits = self.logits.take().ok_or(GenerateError::EmptyPrompt)?;
+        let cut_back =
+            |s: &mut Session| s.model.decoder.truncate(s.seq.prompt.len() + s.seq.kv_out);
+        let mut logits = self.seq.logits.take().ok_or(GenerateError::EmptyPrompt)?;
         for (i, d) in drafted.iter().enumerate() {
-            if self.out.len() >= self.opts.max_tokens {
+            if self.seq.out.len() >= self.seq.opts.max_tokens {
                 cut_back(self)?;
                 return Ok(Some(StopReason::MaxTokens));
             }
@@ -213,13 +226,14 @@ impl<'m> Session<'m> {
                 cut_back(self)?;
                 return Ok(Some(stop));
             }
-            if self.out.last() != Some(d) {
+            if self.seq.out.last() != Some(d) {
                 cut_back(self)?;
                 return self.plain_tail(on_record);
             }
             draft.stats.accepted += 1;
-            let forced = self.opts.jump_forward
+            let forced = self.seq.opts.jump_forward
                 && self
+                    .seq
                     .matcher
                     .as_mut()
                     .is_some_and(|m| !m.find_jump_forward_bytes().is_empty());
@@ -229,11 +243,11 @@ impl<'m> Session<'m> {
                 cut_back(self)?;
                 return self.plain_tail(on_record);
             }
-            self.kv_out = self.out.len();
-            on_record(&self.records[self.out_rec[self.kv_out - 1]]);
+            self.seq.kv_out = self.seq.out.len();
+            on_record(&self.seq.records[self.seq.out_rec[self.seq.kv_out - 1]]);
             logits = rows.get(i)?;
         }
-        self.logits = Some(logits);
+        self.seq.logits = Some(logits);
         Ok(None)
     }
 
@@ -243,7 +257,7 @@ impl<'m> Session<'m> {
         &mut self,
         on_record: &mut dyn FnMut(&StepRecord),
     ) -> Result<Option<StopReason>, GenerateError> {
-        if self.opts.jump_forward {
+        if self.seq.opts.jump_forward {
             self.jump_forward(on_record)?;
         }
         self.sync(on_record)?;

@@ -1,11 +1,19 @@
 //! [`Decoder`]: one network with its KV cache, run by candle's tensors (GPUs, dense dtypes,
 //! safetensors checkpoints) or by our CPU kernels ([`super::cpu`], GGUF weights on the CPU).
 //! Both append tokens, return the last logits row and truncate the cache exactly.
+//!
+//! A decoder holds any number of KV caches, one per sequence, in slots: slot 0 always exists and
+//! is the one of the single-sequence calls ([`Decoder::forward`], [`Decoder::truncate`], ...);
+//! [`Decoder::new_slot`] adds more and [`Decoder::forward_batch`] appends tokens to several in one
+//! call. On our CPU kernels that is one pass whose weights are read once for all the rows; on
+//! candle the sequences run one after another (their caches swapped in turn), so a batch gives
+//! the same results there and only the CPU kernels make it faster. Rollback and KV reuse act on
+//! one slot without touching the others.
 
 use candle_core::{DType, Device, Tensor};
 
 use super::config::ArchConfig;
-use super::cpu::CpuDecoder;
+use super::cpu::{CpuDecoder, Segment};
 use super::decoder::CandleDecoder;
 
 /// A loaded network with its KV cache.
@@ -18,13 +26,22 @@ pub struct Decoder {
     /// The activations' (and KV cache's) dtype: F32 over quantized weights, else the weights'.
     pub dtype: DType,
     backend: Backend,
-    /// The tokens whose keys and values the cache holds, in order (empty once a pass failed).
-    held: Vec<u32>,
+    /// Per slot, the tokens whose keys and values its cache holds, in order (empty once a pass
+    /// failed); `None` for a free slot.
+    held: Vec<Option<Vec<u32>>>,
 }
+
+/// A candle decoder's per-layer keys and values.
+type CandleCache = Vec<Option<(Tensor, Tensor)>>;
 
 #[derive(Debug)]
 enum Backend {
-    Candle(Box<CandleDecoder>),
+    Candle {
+        dec: Box<CandleDecoder>,
+        /// The caches of the slots other than `active`, whose cache is in `dec.cache`.
+        parked: Vec<CandleCache>,
+        active: usize,
+    },
     Cpu(Box<CpuDecoder>),
 }
 
@@ -35,8 +52,12 @@ impl Decoder {
             cfg: dec.cfg.clone(),
             device: dec.device.clone(),
             dtype: dec.dtype,
-            backend: Backend::Candle(Box::new(dec)),
-            held: Vec::new(),
+            backend: Backend::Candle {
+                dec: Box::new(dec),
+                parked: vec![Vec::new()],
+                active: 0,
+            },
+            held: vec![Some(Vec::new())],
         }
     }
 
@@ -59,7 +80,7 @@ impl Decoder {
                         device: dec.device.clone(),
                         dtype: DType::F32,
                         backend: Backend::Cpu(Box::new(cpu)),
-                        held: Vec::new(),
+                        held: vec![Some(Vec::new())],
                     },
                     what,
                 ))
@@ -73,15 +94,12 @@ impl Decoder {
         matches!(self.backend, Backend::Cpu(_))
     }
 
-    /// Tokens in the cache (= position of the next token).
+    /// Tokens in slot 0's cache (= position of its next token).
     pub fn len(&self) -> usize {
-        match &self.backend {
-            Backend::Candle(d) => d.len(),
-            Backend::Cpu(d) => d.len(),
-        }
+        self.slot_len(0)
     }
 
-    /// Whether the cache is empty.
+    /// Whether slot 0's cache is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -89,68 +107,219 @@ impl Decoder {
     /// Rows of the embedding table (= length of a logits row).
     pub fn vocab_size(&self) -> usize {
         match &self.backend {
-            Backend::Candle(d) => d.vocab_size(),
+            Backend::Candle { dec, .. } => dec.vocab_size(),
             Backend::Cpu(d) => d.vocab_size(),
         }
     }
 
-    /// Cuts the cache to its first `len` positions.
-    pub fn truncate(&mut self, len: usize) -> candle_core::Result<()> {
-        self.held.truncate(len);
+    /// A new empty KV cache slot (a freed one when there is one).
+    pub fn new_slot(&mut self) -> usize {
+        let slot = match &mut self.backend {
+            Backend::Candle { parked, .. } => match self.held.iter().position(Option::is_none) {
+                Some(i) => i,
+                None => {
+                    parked.push(Vec::new());
+                    parked.len() - 1
+                }
+            },
+            Backend::Cpu(d) => d.new_slot(),
+        };
+        if self.held.len() <= slot {
+            self.held.resize(slot + 1, None);
+        }
+        self.held[slot] = Some(Vec::new());
+        slot
+    }
+
+    /// Frees a slot's cache for reuse (slot 0 is only emptied).
+    pub fn free_slot(&mut self, slot: usize) {
+        if slot == 0 {
+            // Emptying a cache cannot fail.
+            let _ = self.truncate_slot(0, 0);
+            return;
+        }
         match &mut self.backend {
-            Backend::Candle(d) => d.truncate(len),
+            Backend::Candle {
+                dec,
+                parked,
+                active,
+            } => {
+                if *active == slot {
+                    dec.cache.iter_mut().for_each(|c| *c = None);
+                } else if let Some(p) = parked.get_mut(slot) {
+                    p.clear();
+                }
+            }
+            Backend::Cpu(d) => d.free_slot(slot),
+        }
+        if let Some(h) = self.held.get_mut(slot) {
+            *h = None;
+        }
+    }
+
+    /// Tokens in a slot's cache (0 for a free slot).
+    pub fn slot_len(&self, slot: usize) -> usize {
+        match &self.backend {
+            Backend::Candle {
+                dec,
+                parked,
+                active,
+            } => {
+                if *active == slot {
+                    dec.len()
+                } else {
+                    parked
+                        .get(slot)
+                        .and_then(|c| c.first())
+                        .and_then(|c| c.as_ref())
+                        .map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+                }
+            }
+            Backend::Cpu(d) => d.slot_len(slot),
+        }
+    }
+
+    /// Cuts slot 0's cache to its first `len` positions.
+    pub fn truncate(&mut self, len: usize) -> candle_core::Result<()> {
+        self.truncate_slot(0, len)
+    }
+
+    /// Cuts a slot's cache to its first `len` positions; the other slots are untouched.
+    pub fn truncate_slot(&mut self, slot: usize, len: usize) -> candle_core::Result<()> {
+        if let Some(Some(h)) = self.held.get_mut(slot) {
+            h.truncate(len);
+        }
+        match &mut self.backend {
+            Backend::Candle { .. } => {
+                self.activate(slot)?;
+                match &mut self.backend {
+                    Backend::Candle { dec, .. } => dec.truncate(len),
+                    Backend::Cpu(_) => Ok(()),
+                }
+            }
             Backend::Cpu(d) => {
-                d.truncate(len);
+                d.truncate_slot(slot, len);
                 Ok(())
             }
         }
     }
 
-    /// How many leading tokens of `tokens` the cache already holds: a prompt that continues an
-    /// earlier one (the next turn of a conversation, another request with the same system
+    /// On candle, puts `slot`'s cache in the decoder (parking the active one).
+    fn activate(&mut self, slot: usize) -> candle_core::Result<()> {
+        let free = !matches!(self.held.get(slot), Some(Some(_)));
+        if let Backend::Candle {
+            dec,
+            parked,
+            active,
+        } = &mut self.backend
+        {
+            if free {
+                candle_core::bail!("slot {slot} does not exist");
+            }
+            if *active != slot {
+                std::mem::swap(&mut dec.cache, &mut parked[*active]);
+                std::mem::swap(&mut dec.cache, &mut parked[slot]);
+                if dec.cache.is_empty() {
+                    dec.cache = vec![None; dec.layers.len()];
+                }
+                *active = slot;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many leading tokens of `tokens` slot 0's cache already holds: a prompt that continues
+    /// an earlier one (the next turn of a conversation, another request with the same system
     /// prompt) needs only the rest prefilled after [`Decoder::truncate`] to that length.
     pub fn common_prefix(&self, tokens: &[u32]) -> usize {
-        let n = self.held.len().min(self.len());
-        self.held[..n]
+        self.common_prefix_slot(0, tokens)
+    }
+
+    /// [`Decoder::common_prefix`] for a slot.
+    pub fn common_prefix_slot(&self, slot: usize, tokens: &[u32]) -> usize {
+        let Some(Some(held)) = self.held.get(slot) else {
+            return 0;
+        };
+        let n = held.len().min(self.slot_len(slot));
+        held[..n]
             .iter()
             .zip(tokens)
             .take_while(|(a, b)| a == b)
             .count()
     }
 
-    /// Appends `tokens` at the cache's end; returns the logits after the last one, `(vocab,)` f32.
+    /// Appends `tokens` at slot 0's end; returns the logits after the last one, `(vocab,)` f32.
     pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
-        let before = self.len();
+        let mut rows = self.forward_batch(&[(0, tokens)])?;
+        Ok(rows.remove(0))
+    }
+
+    /// Appends each `(slot, tokens)` at its slot's end (each slot at most once) and returns the
+    /// logits after each one's last token, `(vocab,)` f32, in order. A sequence's logits are the
+    /// same whatever else shares the call: a run of 4 tokens or more (a prompt, forced text) is
+    /// computed as a pass of it alone, a shorter one row by row, as a decode step.
+    pub fn forward_batch(&mut self, segs: &[(usize, &[u32])]) -> candle_core::Result<Vec<Tensor>> {
+        let before: Vec<usize> = segs.iter().map(|&(s, _)| self.slot_len(s)).collect();
         let out = match &mut self.backend {
-            Backend::Candle(d) => d.forward(tokens),
-            Backend::Cpu(d) => d.forward(tokens),
+            Backend::Cpu(d) => {
+                let parts: Vec<Segment> = segs
+                    .iter()
+                    .map(|&(slot, tokens)| Segment {
+                        slot,
+                        tokens,
+                        packed: true,
+                    })
+                    .collect();
+                d.forward_batch(&parts).and_then(|rows| {
+                    rows.into_iter()
+                        .map(|r| {
+                            let n = r.len();
+                            Tensor::from_vec(r, n, &Device::Cpu)
+                        })
+                        .collect()
+                })
+            }
+            Backend::Candle { .. } => {
+                let mut rows = Vec::with_capacity(segs.len());
+                for &(slot, tokens) in segs {
+                    self.activate(slot)?;
+                    if let Backend::Candle { dec, .. } = &mut self.backend {
+                        rows.push(dec.forward(tokens)?);
+                    }
+                }
+                Ok(rows)
+            }
         };
-        self.record(before, tokens, out.is_ok());
+        for (&(slot, tokens), before) in segs.iter().zip(before) {
+            self.record(slot, before, tokens, out.is_ok());
+        }
         out
     }
 
-    /// Appends `tokens` and returns the logits after each of them, `(tokens.len(), vocab)` f32,
-    /// each row exactly what [`Decoder::forward`] of that token alone would give: the products
-    /// run row by row, as in a decode step, never packed. For verifying drafted tokens; only our
-    /// CPU kernels have it.
+    /// Appends `tokens` to slot 0 and returns the logits after each of them,
+    /// `(tokens.len(), vocab)` f32, each row exactly what [`Decoder::forward`] of that token alone
+    /// would give: the products run row by row, as in a decode step, never packed. For
+    /// verifying drafted tokens; only our CPU kernels have it.
     pub fn forward_each(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
         let before = self.len();
         let out = match &mut self.backend {
-            Backend::Candle(_) => Err(candle_core::Error::Msg(
+            Backend::Candle { .. } => Err(candle_core::Error::Msg(
                 "verifying drafted tokens needs the CPU kernels (a GGUF model on the CPU)".into(),
             )),
             Backend::Cpu(d) => d.forward_each(tokens),
         };
-        self.record(before, tokens, out.is_ok());
+        self.record(0, before, tokens, out.is_ok());
         out
     }
 
-    /// Keeps `held` in step with the cache after a pass from length `before`.
-    fn record(&mut self, before: usize, tokens: &[u32], ok: bool) {
-        if ok && self.held.len() == before {
-            self.held.extend_from_slice(tokens);
-        } else {
-            self.held.clear();
+    /// Keeps a slot's `held` in step with its cache after a pass from length `before`.
+    fn record(&mut self, slot: usize, before: usize, tokens: &[u32], ok: bool) {
+        if let Some(Some(held)) = self.held.get_mut(slot) {
+            if ok && held.len() == before {
+                held.extend_from_slice(tokens);
+            } else {
+                held.clear();
+            }
         }
     }
 
@@ -158,7 +327,7 @@ impl Decoder {
     /// `budget` bytes; returns the bytes taken (0 on our CPU kernels, which need none).
     pub fn add_dense_copies(&mut self, budget: usize) -> candle_core::Result<usize> {
         match &mut self.backend {
-            Backend::Candle(d) => d.add_dense_copies(budget),
+            Backend::Candle { dec, .. } => dec.add_dense_copies(budget),
             Backend::Cpu(_) => Ok(0),
         }
     }

@@ -5,10 +5,19 @@
 //! [`super::decoder`] (which stays the path for GPUs and dense checkpoints): the logits of both
 //! agree up to activation rounding, which the architecture tests check for every format.
 //!
-//! Invariants: the KV cache of layer `l` holds `len × kv_heads × head_dim` keys and values, row
-//! `p` being position `p` (`[pos][kv_head][dim]`, so appending and truncating are `Vec` length
-//! changes); a query at position `p` sees keys `j ≤ p`, on sliding-window layers only
-//! `p − j < window`.
+//! Many sequences share the weights: each has its own KV cache in a slot (slot 0 always exists;
+//! [`CpuDecoder::new_slot`] adds more), and one pass ([`CpuDecoder::forward_batch`]) runs the rows
+//! of several sequences together, so that every weight is read once per pass for all of them.
+//!
+//! Invariants:
+//! - a slot's cache of layer `l` holds `len × kv_heads × head_dim` keys and values, row `p` being
+//!   position `p` (`[pos][kv_head][dim]`, so appending and truncating are `Vec` length changes);
+//!   a query at position `p` sees keys `j ≤ p` of its own slot, on sliding-window layers only
+//!   `p − j < window`;
+//! - a row's result depends only on its token, its position, its slot's cache and its segment's
+//!   product kind (packed for a segment of [`PACK_MIN_ROWS`] rows or more, row by row otherwise),
+//!   never on the other segments of the pass: every product, norm and attention is row-local, so a
+//!   sequence decodes to the same logits alone or in any batch.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -19,7 +28,7 @@ use candle_core::{Device, Tensor};
 use super::config::{Activation, ArchConfig};
 use super::decoder::{CandleDecoder, Embedding, GateUp, Linear, Norm, Qkv};
 use crate::kernels::{
-    matmul_side_by_side, ActBuf, ActKind, Isa, Pool, QWeight, SharedOut, WType,
+    matmul_side_by_side, ActBuf, ActKind, Isa, Pool, QWeight, SharedOut, WType, PACK_MIN_ROWS,
 };
 
 /// A projection: weight rows (outputs) and an optional bias.
@@ -85,8 +94,40 @@ struct Scratch {
     acts: Acts,
     /// `cos | sin` per row of the pass (`head_dim` values), for global and local layers.
     rope: [Vec<f32>; 2],
-    /// Whether this pass may take the packed products (else row by row, as a decode step).
-    packed: bool,
+    /// The pass's segments, packed ones first.
+    segs: Vec<SegRun>,
+    /// Rows `0..packed_rows` take the packed products, the rest row by row.
+    packed_rows: usize,
+}
+
+/// One sequence's keys and values, per layer (see the module invariants).
+#[derive(Debug, Clone, Default)]
+struct KvCache {
+    kv: Vec<(Vec<f32>, Vec<f32>)>,
+    len: usize,
+}
+
+/// One sequence's rows in a pass.
+#[derive(Debug, Clone, Copy)]
+struct SegRun {
+    slot: usize,
+    /// Its first row in the pass.
+    first: usize,
+    rows: usize,
+    /// Its slot's length before the pass (the position of its first row).
+    offset: usize,
+}
+
+/// Tokens to append to one slot in a batched pass.
+#[derive(Debug, Clone, Copy)]
+pub struct Segment<'a> {
+    /// The slot ([`CpuDecoder::new_slot`]; 0 always exists).
+    pub slot: usize,
+    /// The tokens, at the slot's end.
+    pub tokens: &'a [u32],
+    /// Whether a segment of [`PACK_MIN_ROWS`] tokens or more may take the packed products (a
+    /// prompt or forced text); `false` computes every row as a decode step of it alone.
+    pub packed: bool,
 }
 
 /// The decoder on our CPU kernels.
@@ -98,8 +139,8 @@ pub struct CpuDecoder {
     norm: Vec<f32>,
     lm_head: Arc<QWeight>,
     inv_freq: (Vec<f32>, Vec<f32>),
-    kv: Vec<(Vec<f32>, Vec<f32>)>,
-    len: usize,
+    /// KV caches by slot; `None` for a freed slot. Slot 0 always exists.
+    slots: Vec<Option<KvCache>>,
     pool: Pool,
     isa: Isa,
     s: Scratch,
@@ -222,8 +263,10 @@ impl CpuDecoder {
             norm: norm(&dec.norm)?,
             lm_head,
             inv_freq: (vector(&dec.inv_freq.0)?, vector(&dec.inv_freq.1)?),
-            kv: vec![(Vec::new(), Vec::new()); n],
-            len: 0,
+            slots: vec![Some(KvCache {
+                kv: vec![(Vec::new(), Vec::new()); n],
+                len: 0,
+            })],
             pool: Pool::new(threads),
             isa: Isa::detect(),
             s: Scratch::default(),
@@ -235,58 +278,128 @@ impl CpuDecoder {
         format!("{} threads, {}", self.pool.threads(), self.isa.name())
     }
 
-    /// Tokens in the cache.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
     /// Logit row length.
     pub fn vocab_size(&self) -> usize {
         self.lm_head.rows()
     }
 
-    /// Cuts the cache to its first `len` positions.
-    pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-        let kvd = self.cfg.kv_heads * self.cfg.head_dim;
-        for (k, v) in &mut self.kv {
-            k.truncate(self.len * kvd);
-            v.truncate(self.len * kvd);
+    /// A new empty KV cache slot (a freed one when there is one).
+    pub fn new_slot(&mut self) -> usize {
+        let empty = KvCache {
+            kv: vec![(Vec::new(), Vec::new()); self.layers.len()],
+            len: 0,
+        };
+        match self.slots.iter().position(Option::is_none) {
+            Some(i) => {
+                self.slots[i] = Some(empty);
+                i
+            }
+            None => {
+                self.slots.push(Some(empty));
+                self.slots.len() - 1
+            }
         }
     }
 
-    /// Appends `tokens`; returns the logits after the last one.
-    pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
-        let vocab = self.vocab_size();
-        let logits = self.run(tokens, true, false)?;
-        Tensor::from_vec(logits, vocab, &Device::Cpu)
+    /// Frees a slot's cache (slot 0 is only emptied).
+    pub fn free_slot(&mut self, slot: usize) {
+        if slot == 0 {
+            self.truncate_slot(0, 0);
+        } else if let Some(s) = self.slots.get_mut(slot) {
+            *s = None;
+        }
     }
 
-    /// Appends `tokens`; returns the logits after each one (`(tokens, vocab)`), every row computed
-    /// as a decode step of that token alone computes it (row-by-row products, never packed).
+    fn cache(&self, slot: usize) -> Option<&KvCache> {
+        self.slots.get(slot).and_then(Option::as_ref)
+    }
+
+    /// Tokens in a slot's cache (0 for a slot that does not exist).
+    pub fn slot_len(&self, slot: usize) -> usize {
+        self.cache(slot).map_or(0, |c| c.len)
+    }
+
+    /// Cuts a slot's cache to its first `len` positions; the other slots are untouched.
+    pub fn truncate_slot(&mut self, slot: usize, len: usize) {
+        let kvd = self.cfg.kv_heads * self.cfg.head_dim;
+        if let Some(Some(c)) = self.slots.get_mut(slot) {
+            c.len = c.len.min(len);
+            for (k, v) in &mut c.kv {
+                k.truncate(c.len * kvd);
+                v.truncate(c.len * kvd);
+            }
+        }
+    }
+
+    /// Appends `tokens` to slot 0; returns the logits after each one (`(tokens, vocab)`), every
+    /// row computed as a decode step of that token alone computes it (row-by-row products, never
+    /// packed).
     pub fn forward_each(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
         let vocab = self.vocab_size();
-        let logits = self.run(tokens, false, true)?;
+        let seg = Segment {
+            slot: 0,
+            tokens,
+            packed: false,
+        };
+        let logits = self.run(&[seg], true)?;
         Tensor::from_vec(logits, (tokens.len(), vocab), &Device::Cpu)
     }
 
-    /// Appends `tokens` (with packed products for long passes when `packed`); the logits after
-    /// the last token, or after every token when `all` (rows of `vocab`).
-    fn run(&mut self, tokens: &[u32], packed: bool, all: bool) -> candle_core::Result<Vec<f32>> {
-        if tokens.is_empty() {
-            candle_core::bail!("forward called with no tokens");
-        }
+    /// One pass over the segments of several slots (each slot at most once): returns, per
+    /// segment in order, the logits after its last token (`vocab` values). Each segment's rows
+    /// are computed exactly as a pass of that segment alone computes them.
+    pub fn forward_batch(&mut self, segs: &[Segment]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let vocab = self.vocab_size();
+        let logits = self.run(segs, false)?;
+        Ok(logits.chunks_exact(vocab).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Appends each segment's tokens to its slot; the logits after each segment's last token
+    /// (rows of `vocab`, in segment order), or after every token when `all`.
+    fn run(&mut self, segs: &[Segment], all: bool) -> candle_core::Result<Vec<f32>> {
         let vocab = self.embed.rows();
-        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= vocab) {
-            candle_core::bail!("token {t} is outside the embedding table ({vocab} rows)");
+        for (i, seg) in segs.iter().enumerate() {
+            if seg.tokens.is_empty() {
+                candle_core::bail!("forward called with no tokens (segment {i})");
+            }
+            if self.cache(seg.slot).is_none() {
+                candle_core::bail!("forward on slot {} that does not exist", seg.slot);
+            }
+            if segs[..i].iter().any(|s| s.slot == seg.slot) {
+                candle_core::bail!("slot {} appears twice in one pass", seg.slot);
+            }
+            if let Some(&t) = seg.tokens.iter().find(|&&t| t as usize >= vocab) {
+                candle_core::bail!("token {t} is outside the embedding table ({vocab} rows)");
+            }
         }
-        let seq = tokens.len();
+        // Packed segments first, so that each kind of product runs over one block of rows.
+        let packs = |s: &Segment| s.packed && s.tokens.len() >= PACK_MIN_ROWS;
+        let mut order: Vec<usize> = (0..segs.len()).collect();
+        order.sort_by_key(|&i| !packs(&segs[i]));
+        let mut runs = Vec::with_capacity(segs.len());
+        let (mut rows, mut packed_rows) = (0, 0);
+        for &i in &order {
+            let seg = &segs[i];
+            runs.push(SegRun {
+                slot: seg.slot,
+                first: rows,
+                rows: seg.tokens.len(),
+                offset: self.slot_len(seg.slot),
+            });
+            rows += seg.tokens.len();
+            if packs(seg) {
+                packed_rows = rows;
+            }
+        }
+        let seq = rows;
         let h = self.cfg.hidden;
         let s = &mut self.s;
         s.x.resize(seq * h, 0.0);
-        for (i, &t) in tokens.iter().enumerate() {
-            self.embed
-                .dequantize_row(t as usize, &mut s.x[i * h..(i + 1) * h]);
+        for (run, &i) in runs.iter().zip(&order) {
+            for (r, &t) in segs[i].tokens.iter().enumerate() {
+                let at = (run.first + r) * h;
+                self.embed.dequantize_row(t as usize, &mut s.x[at..at + h]);
+            }
         }
         if self.cfg.scale_embeddings {
             let k = (h as f32).sqrt();
@@ -302,28 +415,48 @@ impl CpuDecoder {
         };
         for (table, (freqs, linear)) in s.rope.iter_mut().zip([global, local]).take(kinds) {
             table.clear();
-            for i in 0..seq {
-                let pos = (self.len + i) as f32 / linear;
-                let angles = freqs.iter().map(|f| pos * f);
-                table.extend(angles.clone().map(f32::cos));
-                table.extend(angles.map(f32::sin));
+            for run in &runs {
+                for i in 0..run.rows {
+                    let pos = (run.offset + i) as f32 / linear;
+                    let angles = freqs.iter().map(|f| pos * f);
+                    table.extend(angles.clone().map(f32::cos));
+                    table.extend(angles.map(f32::sin));
+                }
             }
             debug_assert_eq!(table.len(), seq * 2 * half);
         }
-        self.s.packed = packed;
+        s.segs = runs;
+        s.packed_rows = packed_rows;
         for l in 0..self.layers.len() {
             self.layer(l, seq);
         }
-        self.len += seq;
+        for run in &self.s.segs {
+            if let Some(Some(c)) = self.slots.get_mut(run.slot) {
+                c.len += run.rows;
+            }
+        }
+        // The rows whose logits are wanted, in segment order.
+        let mut wanted = Vec::new();
+        for i in 0..segs.len() {
+            let run = self.s.segs[order.iter().position(|&o| o == i).unwrap_or(0)];
+            if all {
+                wanted.extend(run.first..run.first + run.rows);
+            } else {
+                wanted.push(run.first + run.rows - 1);
+            }
+        }
         let s = &mut self.s;
-        let rows = if all { seq } else { 1 };
-        let first = &s.x[(seq - rows) * h..seq * h];
+        let out_rows = wanted.len();
+        s.tmp.resize(out_rows * h, 0.0);
+        for (o, &r) in wanted.iter().enumerate() {
+            s.tmp[o * h..(o + 1) * h].copy_from_slice(&s.x[r * h..(r + 1) * h]);
+        }
         norm_rows(
             &self.pool,
-            first,
+            &s.tmp,
             &self.norm,
             self.cfg.eps as f32,
-            rows,
+            out_rows,
             h,
             &mut s.h,
         );
@@ -331,8 +464,8 @@ impl CpuDecoder {
         // Every row alone: the logits of a pass equal those of single steps.
         let acts = s
             .acts
-            .get(&self.pool, self.lm_head.ty().act(), &s.h, rows, h);
-        let mut logits = vec![0f32; rows * vocab];
+            .get(&self.pool, self.lm_head.ty().act(), &s.h, out_rows, h);
+        let mut logits = vec![0f32; out_rows * vocab];
         self.lm_head
             .matmul(&self.pool, self.isa, acts, &mut logits, vocab);
         if let Some(cap) = self.cfg.final_softcap {
@@ -342,19 +475,18 @@ impl CpuDecoder {
         Ok(logits)
     }
 
-    /// Layer `l` on the `seq` rows of `s.x` (positions `self.len..`), in place.
+    /// Layer `l` on the `seq` rows of `s.x` (the segments of `s.segs`), in place.
     fn layer(&mut self, l: usize, seq: usize) {
         let CpuDecoder {
             cfg,
             layers,
-            kv,
-            len,
+            slots,
             pool,
             isa,
             s,
             ..
         } = self;
-        let (pool, isa, layer, offset) = (&*pool, *isa, &layers[l], *len);
+        let (pool, isa, layer) = (&*pool, *isa, &layers[l]);
         let (h, d) = (cfg.hidden, cfg.head_dim);
         let (nh, nkv) = (cfg.heads, cfg.kv_heads);
         let (qd, kvd) = (nh * d, nkv * d);
@@ -369,16 +501,19 @@ impl CpuDecoder {
             act,
             acts,
             rope: tables,
-            packed,
+            segs,
+            packed_rows,
         } = s;
-        let packed = *packed;
+        let split = *packed_rows;
+        let project = |ps: &[Proj], acts: &mut Acts, x: &[f32], k: usize, out: &mut [f32], ld| {
+            project_split(pool, isa, split, ps, acts, x, seq, k, out, ld);
+        };
 
         // Attention.
         norm_rows(pool, x, &layer.attn_norm, eps, seq, h, hn);
-        acts.stale();
         let ld = qd + 2 * kvd;
         qkv.resize(seq * ld, 0.0);
-        project_all(pool, isa, packed, &layer.qkv, acts, hn, seq, h, qkv, ld);
+        project(&layer.qkv, acts, hn, h, qkv, ld);
         let local = cfg.is_local_layer(l);
         let table = &tables[usize::from(local)];
         for i in 0..seq {
@@ -391,11 +526,16 @@ impl CpuDecoder {
             let (cos, sin) = table[i * d..(i + 1) * d].split_at(d / 2);
             rope(&mut row[..qd + kvd], cos, sin, cfg.rope_interleaved);
         }
-        let (kc, vc) = &mut kv[l];
-        for i in 0..seq {
-            let row = &qkv[i * ld..(i + 1) * ld];
-            kc.extend_from_slice(&row[qd..qd + kvd]);
-            vc.extend_from_slice(&row[qd + kvd..]);
+        for run in segs.iter() {
+            let Some(Some(cache)) = slots.get_mut(run.slot) else {
+                continue;
+            };
+            let (kc, vc) = &mut cache.kv[l];
+            for i in run.first..run.first + run.rows {
+                let row = &qkv[i * ld..(i + 1) * ld];
+                kc.extend_from_slice(&row[qd..qd + kvd]);
+                vc.extend_from_slice(&row[qd + kvd..]);
+            }
         }
         att.resize(seq * qd, 0.0);
         let window = if local {
@@ -408,45 +548,32 @@ impl CpuDecoder {
             nh,
             nkv,
             ld,
-            seq,
-            offset,
             window,
             scale: cfg.attn_scale as f32,
         };
-        attention(pool, &geo, qkv, kc, vc, att);
-        acts.stale();
+        let parts: Vec<AttnSeg> = segs
+            .iter()
+            .filter_map(|run| {
+                let (kc, vc) = &slots.get(run.slot)?.as_ref()?.kv[l];
+                Some(AttnSeg {
+                    first: run.first,
+                    rows: run.rows,
+                    offset: run.offset,
+                    kc,
+                    vc,
+                })
+            })
+            .collect();
+        attention(pool, &geo, &parts, qkv, att);
         tmp.resize(seq * h, 0.0);
-        project_all(
-            pool,
-            isa,
-            packed,
-            std::slice::from_ref(&layer.o),
-            acts,
-            att,
-            seq,
-            qd,
-            tmp,
-            h,
-        );
+        project(std::slice::from_ref(&layer.o), acts, att, qd, tmp, h);
         add_residual(x, tmp, layer.post_attn_norm.as_deref(), eps, h);
 
         // MLP.
         norm_rows(pool, x, &layer.ffn_norm, eps, seq, h, hn);
-        acts.stale();
         let width = layer.down.w.cols();
         ffn.resize(seq * 2 * width, 0.0);
-        project_all(
-            pool,
-            isa,
-            packed,
-            &layer.gate_up,
-            acts,
-            hn,
-            seq,
-            h,
-            ffn,
-            2 * width,
-        );
+        project(&layer.gate_up, acts, hn, h, ffn, 2 * width);
         act.resize(seq * width, 0.0);
         let gelu = cfg.activation == Activation::GeluTanh;
         let out = SharedOut::new(act);
@@ -459,20 +586,32 @@ impl CpuDecoder {
                 *o = if gelu { gelu_tanh(*g) } else { silu(*g) } * u;
             }
         });
-        acts.stale();
-        project_all(
-            pool,
-            isa,
-            packed,
-            std::slice::from_ref(&layer.down),
-            acts,
-            act,
-            seq,
-            width,
-            tmp,
-            h,
-        );
+        project(std::slice::from_ref(&layer.down), acts, act, width, tmp, h);
         add_residual(x, tmp, layer.post_ffn_norm.as_deref(), eps, h);
+    }
+}
+
+/// [`project_all`] over the `m` rows of `x`: rows `0..split` with packed products where their
+/// count allows, the rest row by row.
+#[allow(clippy::too_many_arguments)]
+fn project_split(
+    pool: &Pool,
+    isa: Isa,
+    split: usize,
+    ps: &[Proj],
+    acts: &mut Acts,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    out: &mut [f32],
+    ld: usize,
+) {
+    for (r0, r1, packed) in [(0, split, true), (split, m, false)] {
+        if r1 > r0 {
+            acts.stale();
+            let (x, out) = (&x[r0 * k..r1 * k], &mut out[r0 * ld..]);
+            project_all(pool, isa, packed, ps, acts, x, r1 - r0, k, out, ld);
+        }
     }
 }
 
@@ -560,33 +699,51 @@ struct Geometry {
     nh: usize,
     nkv: usize,
     ld: usize,
-    seq: usize,
-    offset: usize,
     window: Option<usize>,
     scale: f32,
 }
 
-/// Causal (and windowed) attention of the `seq` queries in `qkv` over the cached keys and
-/// values into `att` (`seq × nh·d`).
-fn attention(pool: &Pool, g: &Geometry, qkv: &[f32], kc: &[f32], vc: &[f32], att: &mut [f32]) {
+/// One sequence's queries in a pass and its cached keys and values.
+struct AttnSeg<'a> {
+    /// Its first row in the pass.
+    first: usize,
+    rows: usize,
+    /// The position of its first row.
+    offset: usize,
+    kc: &'a [f32],
+    vc: &'a [f32],
+}
+
+/// Causal (and windowed) attention of each segment's queries in `qkv` over its own cached keys
+/// and values into `att` (`rows × nh·d`).
+fn attention(pool: &Pool, g: &Geometry, segs: &[AttnSeg], qkv: &[f32], att: &mut [f32]) {
     let (d, kvd, qd) = (g.d, g.nkv * g.d, g.nh * g.d);
     let rep = g.nh / g.nkv;
     const ROWS: usize = 8;
-    let blocks = g.seq.div_ceil(ROWS);
+    // The first chunk of each segment: chunks are (segment, head, block of ROWS rows).
+    let mut starts = Vec::with_capacity(segs.len() + 1);
+    starts.push(0);
+    for s in segs {
+        starts.push(starts.last().copied().unwrap_or(0) + g.nh * s.rows.div_ceil(ROWS));
+    }
     let out = SharedOut::new(att);
-    pool.run_chunks(g.nh * blocks, &|c| {
-        let (hd, b) = (c / blocks, c % blocks);
+    pool.run_chunks(starts[segs.len()], &|c| {
+        let at = starts.partition_point(|&f| f <= c) - 1;
+        let seg = &segs[at];
+        let blocks = seg.rows.div_ceil(ROWS);
+        let (hd, b) = ((c - starts[at]) / blocks, (c - starts[at]) % blocks);
         let kvh = hd / rep;
         SCORES.with(|sc| {
             let mut scores = sc.borrow_mut();
-            for i in b * ROWS..((b + 1) * ROWS).min(g.seq) {
-                let p = g.offset + i;
+            for i in b * ROWS..((b + 1) * ROWS).min(seg.rows) {
+                let p = seg.offset + i;
+                let row = seg.first + i;
                 let lo = g.window.map_or(0, |w| (p + 1).saturating_sub(w));
-                let q = &qkv[i * g.ld + hd * d..][..d];
+                let q = &qkv[row * g.ld + hd * d..][..d];
                 scores.clear();
                 let mut max = f32::NEG_INFINITY;
                 for j in lo..=p {
-                    let s = dot(q, &kc[j * kvd + kvh * d..][..d]) * g.scale;
+                    let s = dot(q, &seg.kc[j * kvd + kvh * d..][..d]) * g.scale;
                     max = max.max(s);
                     scores.push(s);
                 }
@@ -595,12 +752,12 @@ fn attention(pool: &Pool, g: &Geometry, qkv: &[f32], kc: &[f32], vc: &[f32], att
                     *s = (*s - max).exp();
                     sum += *s;
                 }
-                // SAFETY: (row i, head hd) belongs to this chunk.
-                let o = unsafe { out.slice(i * qd + hd * d, d) };
+                // SAFETY: (row, head hd) belongs to this chunk.
+                let o = unsafe { out.slice(row * qd + hd * d, d) };
                 o.fill(0.0);
                 for (j, s) in (lo..=p).zip(scores.iter()) {
                     let w = s / sum;
-                    let v = &vc[j * kvd + kvh * d..][..d];
+                    let v = &seg.vc[j * kvd + kvh * d..][..d];
                     o.iter_mut().zip(v).for_each(|(o, v)| *o += w * v);
                 }
             }

@@ -421,8 +421,10 @@ pub fn gguf_chat(
             .get(key)
             .and_then(|v| v.to_u32().ok())
             .map(|id| {
-                String::from_utf8_lossy(vocab.vocab.token_bytes(structgen_engine::util::TokenId(id)))
-                    .into_owned()
+                String::from_utf8_lossy(
+                    vocab.vocab.token_bytes(structgen_engine::util::TokenId(id)),
+                )
+                .into_owned()
             })
             .unwrap_or_default()
     };
