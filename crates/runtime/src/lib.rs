@@ -15,7 +15,10 @@
 //! - [`request`]: messages + tools + style → prompt tokens, matcher and stop tokens.
 //! - [`generate`](mod@generate): the decoding loop with jump-forward and rollback.
 //! - [`trace`]: per-step records and the summary.
+//! - [`batch`]: many sequences at once: continuous batching over one model ([`batch::Batch`]) and
+//!   the threaded submit / receive / cancel API on it ([`batch::Runtime`]).
 
+pub mod batch;
 pub mod chat;
 pub mod generate;
 pub mod kernels;

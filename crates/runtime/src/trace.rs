@@ -139,6 +139,8 @@ pub enum StopReason {
     StopToken,
     /// `--max-tokens` reached.
     MaxTokens,
+    /// The caller cancelled the request (batched runtime).
+    Cancelled,
 }
 
 impl StopReason {
@@ -147,6 +149,7 @@ impl StopReason {
             StopReason::Grammar => "grammar",
             StopReason::StopToken => "stop token",
             StopReason::MaxTokens => "max tokens",
+            StopReason::Cancelled => "cancelled",
         }
     }
 }

@@ -18,7 +18,7 @@ use structgen_engine::vocab::LoadedVocab;
 use super::{us_since, GenerateError, GenerateOptions, Generation};
 use crate::logits::{apply_in_place, apply_on_device};
 use crate::model::Decoder;
-use crate::sampler::{sample_on_device, Sampler};
+use crate::sampler::{sample_on_device, Sampler, Sampling};
 use crate::trace::{Origin, StepRecord, StopReason, Summary};
 
 /// A mask filled while the forward pass ran: its fill time and how long the logits waited for it.
@@ -51,6 +51,9 @@ pub struct Seq {
     pub(crate) prompt: Vec<u32>,
     /// Its KV cache slot in the decoder.
     pub(crate) slot: usize,
+    /// Whether a temperature without cuts may be drawn with the device's RNG (one sequence); a
+    /// batch draws on the host, each sequence with its own seed.
+    pub(crate) device_rng: bool,
 }
 
 impl Seq {
@@ -83,6 +86,7 @@ impl Seq {
             stopped_by_token: false,
             prompt: Vec::new(),
             slot,
+            device_rng: true,
         }
     }
 
@@ -167,7 +171,8 @@ impl Seq {
                 logits
             };
             let t = Instant::now();
-            let token = if self.opts.sampling.on_device() {
+            let greedy = matches!(self.opts.sampling, Sampling::Greedy);
+            let token = if self.opts.sampling.on_device() && (self.device_rng || greedy) {
                 sample_on_device(&masked, self.opts.sampling)?
             } else {
                 sample_from_host(&mut masked.to_vec1::<f32>()?, &mut self.sampler)?
