@@ -21,10 +21,12 @@ use super::convert::{offered_name, openai_tools};
 use super::data::{Case, Param};
 use super::score::{score, Scored};
 use crate::engine::GrammarCompiler;
+use crate::engine::GrammarMatcher;
 use crate::frontend::tool_calls::render_calls;
 use crate::frontend::tools::FormatSet;
 use crate::frontend::tools::{parse_tools, StyleSpec, Tool, ToolChoice, ToolOptions};
-use crate::runtime::generate::{Draft, GenerateOptions, Prefill, Session};
+use crate::runtime::batch::{Batch, BatchOptions, BatchRequest, Event};
+use crate::runtime::generate::{Draft, GenerateOptions, Generation, Prefill, Session};
 use crate::runtime::request::{prompt_tokens, tools_matcher};
 use crate::runtime::trace::DraftStats;
 use crate::runtime::Model;
@@ -234,28 +236,10 @@ pub fn run_case(
             .map(|&m| CaseResult::failed(case, m, e.clone()))
             .collect()
     };
-    let (tools_json, tools) = match offered_tools(case) {
-        Ok(t) => t,
+    let (tools, ids) = match prepare(model, case, settings) {
+        Ok(p) => p,
         Err(e) => return fail_all(e),
     };
-    let ids = match prompt_tokens(
-        model,
-        settings.template.as_ref(),
-        &case.messages,
-        &tools_json,
-        settings.style,
-    ) {
-        Ok((_, ids)) => ids,
-        Err(e) => return fail_all(format!("prompt: {e}")),
-    };
-    let context = model.decoder.cfg.context;
-    if ids.len() + settings.generate.max_tokens > context {
-        return fail_all(format!(
-            "the prompt ({} tokens) plus --max-tokens {} exceeds the model's context of {context}",
-            ids.len(),
-            settings.generate.max_tokens
-        ));
-    }
     let mut prefill = None;
     settings
         .modes
@@ -280,6 +264,214 @@ pub fn run_case(
         .collect()
 }
 
+/// A case's offered tools and prompt tokens, or why it cannot run.
+fn prepare(
+    model: &Model,
+    case: &Case,
+    settings: &Settings,
+) -> Result<(Vec<Tool>, Vec<u32>), String> {
+    let (tools_json, tools) = offered_tools(case)?;
+    let (_, ids) = prompt_tokens(
+        model,
+        settings.template.as_ref(),
+        &case.messages,
+        &tools_json,
+        settings.style,
+    )
+    .map_err(|e| format!("prompt: {e}"))?;
+    let context = model.decoder.cfg.context;
+    if ids.len() + settings.generate.max_tokens > context {
+        return Err(format!(
+            "the prompt ({} tokens) plus --max-tokens {} exceeds the model's context of {context}",
+            ids.len(),
+            settings.generate.max_tokens
+        ));
+    }
+    Ok((tools, ids))
+}
+
+/// The matcher of a mode (none for free answers) and its compile time.
+fn mode_matcher(
+    mode: Mode,
+    tools: &[Tool],
+    settings: &Settings,
+) -> Result<(Option<GrammarMatcher>, f64), String> {
+    if mode != Mode::Constrained {
+        return Ok((None, 0.0));
+    }
+    let options = ToolOptions {
+        tool_choice: settings.tool_choice.clone(),
+        formats: settings.formats,
+        ..ToolOptions::default()
+    };
+    let (m, ms) = tools_matcher(
+        settings.compiler,
+        tools,
+        settings.style,
+        &options,
+        &settings.stop,
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((Some(m), ms))
+}
+
+/// A case's result in `mode` from its generation.
+fn scored_result(
+    case: &Case,
+    mode: Mode,
+    settings: &Settings,
+    prompted: &Prompted,
+    gen: &Generation,
+    compile_ms: f64,
+    latency_ms: f64,
+) -> CaseResult {
+    let s = &gen.summary;
+    let scored = score(
+        case,
+        prompted.tools,
+        settings.style,
+        settings.formats,
+        &gen.text,
+    );
+    let mut r = CaseResult::new(case, mode, gen.text.clone(), scored);
+    r.prompt_tokens = prompted.ids.len();
+    r.tokens = s.tokens_generated;
+    r.latency_ms = latency_ms;
+    r.compile_ms = compile_ms;
+    r.grammar_ms = s.grammar_ms;
+    r.decode_ms = s.decode_ms;
+    r.stop = s.stop_reason.clone();
+    r.speculation = s.speculation;
+    r
+}
+
+/// Answers the cases `todo` (indices into `cases`) in every mode of `settings`, up to `parallel`
+/// sequences decoding at once on `model` ([`Batch`]); `seed(i)` seeds case `i`. `done(i, results)`
+/// is called as each case's modes have all finished, in whatever order they finish. Each answer
+/// is the one [`run_case`] gives (the batch decodes every sequence as it decodes alone).
+pub fn run_cases_batched(
+    model: &mut Model,
+    cases: &[Case],
+    todo: &[usize],
+    settings: &Settings,
+    parallel: usize,
+    seed: &dyn Fn(usize) -> u64,
+    done: &mut dyn FnMut(usize, Vec<CaseResult>) -> bool,
+) {
+    struct Pending {
+        tools: Vec<Tool>,
+        ids: Vec<u32>,
+        compile_ms: Vec<f64>,
+        results: Vec<Option<CaseResult>>,
+    }
+    let modes = &settings.modes;
+    let mut pending: std::collections::HashMap<usize, Pending> = Default::default();
+    let mut next = 0;
+    let mut batch = Batch::new(
+        model,
+        BatchOptions {
+            max_seqs: parallel.max(1),
+            step_tokens: 512,
+        },
+    );
+    let mut events = Vec::new();
+    loop {
+        // Keep the batch fed: admit cases while fewer requests than sequences wait.
+        while next < todo.len() && batch.queued() < parallel.max(1) {
+            let i = todo[next];
+            next += 1;
+            let case = &cases[i];
+            let (tools, ids) = match prepare(batch.model(), case, settings) {
+                Ok(p) => p,
+                Err(e) => {
+                    let r = modes
+                        .iter()
+                        .map(|&m| CaseResult::failed(case, m, e.clone()));
+                    if !done(i, r.collect()) {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let mut p = Pending {
+                tools,
+                ids,
+                compile_ms: vec![0.0; modes.len()],
+                results: vec![None; modes.len()],
+            };
+            for (k, &mode) in modes.iter().enumerate() {
+                if mode == Mode::GroundTruth {
+                    p.results[k] = Some(ground_truth(case, settings.style, settings.formats));
+                    continue;
+                }
+                match mode_matcher(mode, &p.tools, settings) {
+                    Ok((matcher, ms)) => {
+                        p.compile_ms[k] = ms;
+                        let mut opts = settings.generate.clone();
+                        opts.seed = seed(i);
+                        let req = BatchRequest {
+                            prompt: p.ids.clone(),
+                            matcher,
+                            stop_tokens: settings.stop.clone(),
+                            opts,
+                        };
+                        batch.submit((i * modes.len() + k) as u64, req);
+                    }
+                    Err(e) => p.results[k] = Some(CaseResult::failed(case, mode, e)),
+                }
+            }
+            if p.results.iter().all(Option::is_some) {
+                if !done(i, p.results.into_iter().flatten().collect()) {
+                    return;
+                }
+            } else {
+                pending.insert(i, p);
+            }
+        }
+        if batch.is_idle() {
+            return;
+        }
+        batch.step(&mut events);
+        for (id, ev) in events.drain(..) {
+            let Event::Done(result) = ev else {
+                continue;
+            };
+            let (i, k) = (id as usize / modes.len(), id as usize % modes.len());
+            let (case, mode) = (&cases[i], modes[k]);
+            let Some(p) = pending.get_mut(&i) else {
+                continue;
+            };
+            let prompted = Prompted {
+                tools: &p.tools,
+                ids: &p.ids,
+            };
+            p.results[k] = Some(match result {
+                Ok(gen) => {
+                    let s = &gen.summary;
+                    let latency = p.compile_ms[k] + s.prefill_ms + s.decode_ms;
+                    scored_result(
+                        case,
+                        mode,
+                        settings,
+                        &prompted,
+                        &gen,
+                        p.compile_ms[k],
+                        latency,
+                    )
+                }
+                Err(e) => CaseResult::failed(case, mode, format!("generation: {e}")),
+            });
+            if p.results.iter().all(Option::is_some) {
+                if let Some(p) = pending.remove(&i) {
+                    if !done(i, p.results.into_iter().flatten().collect()) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A case's offered tools and prompt tokens.
 struct Prompted<'a> {
     tools: &'a [Tool],
@@ -298,25 +490,7 @@ fn answer(
     if mode == Mode::GroundTruth {
         return Ok(ground_truth(case, settings.style, settings.formats));
     }
-    let (matcher, compile_ms) = match mode {
-        Mode::Constrained => {
-            let options = ToolOptions {
-                tool_choice: settings.tool_choice.clone(),
-                formats: settings.formats,
-                ..ToolOptions::default()
-            };
-            let (m, ms) = tools_matcher(
-                settings.compiler,
-                prompted.tools,
-                settings.style,
-                &options,
-                &settings.stop,
-            )
-            .map_err(|e| e.to_string())?;
-            (Some(m), ms)
-        }
-        _ => (None, 0.0),
-    };
+    let (matcher, compile_ms) = mode_matcher(mode, prompted.tools, settings)?;
     let mut opts = settings.generate.clone();
     opts.seed = seed;
     let draft = match draft {
@@ -350,21 +524,8 @@ fn answer(
     let wall_ms = t.elapsed().as_secs_f64() * 1e3;
     let gen = session.finish(stop);
     let s = &gen.summary;
-    let scored = score(
-        case,
-        prompted.tools,
-        settings.style,
-        settings.formats,
-        &gen.text,
-    );
-    let mut r = CaseResult::new(case, mode, gen.text.clone(), scored);
-    r.prompt_tokens = prompted.ids.len();
-    r.tokens = s.tokens_generated;
-    r.latency_ms = compile_ms + wall_ms + if resumed { s.prefill_ms } else { 0.0 };
-    r.compile_ms = compile_ms;
-    r.grammar_ms = s.grammar_ms;
-    r.decode_ms = s.decode_ms;
-    r.stop = s.stop_reason.clone();
-    r.speculation = s.speculation;
-    Ok(r)
+    let latency = compile_ms + wall_ms + if resumed { s.prefill_ms } else { 0.0 };
+    Ok(scored_result(
+        case, mode, settings, prompted, &gen, compile_ms, latency,
+    ))
 }

@@ -23,7 +23,7 @@ use super::source::call_formats_arg;
 use super::{read_json, CliError};
 use crate::bfcl::checker::answer_defects;
 use crate::bfcl::report::{rows, table, Results, Selection};
-use crate::bfcl::run::{ground_truth, offered_tools, run_case, Settings};
+use crate::bfcl::run::{ground_truth, offered_tools, run_case, run_cases_batched, Settings};
 use crate::bfcl::score::score;
 use crate::bfcl::{load, Case, CaseResult, Category, Mode};
 use crate::frontend::tools::FormatSet;
@@ -61,6 +61,10 @@ pub struct BfclCmd {
     /// Model instances answering cases in parallel (a rayon pool; each loads its own copy).
     #[arg(long, default_value_t = 1, value_name = "N")]
     jobs: usize,
+    /// Sequences decoded at once on one model (continuous batching): answers and the --out file
+    /// are those of a sequential run.
+    #[arg(long, default_value_t = 1, value_name = "N", conflicts_with = "jobs")]
+    parallel: usize,
     /// Call formats recognised: `all` (the style's own and those its models also write) or
     /// `canonical` (default: all; with --rescore, the saved file's).
     #[arg(long, value_name = "all|canonical", value_parser = call_formats_arg)]
@@ -395,20 +399,64 @@ fn answer_all(
     if todo.is_empty() {
         return Ok(answered.into_iter().flatten().collect());
     }
+    let pb = progress(cases.len() * modes.len());
+    pb.set_position((done * modes.len()) as u64);
+    let mut failure = None;
+    let mut record = |i: usize, r: Vec<CaseResult>| -> bool {
+        pb.inc(r.len() as u64);
+        for (k, result) in r.iter().enumerate() {
+            correct[k] += usize::from(result.scored.correct);
+        }
+        answered[i] = r;
+        done += 1;
+        if let Some(path) = cmd.out_path() {
+            if let Err(e) = save(path, run, &answered, start) {
+                failure.get_or_insert(e.to_string());
+                return false;
+            }
+        }
+        let line = accuracy_line(&modes, &correct, done);
+        if pb.is_hidden() && (done.is_multiple_of(25) || done == cases.len()) {
+            eprintln!("{done}/{} cases: {line}", cases.len());
+        }
+        pb.set_message(line);
+        true
+    };
+    if cmd.parallel > 1 {
+        if draft.is_some() {
+            return Err(CliError::Usage(
+                "--parallel with --draft-model: speculation runs one sequence at a time".into(),
+            ));
+        }
+        let mut model = loaded.model;
+        let seed = |i: usize| settings.generate.seed.wrapping_add(i as u64);
+        run_cases_batched(
+            &mut model,
+            cases,
+            &todo,
+            &settings,
+            cmd.parallel,
+            &seed,
+            &mut record,
+        );
+        pb.finish_and_clear();
+        if let Some(e) = failure {
+            return Err(CliError::Usage(e));
+        }
+        return Ok(answered.into_iter().flatten().collect());
+    }
     let jobs = cmd.jobs.clamp(1, todo.len());
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs)
         .build()
         .map_err(|e| CliError::Usage(format!("--jobs {jobs}: {e}")))?;
-    let pb = progress(cases.len() * modes.len());
-    pb.set_position((done * modes.len()) as u64);
     let next = AtomicUsize::new(0);
     let (tx, rx) = mpsc::channel::<Result<(usize, Vec<CaseResult>), String>>();
     let mut first = Some(loaded.model);
     let (files, device, dtype) = (&loaded.files, &loaded.device, loaded.dtype);
     let draft_files = draft.as_ref().map(|d| d.files.clone());
     let mut first_draft = draft.map(|d| d.model);
-    let mut failure = None;
+    let mut lost = None;
     pool.in_place_scope(|s| {
         for _ in 0..jobs {
             let tx = tx.clone();
@@ -454,32 +502,18 @@ fn answer_all(
         for msg in rx {
             match msg {
                 Ok((i, r)) => {
-                    pb.inc(r.len() as u64);
-                    for (k, result) in r.iter().enumerate() {
-                        correct[k] += usize::from(result.scored.correct);
+                    if !record(i, r) {
+                        break;
                     }
-                    answered[i] = r;
-                    done += 1;
-                    if let Some(path) = cmd.out_path() {
-                        if let Err(e) = save(path, run, &answered, start) {
-                            failure.get_or_insert(e.to_string());
-                            break;
-                        }
-                    }
-                    let line = accuracy_line(&modes, &correct, done);
-                    if pb.is_hidden() && (done.is_multiple_of(25) || done == cases.len()) {
-                        eprintln!("{done}/{} cases: {line}", cases.len());
-                    }
-                    pb.set_message(line);
                 }
                 Err(e) => {
-                    failure.get_or_insert(e);
+                    lost.get_or_insert(e);
                 }
             }
         }
     });
     pb.finish_and_clear();
-    if let Some(e) = failure {
+    if let Some(e) = failure.or(lost) {
         return Err(CliError::Usage(e));
     }
     Ok(answered.into_iter().flatten().collect())

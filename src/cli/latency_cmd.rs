@@ -13,6 +13,9 @@
 //! string or number: random weights often do not). One JSON line per run goes to `--out` as soon as it ends;
 //! the table (Markdown) and one JSON line per mode (`--summary`) come at the end.
 //!
+//! With `--batch 1,16,128` the requests run batched instead ([`super::latency_batch`]): the
+//! paper's throughput table at each batch size.
+//!
 //! Prompts file: JSON Lines, each `{"prompt": TEXT, "tools": FILE | [OpenAI tools]}` (a FILE is
 //! relative to the prompts file), optionally `"system": TEXT`.
 
@@ -23,13 +26,14 @@ use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 
 use super::atomic::AtomicFile;
-use super::model_args::{DecodeArgs, LoadedModel, ModelArgs};
+use super::latency_batch::{self, reference_arg, Reference};
+use super::model_args::{DecodeArgs, ModelArgs};
 use super::source::tool_choice_arg;
 use super::{read_json, read_text, CliError};
 use crate::bfcl::score::schema_error;
 use crate::frontend::tool_calls::parse_calls;
 use crate::frontend::tools::FormatSet;
-use crate::frontend::tools::{parse_tools, Tool, ToolChoice, ToolOptions};
+use crate::frontend::tools::{parse_tools, StyleSpec, Tool, ToolChoice, ToolOptions};
 use crate::json_lines::json_lines;
 use crate::runtime::generate::generate;
 use crate::runtime::request::{grammar_compiler, prompt_tokens, tools_matcher};
@@ -68,17 +72,31 @@ pub struct LatencyCmd {
     /// Write one JSON line per mode (the table's numbers) to FILE.
     #[arg(long, value_name = "FILE")]
     summary: Option<PathBuf>,
+    /// Batch sizes (comma-separated): the throughput table, B requests decoded at once per size.
+    #[arg(long, value_delimiter = ',', value_name = "B,..")]
+    batch: Vec<usize>,
+    /// With --batch: draw tokens/s against batch size into FILE (SVG).
+    #[arg(long, value_name = "FILE.svg", requires = "batch")]
+    plot: Option<PathBuf>,
+    /// With --plot: another system's points to draw beside, NAME=B:TOKS,B:TOKS,.. (repeatable).
+    #[arg(long, value_name = "NAME=B:TOKS,..", value_parser = reference_arg, requires = "plot")]
+    reference: Vec<Reference>,
 }
 
 /// `--modes`: how each request is generated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Mode {
+pub(super) enum Mode {
     /// Without a grammar.
     Free,
     /// Under the grammar, one token per forward pass.
     Constrained,
     /// Under the grammar, forced text fed without sampling.
     JumpForward,
+}
+
+/// A mode's name in tables and JSON.
+pub(super) fn mode_name(m: Mode) -> &'static str {
+    m.name()
 }
 
 impl Mode {
@@ -91,11 +109,11 @@ impl Mode {
     }
 }
 
-struct Request {
+pub(super) struct Request {
     prompt: String,
     system: Option<String>,
     tools_json: Vec<Value>,
-    tools: Vec<Tool>,
+    pub(super) tools: Vec<Tool>,
 }
 
 fn load_requests(path: &Path, limit: Option<usize>) -> Result<Vec<Request>, CliError> {
@@ -194,8 +212,8 @@ fn mode_summary(mode: Mode, runs: &[Run]) -> Value {
 }
 
 /// The arguments of every call validate against their tool's parameters.
-fn calls_valid(text: &str, m: &LoadedModel, tools: &[Tool]) -> (bool, Value) {
-    let parsed = parse_calls(text, m.style, tools, FormatSet::All);
+pub(super) fn calls_valid(text: &str, style: &StyleSpec, tools: &[Tool]) -> (bool, Value) {
+    let parsed = parse_calls(text, style, tools, FormatSet::All);
     let mut errors: Vec<String> = parsed.errors.clone();
     for call in &parsed.calls {
         if let Some(tool) = tools.iter().find(|t| t.name == call.name) {
@@ -230,6 +248,9 @@ pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
         Some(p) => Some(AtomicFile::create(p)?),
         None => None,
     };
+    if !cmd.batch.is_empty() {
+        return run_batched(&cmd, &requests, &mut loaded, &compiler, &options);
+    }
     let mut per_mode: Vec<Vec<Run>> = modes.iter().map(|_| Vec::new()).collect();
     let order = (0..cmd.warmup).map(|_| 0).chain(0..requests.len());
     // A failure part way (the device running out of memory, say) keeps the runs already written.
@@ -237,15 +258,10 @@ pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
         for (n, i) in order.enumerate() {
             let warm = n < cmd.warmup;
             let req = &requests[i];
-            let mut messages = Vec::new();
-            if let Some(s) = &req.system {
-                messages.push(json!({"role": "system", "content": s}));
-            }
-            messages.push(json!({"role": "user", "content": req.prompt}));
             let (_, prompt) = prompt_tokens(
                 &loaded.model,
                 loaded.template.as_ref(),
-                &messages,
+                &messages(req),
                 &req.tools_json,
                 loaded.style,
             )?;
@@ -270,7 +286,7 @@ pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
                 if warm {
                     continue;
                 }
-                let (valid, calls) = calls_valid(&gen.text, &loaded, &req.tools);
+                let (valid, calls) = calls_valid(&gen.text, loaded.style, &req.tools);
                 let s = &gen.summary;
                 let line = json!({"request": i, "mode": mode.name(), "compile_ms": compile_ms,
                               "text": gen.text, "valid": valid, "calls": calls, "summary": s});
@@ -328,6 +344,104 @@ pub fn run(cmd: LatencyCmd) -> Result<ExitCode, CliError> {
     println!("{}", table(&loaded.model.description, &rows));
     if !invalid.is_empty() {
         eprintln!("answers without schema-valid calls: {}", invalid.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The messages of a request.
+fn messages(req: &Request) -> Vec<Value> {
+    let mut messages = Vec::new();
+    if let Some(s) = &req.system {
+        messages.push(json!({"role": "system", "content": s}));
+    }
+    messages.push(json!({"role": "user", "content": req.prompt}));
+    messages
+}
+
+/// `--batch`: the throughput table (see [`super::latency_batch`]).
+fn run_batched(
+    cmd: &LatencyCmd,
+    requests: &[Request],
+    loaded: &mut super::model_args::LoadedModel,
+    compiler: &crate::engine::GrammarCompiler,
+    options: &ToolOptions,
+) -> Result<ExitCode, CliError> {
+    if let Some(b) = cmd.batch.iter().find(|&&b| b == 0 || b > 4096) {
+        return Err(CliError::Usage(format!(
+            "--batch {b}: batch sizes are 1 to 4096"
+        )));
+    }
+    let mut prepared = Vec::new();
+    for req in requests {
+        let (_, prompt) = prompt_tokens(
+            &loaded.model,
+            loaded.template.as_ref(),
+            &messages(req),
+            &req.tools_json,
+            loaded.style,
+        )?;
+        let r = Request {
+            prompt: req.prompt.clone(),
+            system: req.system.clone(),
+            tools_json: req.tools_json.clone(),
+            tools: req.tools.clone(),
+        };
+        prepared.push((r, prompt));
+    }
+    let base = cmd.decode.options();
+    let smallest = cmd.batch.iter().copied().min().unwrap_or(1);
+    for _ in 0..cmd.warmup {
+        latency_batch::measure(
+            loaded,
+            compiler,
+            options,
+            &prepared,
+            smallest,
+            cmd.modes[0],
+            &base,
+        )?;
+    }
+    let mut out = match &cmd.out {
+        Some(p) => Some(AtomicFile::create(p)?),
+        None => None,
+    };
+    let mut rows = Vec::new();
+    let mut measure = || -> Result<(), CliError> {
+        for &b in &cmd.batch {
+            for &mode in &cmd.modes {
+                let mut row =
+                    latency_batch::measure(loaded, compiler, options, &prepared, b, mode, &base)?;
+                row["model"] = json!(loaded.model.description);
+                eprintln!(
+                    "batch {b:>4} {:<12} {:>8.1} tok/s  step p50 {:>7.2} ms",
+                    mode.name(),
+                    row["output_tokens_per_s"].as_f64().unwrap_or(0.0),
+                    row["step_ms_p50"].as_f64().unwrap_or(0.0),
+                );
+                if let Some(f) = &mut out {
+                    f.write_line(&row.to_string())?;
+                }
+                rows.push(row);
+            }
+        }
+        Ok(())
+    };
+    let measured = measure();
+    if let Some(f) = out {
+        f.commit()?;
+    }
+    measured?;
+    if let Some(p) = &cmd.summary {
+        let mut f = AtomicFile::create(p)?;
+        for r in &rows {
+            f.write_line(&r.to_string())?;
+        }
+        f.commit()?;
+    }
+    println!("{}", latency_batch::table(&loaded.model.description, &rows));
+    if let Some(p) = &cmd.plot {
+        latency_batch::plot(p, &loaded.model.description, &rows, &cmd.reference)?;
+        eprintln!("plot: {}", p.display());
     }
     Ok(ExitCode::SUCCESS)
 }

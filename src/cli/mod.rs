@@ -8,6 +8,7 @@ mod bench_cmd;
 mod bfcl_cmd;
 mod check;
 mod grammar_cmd;
+mod latency_batch;
 mod latency_cmd;
 mod model_args;
 mod run_cmd;

@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use candle_core::Tensor;
 
-use super::model::Model;
+use super::model::{reusable_prefix, Model};
 use super::sampler::Sampling;
 use super::trace::{StepRecord, StopReason, Summary};
 pub(crate) use seq::ReadyMask;
@@ -198,11 +198,8 @@ impl<'m> Session<'m> {
         if prompt.is_empty() {
             return Err(GenerateError::EmptyPrompt);
         }
-        let keep = self
-            .model
-            .decoder
-            .common_prefix(prompt)
-            .min(prompt.len() - 1);
+        let common = self.model.decoder.common_prefix(prompt);
+        let keep = reusable_prefix(common, prompt.len());
         self.model.decoder.truncate(keep)?;
         let (logits, ms) = self.forward_and_mask(&prompt[keep..])?;
         let seq = &mut self.seq;

@@ -21,6 +21,8 @@
 //!   has that many, so every prompt row takes the kind of product a single prefill gives it;
 //!   sampling is per sequence, on the host, with its own seed;
 //! - a slot belongs to one active sequence at a time; rollback and truncation act on that slot only;
+//! - the slots it adds to the decoder are freed when it is dropped (slot 0, the single-sequence
+//!   one, keeps its cache for prefix reuse);
 //! - every submitted request ends with exactly one [`Event::Done`] (its generation, its error, or
 //!   [`StopReason::Cancelled`]).
 
@@ -35,7 +37,7 @@ use structgen_engine::engine::GrammarMatcher;
 
 use crate::generate::{us_since, GenerateError, GenerateOptions, Generation, ReadyMask, Seq};
 use crate::kernels::PACK_MIN_ROWS;
-use crate::model::Model;
+use crate::model::{reusable_prefix, Model};
 use crate::trace::{StepRecord, StopReason};
 
 pub use runtime::{Handle, Runtime, RuntimeError};
@@ -295,9 +297,7 @@ impl<'m> Batch<'m> {
                 Some(i) => self.free_slots.swap_remove(i),
                 None => dec.new_slot(),
             };
-            let keep = dec
-                .common_prefix_slot(slot, &req.prompt)
-                .min(req.prompt.len() - 1);
+            let keep = reusable_prefix(dec.common_prefix_slot(slot, &req.prompt), req.prompt.len());
             let mut opts = req.opts;
             opts.on_device = opts.on_device || !dec.device.is_cpu();
             let logits_len = self.model.logits_len;
@@ -482,6 +482,22 @@ impl<'m> Batch<'m> {
                 self.free_slots.push(slot);
             }
             events.push((a.id, Event::Done(result)));
+        }
+    }
+}
+
+impl Drop for Batch<'_> {
+    /// Gives the slots it added back to the decoder (their caches freed); slot 0 keeps its cache.
+    fn drop(&mut self) {
+        let dec = &mut self.model.decoder;
+        let used = self
+            .free_slots
+            .iter()
+            .chain(self.active.iter().map(|a| &a.seq.slot));
+        for &slot in used {
+            if slot != 0 {
+                dec.free_slot(slot);
+            }
         }
     }
 }

@@ -15,6 +15,7 @@ use candle_core::{DType, Device, Tensor};
 use super::config::ArchConfig;
 use super::cpu::{CpuDecoder, Segment};
 use super::decoder::CandleDecoder;
+use crate::kernels::PACK_MIN_ROWS;
 
 /// A loaded network with its KV cache.
 #[derive(Debug)]
@@ -29,6 +30,19 @@ pub struct Decoder {
     /// Per slot, the tokens whose keys and values its cache holds, in order (empty once a pass
     /// failed); `None` for a free slot.
     held: Vec<Option<Vec<u32>>>,
+}
+
+/// How much of a cache that shares `common` leading tokens with a prompt of `len` tokens a
+/// prefill keeps: at least one token always runs (for its logits), and a prompt of
+/// [`PACK_MIN_ROWS`] tokens or more always runs at least that many, so that the rows it computes
+/// take the packed products whatever was reused; a prompt's logits then never depend on how much
+/// of it an earlier request left in the cache.
+pub fn reusable_prefix(common: usize, len: usize) -> usize {
+    if len >= PACK_MIN_ROWS {
+        common.min(len - PACK_MIN_ROWS)
+    } else {
+        common.min(len.saturating_sub(1))
+    }
 }
 
 /// A candle decoder's per-layer keys and values.

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use structgen_engine::vocab::{self, LoadedVocab};
 
-pub use backend::Decoder;
+pub use backend::{reusable_prefix, Decoder};
 
 /// The files of one model.
 #[derive(Debug, Clone, PartialEq, Eq)]
