@@ -79,8 +79,9 @@ pub fn run(cmd: SpeedCmd) -> Result<ExitCode, CliError> {
         for &b in &cmd.batch {
             let (mut pp, mut tg) = (Vec::new(), Vec::new());
             let slots: Vec<usize> = (0..b)
-                .map(|i| if i == 0 { 0 } else { dec.new_slot() })
-                .collect();
+                .map(|i| if i == 0 { Ok(0) } else { dec.new_slot() })
+                .collect::<Result<_, _>>()
+                .map_err(fail)?;
             for rep in 0..=repetitions {
                 let prompts: Vec<Vec<u32>> =
                     (0..b).map(|_| draw(cmd.prompt_tokens.max(1))).collect();

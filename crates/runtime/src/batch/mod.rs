@@ -295,7 +295,13 @@ impl<'m> Batch<'m> {
                 .map(|(i, _)| i);
             let slot = match best {
                 Some(i) => self.free_slots.swap_remove(i),
-                None => dec.new_slot(),
+                None => match dec.new_slot() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        events.push((id, Event::Done(Err(e.into()))));
+                        continue;
+                    }
+                },
             };
             let keep = reusable_prefix(dec.common_prefix_slot(slot, &req.prompt), req.prompt.len());
             let mut opts = req.opts;

@@ -5,16 +5,19 @@
 //! A decoder holds any number of KV caches, one per sequence, in slots: slot 0 always exists and
 //! is the one of the single-sequence calls ([`Decoder::forward`], [`Decoder::truncate`], ...);
 //! [`Decoder::new_slot`] adds more and [`Decoder::forward_batch`] appends tokens to several in one
-//! call. On our CPU kernels that is one pass whose weights are read once for all the rows; on
-//! candle the sequences run one after another (their caches swapped in turn), so a batch gives
-//! the same results there and only the CPU kernels make it faster. Rollback and KV reuse act on
-//! one slot without touching the others.
+//! call. On our CPU kernels that is one pass whose weights are read once for all the rows; on a
+//! GPU it is one pass over preallocated per-layer caches of every slot ([`super::slots`]); on
+//! candle's CPU path the sequences run one after another (their caches swapped in turn).
+//! Rollback and KV reuse act on one slot without touching the others.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use candle_core::{DType, Device, Tensor};
 
 use super::config::ArchConfig;
 use super::cpu::{CpuDecoder, Segment};
 use super::decoder::CandleDecoder;
+use super::slots::SlotCache;
 use crate::kernels::PACK_MIN_ROWS;
 
 /// A loaded network with its KV cache.
@@ -30,6 +33,15 @@ pub struct Decoder {
     /// Per slot, the tokens whose keys and values its cache holds, in order (empty once a pass
     /// failed); `None` for a free slot.
     held: Vec<Option<Vec<u32>>>,
+}
+
+/// Whether candle decoders built on the CPU from now on use the GPU's batched slot cache.
+static SLOTS_ON_CPU: AtomicBool = AtomicBool::new(false);
+
+/// Builds candle decoders on the CPU with the batched slot cache of the GPU path
+/// ([`super::slots`]), so that path can be tested without a GPU (off by default).
+pub fn set_slot_cache_on_cpu(on: bool) {
+    SLOTS_ON_CPU.store(on, Ordering::SeqCst);
 }
 
 /// How much of a cache that shares `common` leading tokens with a prompt of `len` tokens a
@@ -56,12 +68,36 @@ enum Backend {
         parked: Vec<CandleCache>,
         active: usize,
     },
+    /// Candle with every slot in one preallocated cache per layer, batched passes (GPUs).
+    Slots {
+        dec: Box<CandleDecoder>,
+        cache: SlotCache,
+    },
     Cpu(Box<CpuDecoder>),
 }
 
 impl Decoder {
-    /// Runs `dec` on candle.
-    pub fn candle(dec: CandleDecoder) -> Decoder {
+    /// Runs `dec` on candle: on a GPU (or on the CPU after [`set_slot_cache_on_cpu`]) with every
+    /// slot in one preallocated cache per layer and batched passes, else one sequence at a time.
+    pub fn candle(dec: CandleDecoder) -> candle_core::Result<Decoder> {
+        if dec.device.is_cpu() && !SLOTS_ON_CPU.load(Ordering::SeqCst) {
+            return Ok(Decoder::candle_per_slot(dec));
+        }
+        let cache = SlotCache::new(&dec)?;
+        Ok(Decoder {
+            cfg: dec.cfg.clone(),
+            device: dec.device.clone(),
+            dtype: dec.dtype,
+            backend: Backend::Slots {
+                dec: Box::new(dec),
+                cache,
+            },
+            held: vec![Some(Vec::new())],
+        })
+    }
+
+    /// Candle with its slots' caches swapped in turn.
+    fn candle_per_slot(dec: CandleDecoder) -> Decoder {
         Decoder {
             cfg: dec.cfg.clone(),
             device: dec.device.clone(),
@@ -83,7 +119,7 @@ impl Decoder {
         threads: usize,
     ) -> candle_core::Result<(Decoder, String)> {
         if !dec.device.is_cpu() || dec.dtype != DType::F32 {
-            return Ok((Decoder::candle(dec), "candle kernels".into()));
+            return Ok((Decoder::candle(dec)?, "candle kernels".into()));
         }
         match CpuDecoder::from_candle(&dec, threads)? {
             Ok(cpu) => {
@@ -99,7 +135,7 @@ impl Decoder {
                     what,
                 ))
             }
-            Err(why) => Ok((Decoder::candle(dec), format!("candle kernels ({why})"))),
+            Err(why) => Ok((Decoder::candle(dec)?, format!("candle kernels ({why})"))),
         }
     }
 
@@ -121,13 +157,13 @@ impl Decoder {
     /// Rows of the embedding table (= length of a logits row).
     pub fn vocab_size(&self) -> usize {
         match &self.backend {
-            Backend::Candle { dec, .. } => dec.vocab_size(),
+            Backend::Candle { dec, .. } | Backend::Slots { dec, .. } => dec.vocab_size(),
             Backend::Cpu(d) => d.vocab_size(),
         }
     }
 
     /// A new empty KV cache slot (a freed one when there is one).
-    pub fn new_slot(&mut self) -> usize {
+    pub fn new_slot(&mut self) -> candle_core::Result<usize> {
         let slot = match &mut self.backend {
             Backend::Candle { parked, .. } => match self.held.iter().position(Option::is_none) {
                 Some(i) => i,
@@ -136,13 +172,14 @@ impl Decoder {
                     parked.len() - 1
                 }
             },
+            Backend::Slots { dec, cache } => cache.new_slot(dec)?,
             Backend::Cpu(d) => d.new_slot(),
         };
         if self.held.len() <= slot {
             self.held.resize(slot + 1, None);
         }
         self.held[slot] = Some(Vec::new());
-        slot
+        Ok(slot)
     }
 
     /// Frees a slot's cache for reuse (slot 0 is only emptied).
@@ -164,6 +201,7 @@ impl Decoder {
                     p.clear();
                 }
             }
+            Backend::Slots { cache, .. } => cache.free_slot(slot),
             Backend::Cpu(d) => d.free_slot(slot),
         }
         if let Some(h) = self.held.get_mut(slot) {
@@ -189,6 +227,7 @@ impl Decoder {
                         .map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
                 }
             }
+            Backend::Slots { cache, .. } => cache.len(slot),
             Backend::Cpu(d) => d.slot_len(slot),
         }
     }
@@ -208,8 +247,12 @@ impl Decoder {
                 self.activate(slot)?;
                 match &mut self.backend {
                     Backend::Candle { dec, .. } => dec.truncate(len),
-                    Backend::Cpu(_) => Ok(()),
+                    Backend::Slots { .. } | Backend::Cpu(_) => Ok(()),
                 }
+            }
+            Backend::Slots { cache, .. } => {
+                cache.truncate(slot, len);
+                Ok(())
             }
             Backend::Cpu(d) => {
                 d.truncate_slot(slot, len);
@@ -293,6 +336,7 @@ impl Decoder {
                         .collect()
                 })
             }
+            Backend::Slots { dec, cache } => cache.forward(dec, segs),
             Backend::Candle { .. } => {
                 let mut rows = Vec::with_capacity(segs.len());
                 for &(slot, tokens) in segs {
@@ -317,7 +361,7 @@ impl Decoder {
     pub fn forward_each(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
         let before = self.len();
         let out = match &mut self.backend {
-            Backend::Candle { .. } => Err(candle_core::Error::Msg(
+            Backend::Candle { .. } | Backend::Slots { .. } => Err(candle_core::Error::Msg(
                 "verifying drafted tokens needs the CPU kernels (a GGUF model on the CPU)".into(),
             )),
             Backend::Cpu(d) => d.forward_each(tokens),
@@ -341,7 +385,9 @@ impl Decoder {
     /// `budget` bytes; returns the bytes taken (0 on our CPU kernels, which need none).
     pub fn add_dense_copies(&mut self, budget: usize) -> candle_core::Result<usize> {
         match &mut self.backend {
-            Backend::Candle { dec, .. } => dec.add_dense_copies(budget),
+            Backend::Candle { dec, .. } | Backend::Slots { dec, .. } => {
+                dec.add_dense_copies(budget)
+            }
             Backend::Cpu(_) => Ok(0),
         }
     }

@@ -35,7 +35,7 @@ pub struct Linear {
 }
 
 impl Linear {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+    pub(super) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let rows = x.elem_count() / x.dim(D::Minus1)?.max(1);
         let w = match &self.dense {
             Some(d) if rows >= DENSE_ROWS => d,
@@ -54,7 +54,7 @@ impl Linear {
 pub struct Norm(pub Tensor);
 
 impl Norm {
-    fn forward(&self, x: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
+    pub(super) fn forward(&self, x: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
         candle_nn::ops::rms_norm(&x.contiguous()?, &self.0, eps as f32)
     }
 }
@@ -209,7 +209,7 @@ impl CandleDecoder {
     }
 
     /// The final hidden states `(1, seq, hidden)` → logits `(seq, vocab)` f32.
-    fn logits(&self, h: &Tensor) -> candle_core::Result<Tensor> {
+    pub(super) fn logits(&self, h: &Tensor) -> candle_core::Result<Tensor> {
         let logits = self.lm_head.forward(h)?.squeeze(0)?.to_dtype(DType::F32)?;
         match self.cfg.final_softcap {
             Some(cap) => (logits / cap)?.tanh()? * cap,
@@ -288,7 +288,7 @@ impl CandleDecoder {
 
 /// `(cos, sin)` of shape `(seq, head_dim / 2)` for these positions, computed in f32 and given
 /// in `dtype`.
-fn rope_tables(
+pub(super) fn rope_tables(
     positions: &Tensor,
     inv_freq: &Tensor,
     linear: f64,
@@ -306,7 +306,7 @@ fn rope_tables(
     ))
 }
 
-fn heads(x: Tensor, n: usize, d: usize) -> candle_core::Result<Tensor> {
+pub(super) fn heads(x: Tensor, n: usize, d: usize) -> candle_core::Result<Tensor> {
     let (b, s, _) = x.dims3()?;
     x.reshape((b, s, n, d))
 }
@@ -403,7 +403,7 @@ fn mask(
         .map(Some)
 }
 
-fn mlp(cfg: &ArchConfig, layer: &Layer, h: &Tensor) -> candle_core::Result<Tensor> {
+pub(super) fn mlp(cfg: &ArchConfig, layer: &Layer, h: &Tensor) -> candle_core::Result<Tensor> {
     let (gate, up) = match &layer.gate_up {
         GateUp::Separate(g, u) => (g.forward(h)?, u.forward(h)?),
         GateUp::Fused(gu) => {

@@ -16,6 +16,7 @@ mod backend;
 pub mod config;
 mod cpu;
 pub mod decoder;
+mod slots;
 mod weights;
 
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ use serde_json::Value;
 
 use structgen_engine::vocab::{self, LoadedVocab};
 
-pub use backend::{reusable_prefix, Decoder};
+pub use backend::{reusable_prefix, set_slot_cache_on_cpu, Decoder};
 
 /// The files of one model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -354,7 +355,13 @@ pub fn gguf_decoder(
                 message: format!("preparing the CPU kernels: {e}"),
             })?
         }
-        None => (Decoder::candle(decoder), "candle kernels".to_string()),
+        None => (
+            Decoder::candle(decoder).map_err(|e| ModelError::Backend {
+                files: path.display().to_string(),
+                message: format!("allocating the KV cache: {e}"),
+            })?,
+            "candle kernels".to_string(),
+        ),
     };
     Ok((decoder, content, format!("{description}, {runner}")))
 }
@@ -479,7 +486,12 @@ pub fn safetensors_decoder(
         vb,
         paths: weight_files,
     };
-    let decoder = Decoder::candle(weights::build(cfg, &mut src, device)?);
+    let decoder = Decoder::candle(weights::build(cfg, &mut src, device)?).map_err(|e| {
+        ModelError::Backend {
+            files: shards(),
+            message: format!("allocating the KV cache: {e}"),
+        }
+    })?;
     Ok((decoder, description))
 }
 
