@@ -8,8 +8,11 @@
 # when missing), `structgen speed` (the same two tests on our kernels), and structgen's
 # constrained generation of a tool call with and without jump-forward (`structgen run`, tokens
 # generated per second of decoding), and for qwen2.5-coder-1.5b with qwen2.5-coder-0.5b drafting
-# (`--draft-model`, when both are downloaded). Prints one Markdown table; the raw results go to
-# bench-results/runtime-*.json.
+# (`--draft-model`, when both are downloaded). Then many sequences at once: llama.cpp's
+# `llama-batched-bench` and `structgen speed --batch` (the same measurement: B sequences with
+# prompts of their own, 128 tokens each, prefilled together, then 32 one-token passes of all B),
+# aggregate generation tok/s at B = 1, 2, 4, 8, 16. Prints two Markdown tables; the raw results go
+# to bench-results/runtime-*.json.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -57,6 +60,12 @@ PY
       --prompt "$prompt" --max-tokens 64 --json --draft-model qwen2.5-coder-0.5b \
       >"$out/runtime-$name-run-draft.json" 2>/dev/null
   fi
+  echo "== $name: llama-batched-bench and structgen speed --batch" >&2
+  "$bin/llama-batched-bench" -m "models/$file" -t "$threads" -c 4096 -b 2048 -ub 512 \
+    -npp 128 -ntg 32 -npl 1,2,4,8,16 --output-format jsonl \
+    >"$out/runtime-$name-llama-batched.jsonl" 2>/dev/null
+  "$sg" speed --model "$name" --threads "$threads" -p 128 -n 32 -r "$reps" --batch 1,2,4,8,16 --json \
+    >"$out/runtime-$name-structgen-batched.json" 2>/dev/null
   rows+=("$name")
 done
 
@@ -83,4 +92,27 @@ for n in names:
     print(f"| {n} | {llama['pp']:.1f} | {ours['pp']:.1f} | {ours['pp'] / llama['pp']:.2f}× "
           f"| {llama['tg']:.1f} | {ours['tg']:.1f} | {ours['tg'] / llama['tg']:.2f}× "
           f"| {1000 * n_off / ms_off:.1f} | {1000 * n_on / ms_on:.1f} | {draft} |")
+PY
+
+python3 - "$out" "$threads" "${rows[@]}" <<'PY'
+import json, sys
+out, threads, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+print(f"\n{threads} threads; B sequences, prompts of 128 tokens, 32 generated each; aggregate "
+      "generation tok/s (llama-batched-bench S_TG; structgen speed --batch, median of 3)\n")
+sizes = [1, 2, 4, 8, 16]
+print("| model | " + " | ".join(f"B={b} llama.cpp / structgen (ratio)" for b in sizes) + " |")
+print("|---|" + "--:|" * len(sizes))
+for n in names:
+    llama = {}
+    for line in open(f"{out}/runtime-{n}-llama-batched.jsonl"):
+        line = line.strip()
+        if line.startswith("{"):
+            r = json.loads(line)
+            llama[r["pl"]] = r["speed_tg"]
+    ours = {r["batch"]: r["tg_tokens_per_s"] for r in json.load(open(f"{out}/runtime-{n}-structgen-batched.json"))["batched"]}
+    cells = []
+    for b in sizes:
+        l, o = llama.get(b), ours.get(b)
+        cells.append(f"{l:.1f} / {o:.1f} ({o / l:.2f}×)" if l and o else "–")
+    print(f"| {n} | " + " | ".join(cells) + " |")
 PY

@@ -26,6 +26,10 @@
 #   --limit N         first N requests of each prompts file
 #   --dtype D         auto (default: the checkpoint's bf16), bf16, f16, f32
 #   --device D        default cuda
+#   --batch LIST      the throughput table instead (`structgen latency --batch LIST`, e.g. 1,16,128):
+#                     B requests decoded at once per size and mode, output tok/s, step/mask/wait
+#                     p50/p99, grammar overhead; an SVG plot per run (Llama-3.2-1B with the
+#                     XGrammar-2 paper's SGLang points, RTX 5090: 441 / 2,933 / 6,640 tok/s)
 #   -- ARGS           the rest goes to every `structgen latency` (e.g. --no-overlap, --verify-masks,
 #                     --temperature 0.7)
 # It needs no network: weights are made locally, and the CUDA libraries are the system's or those
@@ -40,6 +44,7 @@ max_tokens=256
 limit=()
 dtype=auto
 device=cuda
+batch=""
 models=()
 extra_args=()
 while [[ $# -gt 0 ]]; do
@@ -51,8 +56,9 @@ while [[ $# -gt 0 ]]; do
         --limit) limit=(--limit "${2:?}"); shift 2 ;;
         --dtype) dtype="${2:?}"; shift 2 ;;
         --device) device="${2:?}"; shift 2 ;;
+        --batch) batch="${2:?}"; shift 2 ;;
         --) shift; extra_args=("$@"); break ;;
-        -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         -*) echo "gpu-latency.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
         *) models+=("$1"); shift ;;
     esac
@@ -143,7 +149,12 @@ for spec in "${models[@]}"; do
     for p in "${files[@]}"; do
         tag="$name.$(basename "$p" .jsonl)"
         echo "== $name on $p" | tee -a "$out/README.md"
-        "$binary" latency --model "$ckpt" --device "$device" --dtype "$dtype" "${style[@]}" \
+        batched=()
+        if [[ -n "$batch" ]]; then
+            batched=(--batch "$batch" --plot "$out/$tag.svg")
+            [[ "$name" == llama-3.2-1b* ]] && batched+=(--reference "paper (SGLang, RTX 5090)=1:441,16:2933,128:6640")
+        fi
+        "$binary" latency "${batched[@]}" --model "$ckpt" --device "$device" --dtype "$dtype" "${style[@]}" \
             --prompts "$p" --max-tokens "$max_tokens" "${limit[@]}" "${extra_args[@]}" \
             --out "$out/$tag.runs.jsonl" --summary "$out/$tag.summary.jsonl" \
             2> "$out/$tag.log" | tee -a "$out/README.md"

@@ -93,11 +93,17 @@ pub fn measure(
         .decoder
         .truncate(0)
         .map_err(|e| CliError::Generate(e.into()))?;
+    // Prompt rows per pass: a CPU pass of 512 rows already takes seconds; a GPU takes more.
+    let budget = if loaded.model.decoder.device.is_cpu() {
+        512
+    } else {
+        4096
+    };
     let mut b = Batch::new(
         &mut loaded.model,
         BatchOptions {
             max_seqs: batch,
-            step_tokens: 512.max(batch * 4),
+            step_tokens: budget.max(batch * 4),
         },
     );
     let start = Instant::now();

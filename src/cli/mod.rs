@@ -11,6 +11,7 @@ mod grammar_cmd;
 mod latency_batch;
 mod latency_cmd;
 mod model_args;
+mod run_batch;
 mod run_cmd;
 mod source;
 mod speed_cmd;

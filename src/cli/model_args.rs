@@ -62,7 +62,7 @@ pub struct DraftArgs {
     /// model to verify in one pass (a file or manifest name, loaded like --model); the output
     /// is the same as without it. Needs the CPU kernels for the model.
     #[arg(long, value_name = "MODEL")]
-    draft_model: Option<String>,
+    pub draft_model: Option<String>,
     /// Most tokens the draft model proposes per verification pass.
     #[arg(long, default_value_t = 4, value_name = "K", value_parser = clap::value_parser!(u16).range(1..=64))]
     draft_tokens: u16,

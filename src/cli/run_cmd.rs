@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use super::agent::{assistant_message, tool_message, ToolExec, ToolResult};
 use super::atomic::AtomicFile;
 use super::model_args::{spinner, DecodeArgs, DraftArgs, LoadedModel, ModelArgs};
+use super::run_batch;
 use super::source::{GrammarConfig, SourceArgs, ToolArgs};
 use super::{read_json, CliError};
 use crate::engine::{compile, CompiledGrammar, GrammarMatcher};
@@ -30,7 +31,7 @@ use crate::util::{Limits, TokenId};
 /// Arguments of `structgen run`.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("grammar").args(["tools", "ebnf", "json_schema", "regex", "structural_tag"])))]
-#[command(group(ArgGroup::new("input").required(true).args(["prompt", "messages"])))]
+#[command(group(ArgGroup::new("input").required(true).args(["prompt", "messages", "prompts"])))]
 pub struct RunCmd {
     #[command(flatten)]
     model: ModelArgs,
@@ -48,6 +49,16 @@ pub struct RunCmd {
     /// A JSON array of OpenAI chat messages instead of --prompt.
     #[arg(long, value_name = "FILE")]
     messages: Option<PathBuf>,
+    /// Many requests, batched: JSON Lines of {"prompt" or "messages", "tools", "tool_choice"};
+    /// one JSON line per answer, in order, on stdout (or --out).
+    #[arg(long, value_name = "FILE.jsonl", conflicts_with_all = ["tool_exec", "trace", "verbose", "json"])]
+    prompts: Option<PathBuf>,
+    /// With --prompts: sequences decoded at once.
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "prompts")]
+    parallel: usize,
+    /// With --prompts: write the answers to FILE (atomically) instead of stdout.
+    #[arg(long, value_name = "FILE", requires = "prompts")]
+    out: Option<PathBuf>,
     #[command(flatten)]
     tools: ToolArgs,
     #[command(flatten)]
@@ -170,6 +181,9 @@ impl RunConfig {
 
 /// Runs `structgen run`.
 pub fn run(cmd: RunCmd) -> Result<ExitCode, CliError> {
+    if let Some(path) = &cmd.prompts {
+        return run_many(&cmd, path);
+    }
     let LoadedModel {
         mut model,
         template,
@@ -422,4 +436,62 @@ fn report_turn(
     }
     eprintln!("--- summary ---\n{}", gen.summary.render());
     Ok(())
+}
+
+/// `--prompts`: every request of the file, batched ([`super::run_batch`]).
+fn run_many(cmd: &RunCmd, path: &std::path::Path) -> Result<ExitCode, CliError> {
+    if cmd.draft.draft_model.is_some() {
+        return Err(CliError::Usage(
+            "--prompts with --draft-model: speculation runs one sequence at a time".into(),
+        ));
+    }
+    let source = &cmd.source;
+    if source.ebnf.is_some()
+        || source.json_schema.is_some()
+        || source.regex.is_some()
+        || source.structural_tag.is_some()
+        || cmd.tools.tools.is_some()
+    {
+        return Err(CliError::Usage(
+            "--prompts takes each request's tools from its line (\"tools\"); other grammar flags do not apply".into(),
+        ));
+    }
+    let mut loaded = cmd.model.load()?;
+    let options = cmd.tools.options();
+    let base = cmd.decode.options();
+    let n = match &cmd.out {
+        Some(p) => {
+            let mut f = AtomicFile::create(p)?;
+            let mut buf = Vec::new();
+            let n = run_batch::run_prompts(
+                path,
+                &mut loaded,
+                &options,
+                cmd.unconstrained,
+                &base,
+                cmd.parallel,
+                &mut buf,
+            )?;
+            for line in String::from_utf8_lossy(&buf).lines() {
+                f.write_line(line)?;
+            }
+            f.commit()?;
+            n
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut lock = stdout.lock();
+            run_batch::run_prompts(
+                path,
+                &mut loaded,
+                &options,
+                cmd.unconstrained,
+                &base,
+                cmd.parallel,
+                &mut lock,
+            )?
+        }
+    };
+    eprintln!("{n} requests answered");
+    Ok(ExitCode::SUCCESS)
 }
