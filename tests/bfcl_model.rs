@@ -186,3 +186,47 @@ fn an_interrupted_run_resumes_to_the_same_table() {
     assert!(err.contains("case selection"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn parallel_cases_answer_as_sequential_ones() {
+    if !ready("parallel_cases_answer_as_sequential_ones") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("structgen-bfcl-par-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = [
+        "--categories",
+        "simple_python,multiple,irrelevance",
+        "--limit",
+        "4",
+    ];
+    let args: Vec<&str> = args.into_iter().chain(["--max-tokens", "40"]).collect();
+    let one = bfcl(&args, &dir.join("one.json"));
+    let mut par = args.clone();
+    par.extend(["--parallel", "5"]);
+    let many = bfcl(&par, &dir.join("many.json"));
+    let (a, b) = (results(&one), results(&many));
+    assert_eq!(a.len(), 3 * 4 * 2);
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(
+            (&x["id"], &x["mode"]),
+            (&y["id"], &y["mode"]),
+            "results in another order"
+        );
+        assert_eq!(
+            x["text"], y["text"],
+            "{} {}: batched answer differs",
+            x["id"], x["mode"]
+        );
+        assert_eq!(x["correct"], y["correct"], "{} {}", x["id"], x["mode"]);
+    }
+    let rows = |v: &Value| v["summary"].as_array().expect("summary rows").clone();
+    for (x, y) in rows(&one).iter().zip(&rows(&many)) {
+        assert_eq!(
+            (&x["category"], &x["correct"]),
+            (&y["category"], &y["correct"])
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -304,8 +304,8 @@ impl SlotCache {
         let flat = (self.slots() * nkv * self.cap, d);
         let k_rows = k.transpose(1, 2)?.contiguous()?.reshape((m * nkv, d))?;
         let v_rows = v.contiguous()?.reshape((m * nkv, d))?;
-        ck.reshape(flat)?.scatter_set(index, &k_rows, 0)?;
-        cv.reshape(flat)?.scatter_set(index, &v_rows, 0)?;
+        self.write(ck, flat, index, &k_rows, plan, nkv)?;
+        self.write(cv, flat, index, &v_rows, plan, nkv)?;
         let mut outs = Vec::new();
         if singles > 0 {
             let runs = &plan[..singles];
@@ -342,6 +342,34 @@ impl SlotCache {
         }
         let out = Tensor::cat(&outs, 0)?.unsqueeze(0)?;
         layer.o.forward(&out)
+    }
+
+    /// Writes `rows` (`(rows · kv_heads, d)`, row-major by row then head) into `cache` at
+    /// `index`: one scatter, or, where the device has no scatter for the dtype, one copy per
+    /// segment and head.
+    fn write(
+        &self,
+        cache: &Tensor,
+        flat: (usize, usize),
+        index: &Tensor,
+        rows: &Tensor,
+        plan: &[Run],
+        nkv: usize,
+    ) -> candle_core::Result<()> {
+        let view = cache.reshape(flat)?;
+        if view.scatter_set(index, rows, 0).is_ok() {
+            return Ok(());
+        }
+        let d = flat.1;
+        let by_head = rows.reshape((rows.dim(0)? / nkv, nkv, d))?;
+        for r in plan {
+            for h in 0..nkv {
+                let src = by_head.narrow(0, r.first, r.rows)?.narrow(1, h, 1)?;
+                let src = src.contiguous()?.reshape((r.rows, d))?;
+                view.slice_set(&src, 0, (r.slot * nkv + h) * self.cap + r.offset)?;
+            }
+        }
+        Ok(())
     }
 
     /// The keys (or values) of the slots of `runs`, `len` positions: `(runs, kv_heads, len, d)`.
