@@ -175,6 +175,7 @@ fn speed_and_latency_measure_each_batch_size() {
     assert_eq!(lines.len(), 6);
     for l in &lines {
         assert!(l["output_tokens_per_s"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(l["decode_tokens_per_s"].as_f64().unwrap() > 0.0, "{l}");
         if l["mode"] != "free" {
             assert!(l["mask_fill_us_p50"].as_f64().is_some(), "{l}");
         }

@@ -253,16 +253,15 @@ fn retokenization_rollback_keeps_matcher_and_kv_in_step() {
         "{text:?}"
     );
     assert!(text.len() > typed.len(), "{text:?}");
-    // A fresh run with passes of the same sizes (long passes use the dense weight copies, short
-    // ones the quantized weights, which round differently): prompt, the kept typed tokens, the
-    // tokens jump-forward fed.
+    // A fresh run with the same passes (the prompt as a prompt, generated tokens as decode rows):
+    // prompt, the kept typed tokens, the tokens jump-forward fed.
     let kept = chars.len() - roll;
     model.decoder.truncate(0).unwrap();
     model.decoder.forward(&prompt).unwrap();
-    model.decoder.forward(&tokens[..kept]).unwrap();
+    model.decoder.forward_generated(&tokens[..kept]).unwrap();
     let fresh: Vec<f32> = model
         .decoder
-        .forward(&tokens[kept..])
+        .forward_generated(&tokens[kept..])
         .unwrap()
         .to_vec1()
         .unwrap();

@@ -9,12 +9,20 @@ mod common;
 
 use candle_core::{Device, Tensor};
 use structgen::runtime::kernels;
-use structgen::runtime::model::set_slot_cache_on_cpu;
+use structgen::runtime::model::{set_slot_cache_on_cpu, Feed};
 use structgen::runtime::source::local_files;
 use structgen::runtime::{Model, WeightDtype};
 
 fn rows(t: &Tensor) -> Vec<f32> {
     t.to_vec1::<f32>().unwrap()
+}
+
+fn feed(slot: usize, tokens: &[u32], prompt: bool) -> Feed<'_> {
+    Feed {
+        slot,
+        tokens,
+        prompt,
+    }
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -79,9 +87,9 @@ fn batched_slot_cache_matches_one_sequence_at_a_time() {
             );
         }
         for (n, step) in steps.iter().enumerate() {
-            let segs: Vec<(usize, &[u32])> = order
+            let segs: Vec<Feed> = order
                 .iter()
-                .map(|&s| (slots[s], std::slice::from_ref(&step[s])))
+                .map(|&s| feed(slots[s], std::slice::from_ref(&step[s]), false))
                 .collect();
             let got = dec.forward_batch(&segs).unwrap();
             for (k, &s) in order.iter().enumerate() {
@@ -96,7 +104,10 @@ fn batched_slot_cache_matches_one_sequence_at_a_time() {
     // Roll sequence 1 back two steps and decode them again, next to sequence 0 going on.
     let len1 = dec.slot_len(slots[1]);
     dec.truncate_slot(slots[1], len1 - 2).unwrap();
-    let segs: Vec<(usize, &[u32])> = vec![(slots[1], &steps[3][1..2]), (slots[0], &[42])];
+    let segs = [
+        feed(slots[1], &steps[3][1..2], false),
+        feed(slots[0], &[42], false),
+    ];
     let got = dec.forward_batch(&segs).unwrap();
     let d = max_diff(&rows(&got[0]), &reference[1][4]);
     assert!(d < 2e-3, "after rollback, sequence 1 differs by {d}");

@@ -413,8 +413,9 @@ fn run_batched(
                     latency_batch::measure(loaded, compiler, options, &prepared, b, mode, &base)?;
                 row["model"] = json!(loaded.model.description);
                 eprintln!(
-                    "batch {b:>4} {:<12} {:>8.1} tok/s  step p50 {:>7.2} ms",
+                    "batch {b:>4} {:<12} {:>8.1} tok/s decoding, {:>8.1} with prefill  step p50 {:>7.2} ms",
                     mode.name(),
+                    row["decode_tokens_per_s"].as_f64().unwrap_or(0.0),
                     row["output_tokens_per_s"].as_f64().unwrap_or(0.0),
                     row["step_ms_p50"].as_f64().unwrap_or(0.0),
                 );

@@ -18,6 +18,7 @@ use serde_json::json;
 
 use super::model_args::ModelArgs;
 use super::CliError;
+use crate::runtime::model::Feed;
 
 /// Arguments of `structgen speed`.
 #[derive(Debug, Args)]
@@ -88,10 +89,14 @@ pub fn run(cmd: SpeedCmd) -> Result<ExitCode, CliError> {
                 for &s in &slots {
                     dec.truncate_slot(s, 0).map_err(fail)?;
                 }
-                let segs: Vec<(usize, &[u32])> = slots
+                let segs: Vec<Feed> = slots
                     .iter()
                     .zip(&prompts)
-                    .map(|(&s, p)| (s, p.as_slice()))
+                    .map(|(&slot, p)| Feed {
+                        slot,
+                        tokens: p,
+                        prompt: true,
+                    })
                     .collect();
                 let t = Instant::now();
                 dec.forward_batch(&segs).map_err(fail)?;
@@ -100,10 +105,14 @@ pub fn run(cmd: SpeedCmd) -> Result<ExitCode, CliError> {
                 let steps: Vec<Vec<u32>> = (0..cmd.gen_tokens).map(|_| draw(b)).collect();
                 let t = Instant::now();
                 for step in &steps {
-                    let segs: Vec<(usize, &[u32])> = slots
+                    let segs: Vec<Feed> = slots
                         .iter()
                         .zip(step)
-                        .map(|(&s, tok)| (s, std::slice::from_ref(tok)))
+                        .map(|(&slot, tok)| Feed {
+                            slot,
+                            tokens: std::slice::from_ref(tok),
+                            prompt: false,
+                        })
                         .collect();
                     dec.forward_batch(&segs).map_err(fail)?;
                 }

@@ -201,7 +201,7 @@ impl<'m> Session<'m> {
         let common = self.model.decoder.common_prefix(prompt);
         let keep = reusable_prefix(common, prompt.len());
         self.model.decoder.truncate(keep)?;
-        let (logits, ms) = self.forward_and_mask(&prompt[keep..])?;
+        let (logits, ms) = self.forward_and_mask(&prompt[keep..], true)?;
         let seq = &mut self.seq;
         seq.logits = Some(logits);
         seq.prefill_ms = ms;
@@ -322,21 +322,30 @@ impl<'m> Session<'m> {
         let Some(feed) = self.seq.pending_feed(&mut self.model.decoder)? else {
             return Ok(());
         };
-        let (logits, ms) = self.forward_and_mask(&feed)?;
+        let (logits, ms) = self.forward_and_mask(&feed, false)?;
         self.seq.fed(logits, ms, feed.len(), on_record);
         Ok(())
     }
 
-    /// Runs `tokens` through the model and returns the logits after them, ready on the device,
-    /// and the pass's time (ms). With overlap and a grammar that goes on, the next mask is filled
-    /// on another thread meanwhile and kept for the next step with its wait.
-    fn forward_and_mask(&mut self, tokens: &[u32]) -> Result<(Tensor, f64), GenerateError> {
+    /// Runs `tokens` (a prompt's, or generated ones) through the model and returns the logits
+    /// after them, ready on the device, and the pass's time (ms). With overlap and a grammar that
+    /// goes on, the next mask is filled on another thread meanwhile and kept for the next step
+    /// with its wait.
+    fn forward_and_mask(
+        &mut self,
+        tokens: &[u32],
+        prompt: bool,
+    ) -> Result<(Tensor, f64), GenerateError> {
         let seq = &mut self.seq;
         seq.ready = None;
         let decoder = &mut self.model.decoder;
         let forward = |decoder: &mut super::model::Decoder| {
             let t = Instant::now();
-            let logits = decoder.forward(tokens)?;
+            let logits = if prompt {
+                decoder.forward(tokens)?
+            } else {
+                decoder.forward_generated(tokens)?
+            };
             decoder.device.synchronize()?;
             Ok::<_, candle_core::Error>((logits, t, Instant::now()))
         };

@@ -16,9 +16,10 @@
 //!
 //! Invariants:
 //! - a sequence's tokens are those it would get decoded alone: the decoder computes each
-//!   sequence's rows as a pass of them alone would ([`crate::model::Decoder::forward_batch`]), and
-//!   a prompt is cut into chunks of at least 4 rows (the packed products' threshold) whenever it
-//!   has that many, so every prompt row takes the kind of product a single prefill gives it;
+//!   sequence's rows as a pass of them alone would ([`crate::model::Decoder::forward_batch`]):
+//!   generated rows row by row, as decode steps, and prompt rows cut into chunks of at least 4
+//!   rows (the packed products' threshold) whenever the prompt has that many, so every prompt
+//!   row takes the kind of product a single prefill gives it;
 //!   sampling is per sequence, on the host, with its own seed;
 //! - a slot belongs to one active sequence at a time; rollback and truncation act on that slot only;
 //! - the slots it adds to the decoder are freed when it is dropped (slot 0, the single-sequence
@@ -37,7 +38,7 @@ use structgen_engine::engine::GrammarMatcher;
 
 use crate::generate::{us_since, GenerateError, GenerateOptions, Generation, ReadyMask, Seq};
 use crate::kernels::PACK_MIN_ROWS;
-use crate::model::{reusable_prefix, Model};
+use crate::model::{reusable_prefix, Feed, Model};
 use crate::trace::{StepRecord, StopReason};
 
 pub use runtime::{Handle, Runtime, RuntimeError};
@@ -133,7 +134,7 @@ pub struct Batch<'m> {
 }
 
 /// What one sequence feeds in a pass.
-struct Feed {
+struct Pending {
     /// Index into `active`.
     at: usize,
     tokens: Vec<u32>,
@@ -224,7 +225,7 @@ impl<'m> Batch<'m> {
         let mut finished = Vec::new();
         for at in 0..self.active.len() {
             match self.advance(at, events) {
-                Ok(Some(tokens)) => feeds.push(Feed {
+                Ok(Some(tokens)) => feeds.push(Pending {
                     at,
                     tokens,
                     prompt: None,
@@ -259,7 +260,7 @@ impl<'m> Batch<'m> {
                 continue;
             }
             budget = budget.saturating_sub(take);
-            feeds.push(Feed {
+            feeds.push(Pending {
                 at,
                 tokens: a.seq.prompt[done..done + take].to_vec(),
                 prompt: Some(take == rest),
@@ -368,14 +369,18 @@ impl<'m> Batch<'m> {
     /// logits. A failed pass ends every sequence in it.
     fn pass(
         &mut self,
-        feeds: &[Feed],
+        feeds: &[Pending],
         events: &mut Vec<(u64, Event)>,
         finished: &mut Vec<(usize, Result<StopReason, GenerateError>)>,
     ) -> PassStats {
         let Batch { model, active, .. } = self;
-        let segs: Vec<(usize, &[u32])> = feeds
+        let segs: Vec<Feed> = feeds
             .iter()
-            .map(|f| (active[f.at].seq.slot, f.tokens.as_slice()))
+            .map(|f| Feed {
+                slot: active[f.at].seq.slot,
+                tokens: &f.tokens,
+                prompt: f.prompt.is_some(),
+            })
             .collect();
         // The sequences whose next mask can be filled during the pass: decoding ones and those
         // whose prompt ends in it.

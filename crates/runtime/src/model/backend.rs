@@ -57,6 +57,18 @@ pub fn reusable_prefix(common: usize, len: usize) -> usize {
     }
 }
 
+/// Tokens to append to one slot in a batched pass.
+#[derive(Debug, Clone, Copy)]
+pub struct Feed<'a> {
+    /// The slot ([`Decoder::new_slot`]; 0 always exists).
+    pub slot: usize,
+    /// The tokens, at the slot's end.
+    pub tokens: &'a [u32],
+    /// Whether they are prompt tokens (packed products for 4 or more) rather than generated
+    /// ones (always row by row, as a decode step).
+    pub prompt: bool,
+}
+
 /// A candle decoder's per-layer keys and values.
 type CandleCache = Vec<Option<(Tensor, Tensor)>>;
 
@@ -305,26 +317,42 @@ impl Decoder {
             .count()
     }
 
-    /// Appends `tokens` at slot 0's end; returns the logits after the last one, `(vocab,)` f32.
+    /// Appends prompt `tokens` at slot 0's end; returns the logits after the last one, `(vocab,)`
+    /// f32 (a run of 4 tokens or more takes the packed products).
     pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
-        let mut rows = self.forward_batch(&[(0, tokens)])?;
-        Ok(rows.remove(0))
+        let seg = Feed {
+            slot: 0,
+            tokens,
+            prompt: true,
+        };
+        Ok(self.forward_batch(&[seg])?.remove(0))
     }
 
-    /// Appends each `(slot, tokens)` at its slot's end (each slot at most once) and returns the
+    /// Appends generated `tokens` (sampled or forced) at slot 0's end, every row computed as a
+    /// decode step computes it; the logits after the last one.
+    pub fn forward_generated(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
+        let seg = Feed {
+            slot: 0,
+            tokens,
+            prompt: false,
+        };
+        Ok(self.forward_batch(&[seg])?.remove(0))
+    }
+
+    /// Appends each feed's tokens at its slot's end (each slot at most once) and returns the
     /// logits after each one's last token, `(vocab,)` f32, in order. A sequence's logits are the
-    /// same whatever else shares the call: a run of 4 tokens or more (a prompt, forced text) is
-    /// computed as a pass of it alone, a shorter one row by row, as a decode step.
-    pub fn forward_batch(&mut self, segs: &[(usize, &[u32])]) -> candle_core::Result<Vec<Tensor>> {
-        let before: Vec<usize> = segs.iter().map(|&(s, _)| self.slot_len(s)).collect();
+    /// same whatever else shares the call: prompt rows take the packed products when there are 4
+    /// or more of them, generated rows are always computed row by row, as decode steps.
+    pub fn forward_batch(&mut self, segs: &[Feed]) -> candle_core::Result<Vec<Tensor>> {
+        let before: Vec<usize> = segs.iter().map(|f| self.slot_len(f.slot)).collect();
         let out = match &mut self.backend {
             Backend::Cpu(d) => {
                 let parts: Vec<Segment> = segs
                     .iter()
-                    .map(|&(slot, tokens)| Segment {
-                        slot,
-                        tokens,
-                        packed: true,
+                    .map(|f| Segment {
+                        slot: f.slot,
+                        tokens: f.tokens,
+                        packed: f.prompt,
                     })
                     .collect();
                 d.forward_batch(&parts).and_then(|rows| {
@@ -336,20 +364,23 @@ impl Decoder {
                         .collect()
                 })
             }
-            Backend::Slots { dec, cache } => cache.forward(dec, segs),
+            Backend::Slots { dec, cache } => {
+                let plain: Vec<(usize, &[u32])> = segs.iter().map(|f| (f.slot, f.tokens)).collect();
+                cache.forward(dec, &plain)
+            }
             Backend::Candle { .. } => {
                 let mut rows = Vec::with_capacity(segs.len());
-                for &(slot, tokens) in segs {
-                    self.activate(slot)?;
+                for f in segs {
+                    self.activate(f.slot)?;
                     if let Backend::Candle { dec, .. } = &mut self.backend {
-                        rows.push(dec.forward(tokens)?);
+                        rows.push(dec.forward(f.tokens)?);
                     }
                 }
                 Ok(rows)
             }
         };
-        for (&(slot, tokens), before) in segs.iter().zip(before) {
-            self.record(slot, before, tokens, out.is_ok());
+        for (f, before) in segs.iter().zip(before) {
+            self.record(f.slot, before, f.tokens, out.is_ok());
         }
         out
     }

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use structgen_engine::vocab::{self, LoadedVocab};
 
-pub use backend::{reusable_prefix, set_slot_cache_on_cpu, Decoder};
+pub use backend::{reusable_prefix, set_slot_cache_on_cpu, Decoder, Feed};
 
 /// The files of one model.
 #[derive(Debug, Clone, PartialEq, Eq)]
