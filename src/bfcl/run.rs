@@ -363,6 +363,45 @@ pub fn run_cases_batched(
         ids: Vec<u32>,
         compile_ms: Vec<f64>,
         results: Vec<Option<CaseResult>>,
+        /// The next mode to start.
+        next: usize,
+    }
+    /// Starts the case's next mode that needs the model (one at a time, so that the next finds
+    /// the prompt in the cache of the slot the last one freed, as a sequential run resumes from
+    /// its prefill); fills in those that need none.
+    fn start_next(
+        batch: &mut Batch,
+        case: &Case,
+        i: usize,
+        p: &mut Pending,
+        settings: &Settings,
+        seed: u64,
+    ) {
+        let modes = &settings.modes;
+        while p.next < modes.len() {
+            let (k, mode) = (p.next, modes[p.next]);
+            p.next += 1;
+            if mode == Mode::GroundTruth {
+                p.results[k] = Some(ground_truth(case, settings.style, settings.formats));
+                continue;
+            }
+            match mode_matcher(mode, &p.tools, settings) {
+                Ok((matcher, ms)) => {
+                    p.compile_ms[k] = ms;
+                    let mut opts = settings.generate.clone();
+                    opts.seed = seed;
+                    let req = BatchRequest {
+                        prompt: p.ids.clone(),
+                        matcher,
+                        stop_tokens: settings.stop.clone(),
+                        opts,
+                    };
+                    batch.submit((i * modes.len() + k) as u64, req);
+                    return;
+                }
+                Err(e) => p.results[k] = Some(CaseResult::failed(case, mode, e)),
+            }
+        }
     }
     let modes = &settings.modes;
     let mut pending: std::collections::HashMap<usize, Pending> = Default::default();
@@ -398,28 +437,9 @@ pub fn run_cases_batched(
                 ids,
                 compile_ms: vec![0.0; modes.len()],
                 results: vec![None; modes.len()],
+                next: 0,
             };
-            for (k, &mode) in modes.iter().enumerate() {
-                if mode == Mode::GroundTruth {
-                    p.results[k] = Some(ground_truth(case, settings.style, settings.formats));
-                    continue;
-                }
-                match mode_matcher(mode, &p.tools, settings) {
-                    Ok((matcher, ms)) => {
-                        p.compile_ms[k] = ms;
-                        let mut opts = settings.generate.clone();
-                        opts.seed = seed(i);
-                        let req = BatchRequest {
-                            prompt: p.ids.clone(),
-                            matcher,
-                            stop_tokens: settings.stop.clone(),
-                            opts,
-                        };
-                        batch.submit((i * modes.len() + k) as u64, req);
-                    }
-                    Err(e) => p.results[k] = Some(CaseResult::failed(case, mode, e)),
-                }
-            }
+            start_next(&mut batch, case, i, &mut p, settings, seed(i));
             if p.results.iter().all(Option::is_some) {
                 if !done(i, p.results.into_iter().flatten().collect()) {
                     return;
@@ -461,6 +481,7 @@ pub fn run_cases_batched(
                 }
                 Err(e) => CaseResult::failed(case, mode, format!("generation: {e}")),
             });
+            start_next(&mut batch, case, i, p, settings, seed(i));
             if p.results.iter().all(Option::is_some) {
                 if let Some(p) = pending.remove(&i) {
                     if !done(i, p.results.into_iter().flatten().collect()) {

@@ -292,7 +292,11 @@ impl<'m> Batch<'m> {
                 .free_slots
                 .iter()
                 .enumerate()
-                .max_by_key(|(_, &s)| dec.common_prefix_slot(s, &req.prompt))
+                // The longest shared prefix; among equals, the least cached (kept for others).
+                .max_by_key(|(_, &s)| {
+                    let common = dec.common_prefix_slot(s, &req.prompt);
+                    (common, std::cmp::Reverse(dec.slot_len(s)))
+                })
                 .map(|(i, _)| i);
             let slot = match best {
                 Some(i) => self.free_slots.swap_remove(i),
