@@ -74,9 +74,9 @@ fn batched_slot_cache_matches_one_sequence_at_a_time() {
         for &s in &slots {
             dec.truncate_slot(s, 0).unwrap();
         }
-        let segs: Vec<(usize, &[u32])> = order
+        let segs: Vec<Feed> = order
             .iter()
-            .map(|&s| (slots[s], prompts[s].as_slice()))
+            .map(|&s| feed(slots[s], &prompts[s], true))
             .collect();
         let got = dec.forward_batch(&segs).unwrap();
         for (k, &s) in order.iter().enumerate() {
@@ -114,8 +114,10 @@ fn batched_slot_cache_matches_one_sequence_at_a_time() {
     assert_eq!(dec.slot_len(slots[1]), len1 - 1);
     assert_eq!(dec.slot_len(slots[0]), prompts[0].len() + steps.len() + 1);
     // Several rows of one sequence (forced text) next to decode steps of others.
-    let segs: Vec<(usize, &[u32])> =
-        vec![(slots[2], &[1, 2, 3, 4, 5]), (slots[1], &steps[4][1..2])];
+    let segs = [
+        feed(slots[2], &[1, 2, 3, 4, 5], false),
+        feed(slots[1], &steps[4][1..2], false),
+    ];
     let got = dec.forward_batch(&segs).unwrap();
     let d = max_diff(&rows(&got[1]), &reference[1][5]);
     assert!(d < 2e-3, "a decode step next to forced text differs by {d}");

@@ -33,7 +33,10 @@ struct Line {
     choice: Option<ToolChoice>,
 }
 
-fn read_lines(path: &Path) -> Result<Vec<(usize, Result<Line, String>)>, CliError> {
+/// A line's number and the request on it, or what is wrong with it.
+type Numbered = (usize, Result<Line, String>);
+
+fn read_lines(path: &Path) -> Result<Vec<Numbered>, CliError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let text = read_text(path)?;
     let mut out = Vec::new();

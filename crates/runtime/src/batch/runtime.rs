@@ -30,7 +30,7 @@ pub enum RuntimeError {
 }
 
 enum Cmd {
-    Submit(u64, BatchRequest, Sender<Event>),
+    Submit(u64, Box<BatchRequest>, Sender<Event>),
     Cancel(u64),
     Shutdown,
 }
@@ -106,7 +106,7 @@ impl Runtime {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (etx, erx) = mpsc::channel();
         self.tx
-            .send(Cmd::Submit(id, req, etx))
+            .send(Cmd::Submit(id, Box::new(req), etx))
             .map_err(|_| RuntimeError::Stopped)?;
         Ok(Handle {
             id,
@@ -145,7 +145,7 @@ fn serve(
         let mut take = |cmd: Cmd, batch: &mut Batch, stopping: &mut bool| match cmd {
             Cmd::Submit(id, req, tx) => {
                 routes.insert(id, tx);
-                batch.submit(id, req);
+                batch.submit(id, *req);
             }
             Cmd::Cancel(id) => {
                 batch.cancel(id);
