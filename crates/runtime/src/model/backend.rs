@@ -320,23 +320,22 @@ impl Decoder {
     /// Appends prompt `tokens` at slot 0's end; returns the logits after the last one, `(vocab,)`
     /// f32 (a run of 4 tokens or more takes the packed products).
     pub fn forward(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
-        let seg = Feed {
-            slot: 0,
-            tokens,
-            prompt: true,
-        };
-        Ok(self.forward_batch(&[seg])?.remove(0))
+        self.forward_slot0(tokens, true)
     }
 
     /// Appends generated `tokens` (sampled or forced) at slot 0's end, every row computed as a
     /// decode step computes it; the logits after the last one.
     pub fn forward_generated(&mut self, tokens: &[u32]) -> candle_core::Result<Tensor> {
-        let seg = Feed {
+        self.forward_slot0(tokens, false)
+    }
+
+    fn forward_slot0(&mut self, tokens: &[u32], prompt: bool) -> candle_core::Result<Tensor> {
+        let feed = Feed {
             slot: 0,
             tokens,
-            prompt: false,
+            prompt,
         };
-        Ok(self.forward_batch(&[seg])?.remove(0))
+        Ok(self.forward_batch(&[feed])?.remove(0))
     }
 
     /// Appends each feed's tokens at its slot's end (each slot at most once) and returns the

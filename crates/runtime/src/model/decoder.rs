@@ -311,14 +311,14 @@ pub(super) fn heads(x: Tensor, n: usize, d: usize) -> candle_core::Result<Tensor
     x.reshape((b, s, n, d))
 }
 
-fn attention(
+/// A layer's queries and keys, per-head normed and rotated, `(1, heads, seq, d)` and
+/// `(1, kv_heads, seq, d)`, and its values `(1, seq, kv_heads, d)`, for the rows of `h`.
+pub(super) fn qkv_roped(
     cfg: &ArchConfig,
     layer: &Layer,
     h: &Tensor,
     rope: &(Tensor, Tensor),
-    cache: Option<(Tensor, Tensor)>,
-    attn_mask: Option<&Tensor>,
-) -> candle_core::Result<(Tensor, (Tensor, Tensor))> {
+) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
     let (nh, nkv, d) = (cfg.heads, cfg.kv_heads, cfg.head_dim);
     let (q, k, v) = match &layer.qkv {
         Qkv::Separate(q, k, v) => (q.forward(h)?, k.forward(h)?, v.forward(h)?),
@@ -331,10 +331,8 @@ fn attention(
             )
         }
     };
-    let (_, seq, _) = q.dims3()?;
     let mut q = heads(q, nh, d)?;
     let mut k = heads(k, nkv, d)?;
-    let v = heads(v, nkv, d)?.transpose(1, 2)?.contiguous()?;
     if let Some((qn, kn)) = &layer.qk_norm {
         q = qn.forward(&q, cfg.eps)?;
         k = kn.forward(&k, cfg.eps)?;
@@ -342,17 +340,26 @@ fn attention(
     let q = q.transpose(1, 2)?.contiguous()?;
     let k = k.transpose(1, 2)?.contiguous()?;
     let (cos, sin) = rope;
-    let (q, k) = if cfg.rope_interleaved {
-        (
-            candle_nn::rotary_emb::rope_i(&q, cos, sin)?,
-            candle_nn::rotary_emb::rope_i(&k, cos, sin)?,
-        )
+    let rot = if cfg.rope_interleaved {
+        candle_nn::rotary_emb::rope_i
     } else {
-        (
-            candle_nn::rotary_emb::rope(&q, cos, sin)?,
-            candle_nn::rotary_emb::rope(&k, cos, sin)?,
-        )
+        candle_nn::rotary_emb::rope
     };
+    Ok((rot(&q, cos, sin)?, rot(&k, cos, sin)?, heads(v, nkv, d)?))
+}
+
+fn attention(
+    cfg: &ArchConfig,
+    layer: &Layer,
+    h: &Tensor,
+    rope: &(Tensor, Tensor),
+    cache: Option<(Tensor, Tensor)>,
+    attn_mask: Option<&Tensor>,
+) -> candle_core::Result<(Tensor, (Tensor, Tensor))> {
+    let (nh, nkv, d) = (cfg.heads, cfg.kv_heads, cfg.head_dim);
+    let (q, k, v) = qkv_roped(cfg, layer, h, rope)?;
+    let seq = q.dim(2)?;
+    let v = v.transpose(1, 2)?.contiguous()?;
     let (k, v) = match cache {
         Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
         None => (k, v),
@@ -372,7 +379,7 @@ fn attention(
 /// The additive attention mask for `seq` queries from `offset` over `total` keys, its rows
 /// repeated for the `rep` query heads of each KV head: `(rep * seq, total)`, or `None` when
 /// nothing is masked. Built once per forward pass and shared by the layers.
-fn mask(
+pub(super) fn mask(
     seq: usize,
     offset: usize,
     total: usize,

@@ -17,10 +17,10 @@
 //! attended; truncation only shortens `lens[s]`; growing the slots or the capacity copies the
 //! caches into larger tensors (doubling, so amortized).
 
-use candle_core::{DType, Device, Tensor, D};
+use candle_core::{DType, Device, Tensor};
 
 use super::config::ArchConfig;
-use super::decoder::{heads, mlp, rope_tables, CandleDecoder, Qkv};
+use super::decoder::{mask, mlp, qkv_roped, rope_tables, CandleDecoder};
 
 /// Every slot's keys and values.
 #[derive(Debug)]
@@ -267,38 +267,8 @@ impl SlotCache {
         let layer = &dec.layers[l];
         let (nh, nkv, d) = (cfg.heads, cfg.kv_heads, cfg.head_dim);
         let rep = nh / nkv;
-        let (q, k, v) = match &layer.qkv {
-            Qkv::Separate(q, k, v) => (q.forward(h)?, k.forward(h)?, v.forward(h)?),
-            Qkv::Fused(qkv) => {
-                let all = qkv.forward(h)?;
-                (
-                    all.narrow(D::Minus1, 0, nh * d)?,
-                    all.narrow(D::Minus1, nh * d, nkv * d)?,
-                    all.narrow(D::Minus1, (nh + nkv) * d, nkv * d)?,
-                )
-            }
-        };
-        let m = q.dim(1)?;
-        let mut q = heads(q, nh, d)?;
-        let mut k = heads(k, nkv, d)?;
-        if let Some((qn, kn)) = &layer.qk_norm {
-            q = qn.forward(&q, cfg.eps)?;
-            k = kn.forward(&k, cfg.eps)?;
-        }
-        let q = q.transpose(1, 2)?.contiguous()?;
-        let k = k.transpose(1, 2)?.contiguous()?;
-        let (cos, sin) = rope;
-        let (q, k) = if cfg.rope_interleaved {
-            (
-                candle_nn::rotary_emb::rope_i(&q, cos, sin)?,
-                candle_nn::rotary_emb::rope_i(&k, cos, sin)?,
-            )
-        } else {
-            (
-                candle_nn::rotary_emb::rope(&q, cos, sin)?,
-                candle_nn::rotary_emb::rope(&k, cos, sin)?,
-            )
-        };
+        let (q, k, v) = qkv_roped(cfg, layer, h, rope)?;
+        let m = q.dim(2)?;
         // New keys and values into the cache: (rows, kv_heads, d) flattened.
         let (ck, cv) = &self.kv[l];
         let flat = (self.slots() * nkv * self.cap, d);
@@ -446,25 +416,7 @@ impl Masks {
         let mut multi = Vec::new();
         for r in &plan[singles..] {
             let total = r.offset + r.rows;
-            let one = |w: Option<usize>| -> candle_core::Result<Option<Tensor>> {
-                let any = (0..r.rows).any(|i| (0..total).any(|j| hidden(r.offset + i, j, w)));
-                if !any {
-                    return Ok(None);
-                }
-                let values: Vec<f32> = (0..r.rows)
-                    .flat_map(|i| {
-                        (0..total).map(move |j| {
-                            if hidden(r.offset + i, j, w) {
-                                f32::NEG_INFINITY
-                            } else {
-                                0.0
-                            }
-                        })
-                    })
-                    .collect();
-                let t = Tensor::from_vec(values, (r.rows, total), dev)?.to_dtype(dt)?;
-                t.repeat((rep, 1)).map(Some)
-            };
+            let one = |w| mask(r.rows, r.offset, total, w, rep, dev, dt);
             multi.push([one(None)?, one(window)?]);
         }
         Ok(Masks {
