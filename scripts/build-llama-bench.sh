@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's `llama-bench`, `llama-batched-bench` and `llama-completion`, the reference runtime of
-# scripts/bench-runtime.sh, from the llama-cpp-python sdist on PyPI (the one source of llama.cpp
-# reachable from where this project is built) into target/llama.cpp/. Does nothing when all three
+# Builds llama.cpp's `llama-bench`, `llama-batched-bench`, `llama-completion` and `llama-server`,
+# the reference runtime of scripts/bench-runtime.sh and scripts/bench-serve.sh, from the
+# llama-cpp-python sdist on PyPI (the one source of llama.cpp reachable from where this project is
+# built) into target/llama.cpp/. Does nothing when all four
 # binaries are there. Prints the directory holding them.
 #
 # AMX is switched off: some VMs report it in /proc/cpuinfo but die with SIGILL on `ldtilecfg`.
@@ -10,7 +11,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 version="0.3.36"
 work="$root/target/llama.cpp"
 bin="$work/build/bin"
-if [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-batched-bench" ] && [ -x "$bin/llama-completion" ]; then
+if [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-batched-bench" ] && [ -x "$bin/llama-completion" ] \
+  && [ -x "$bin/llama-server" ]; then
   echo "$bin"
   exit 0
 fi
@@ -30,11 +32,11 @@ if [ ! -d "$work/src/vendor/llama.cpp" ]; then
   tar -xzf "$work/sdist/"llama_cpp_python-"$version".tar.gz -C "$work/src.tmp" --strip-components=1
   mv "$work/src.tmp" "$work/src"
 fi
-echo "build-llama-bench.sh: building llama-bench, llama-batched-bench and llama-completion (a few minutes)" >&2
+echo "build-llama-bench.sh: building llama-bench, llama-batched-bench, llama-completion and llama-server (a few minutes)" >&2
 flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 cmake -S "$work/src/vendor/llama.cpp" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
   -DGGML_NATIVE=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
   -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" >&2
-cmake --build "$work/build" --target llama-bench llama-batched-bench llama-completion -j "$(nproc)" >&2
+cmake --build "$work/build" --target llama-bench llama-batched-bench llama-completion llama-server -j "$(nproc)" >&2
 echo "$bin"

@@ -14,6 +14,8 @@ cargo clippy --release -p structgen-engine --no-default-features --locked -- -D 
 RUSTDOCFLAGS="-D warnings" cargo doc -p structgen-engine --no-deps --release --locked
 # Every test must run here: one whose data is missing fails instead of skipping.
 STRUCTGEN_TESTS_REQUIRE_DATA=1 cargo test --release --workspace --locked
+# `structgen serve` with real clients: the openai SDK, an agent loop, a load test, fault cases.
+scripts/serve-tests.sh
 # The Python package: its wheel, installed in a fresh virtual environment, and its tests (torch
 # included, so none is skipped).
 STRUCTGEN_TESTS_REQUIRE_DATA=1 scripts/python-tests.sh

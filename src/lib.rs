@@ -12,6 +12,7 @@
 //!  src/ (structgen)
 //!    bench     `structgen bench`: workloads, engines side by side, reports
 //!    bfcl      `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports
+//!    serve     `structgen serve`: OpenAI-compatible HTTP server on the batched runtime
 //!    cli       `structgen`: raw flags → one resolved config per command → the work
 //! ```
 //!
@@ -24,6 +25,7 @@
 //! | [`bench`] | `structgen bench`: workloads, engines side by side, reports |
 //! | [`bfcl`] | `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports |
 //! | [`json_lines`] | reading JSON Lines inputs with line numbers |
+//! | [`serve`] | `structgen serve`: the OpenAI-compatible server on the batched runtime |
 //! | [`cli`] | the `structgen` command line |
 //!
 //! ```
@@ -50,6 +52,7 @@ pub mod bench;
 pub mod bfcl;
 pub mod cli;
 pub mod json_lines;
+pub mod serve;
 
 pub use structgen_engine::{engine, frontend, grammar, util, vocab};
 pub use structgen_runtime as runtime;

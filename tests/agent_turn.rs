@@ -11,7 +11,8 @@ use serde_json::Value;
 
 fn agent(tool: &str, extra: &[&str]) -> Value {
     let o = Command::new(env!("CARGO_BIN_EXE_structgen"))
-        .args(["run", "--tools", "grammars/tools/weather.json"])
+        .args(["run", "--model", "smollm2-135m"])
+        .args(["--tools", "grammars/tools/weather.json"])
         .args(["--tool-choice", "required", "--no-parallel-calls"])
         .args([
             "--prompt",

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 fn bfcl(args: &[&str], out: &Path) -> Value {
     let o = Command::new(env!("CARGO_BIN_EXE_structgen"))
-        .arg("bfcl")
+        .args(["bfcl", "--model", "smollm2-135m"])
         .args(args)
         .arg("--out")
         .arg(out)
@@ -168,7 +168,7 @@ fn an_interrupted_run_resumes_to_the_same_table() {
     }
     // Other settings than the saved run's are refused, naming the setting.
     let o = Command::new(env!("CARGO_BIN_EXE_structgen"))
-        .arg("bfcl")
+        .args(["bfcl", "--model", "smollm2-135m"])
         .args([
             "--limit",
             "3",

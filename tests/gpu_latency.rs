@@ -35,6 +35,8 @@ fn latency(extra: &[&str], dir: &Path) -> (Output, Vec<Value>, Vec<Value>) {
     let (runs, summary) = (dir.join("runs.jsonl"), dir.join("summary.jsonl"));
     let mut args = vec![
         "latency",
+        "--model",
+        "smollm2-135m",
         "--prompts",
         "grammars/prompts.jsonl",
         "--limit",
@@ -119,12 +121,20 @@ fn latency_bad_input_is_a_clear_error() {
     std::fs::write(&bad, format!("{first}\n{{\"prompt\": 3}}\n")).unwrap();
     let cases: [(Vec<&str>, String); 3] = [
         (
-            vec!["latency", "--prompts", bad.to_str().unwrap()],
+            vec![
+                "latency",
+                "--model",
+                "smollm2-135m",
+                "--prompts",
+                bad.to_str().unwrap(),
+            ],
             format!("{}:2: `prompt` is missing or not a string", bad.display()),
         ),
         (
             vec![
                 "latency",
+                "--model",
+                "smollm2-135m",
                 "--prompts",
                 "grammars/prompts.jsonl",
                 "--modes",
@@ -135,6 +145,8 @@ fn latency_bad_input_is_a_clear_error() {
         (
             vec![
                 "latency",
+                "--model",
+                "smollm2-135m",
                 "--prompts",
                 "grammars/prompts.jsonl",
                 "--no-jump-forward",

@@ -13,6 +13,7 @@ mod latency_cmd;
 mod model_args;
 mod run_batch;
 mod run_cmd;
+mod serve_cmd;
 mod source;
 mod speed_cmd;
 mod tokenizer_cmd;
@@ -58,6 +59,9 @@ pub enum Command {
     /// End-to-end latency of one model on a set of tool-calling requests: free, constrained and
     /// constrained + jump-forward, with the grammar's wait on the critical path.
     Latency(Box<latency_cmd::LatencyCmd>),
+    /// An OpenAI-compatible HTTP server (chat completions, completions, streaming) on the batched
+    /// runtime; every tool call is generated under its request's grammar.
+    Serve(Box<serve_cmd::ServeCmd>),
     /// The model runtime's prompt and generation speed, measured as llama.cpp's llama-bench
     /// measures it (no tokenizer, no grammar).
     Speed(Box<speed_cmd::SpeedCmd>),
@@ -154,6 +158,9 @@ pub enum CliError {
     /// A bad argument value.
     #[error("{0}")]
     Usage(String),
+    /// The server could not start or failed.
+    #[error(transparent)]
+    Serve(#[from] crate::serve::ServeError),
     /// A model that cannot be resolved or loaded.
     #[error(transparent)]
     Model(#[from] crate::runtime::ModelError),
@@ -182,6 +189,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Bfcl(cmd) => bfcl_cmd::run(*cmd),
         Command::Latency(cmd) => latency_cmd::run(*cmd),
         Command::Speed(cmd) => speed_cmd::run(*cmd),
+        Command::Serve(cmd) => serve_cmd::run(*cmd),
         Command::Tokenizer(cmd) => tokenizer_cmd::run(cmd),
     };
     match result {

@@ -21,7 +21,8 @@ use crate::runtime::{Model, WeightDtype};
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
     /// Model: a .gguf file, a checkpoint folder, a name in models/manifest.toml, or a Hugging
-    /// Face repo id (owner/name). Default: the manifest's default (SmolLM2-135M-Instruct).
+    /// Face repo id (owner/name). Default: the manifest's default (Qwen2.5-Coder-1.5B-Instruct,
+    /// the demo's model, fetched with its progress display on first use).
     #[arg(long, value_name = "MODEL")]
     model: Option<String>,
     /// Hub revision (branch, tag or commit) for a repo id.
@@ -149,6 +150,8 @@ impl DecodeArgs {
 pub struct LoadedModel {
     /// The model.
     pub model: Model,
+    /// Its name: `--model` as given, or the manifest's default entry.
+    pub name: String,
     /// Its files (to load more instances).
     pub files: ModelFiles,
     /// The device it is on.
@@ -301,8 +304,13 @@ impl ModelArgs {
             .map(|e| e.stop.clone())
             .unwrap_or_default();
         let stop = stop_tokens(&model, &extra);
+        let name = match &self.model {
+            Some(m) => m.clone(),
+            None => Manifest::load(self.manifest.as_deref())?.default,
+        };
         Ok(LoadedModel {
             model,
+            name,
             files: resolved.files,
             device: dev,
             dtype: self.dtype,

@@ -316,8 +316,9 @@ pub fn render_calls(calls: &[(String, Value)], style: &StyleSpec) -> String {
     }
 }
 
-/// Where the answer starts after a leading reasoning block, and that block's content.
-fn split_reasoning(text: &str, style: &StyleSpec) -> (usize, Option<String>) {
+/// Where the answer starts after the reasoning block `text` opens with (if any), and that block's
+/// trimmed content; a block without its end takes the whole text.
+pub fn split_reasoning(text: &str, style: &StyleSpec) -> (usize, Option<String>) {
     let (begin, end) = style.reasoning;
     let lead = text.len() - text.trim_start().len();
     if !text[lead..].starts_with(begin) {

@@ -375,8 +375,17 @@ pub(super) fn check_satisfiable(
     parameters: &Value,
     at: &str,
 ) -> Result<(), ToolsError> {
-    let productive = root_productive(parameters)
-        .map_err(|e| tools_error(at.to_string(), format!("tool {name:?}: parameters: {e}")))?;
+    let productive = root_productive(parameters).map_err(|e| {
+        // An error at a keyword inside the schema is located there.
+        let inner = match &e {
+            SchemaError::Invalid { path, .. } if path.starts_with('/') => path.as_str(),
+            _ => "",
+        };
+        tools_error(
+            format!("{at}{inner}"),
+            format!("tool {name:?}: parameters: {e}"),
+        )
+    })?;
     if productive {
         return Ok(());
     }

@@ -41,7 +41,7 @@ use crate::kernels::PACK_MIN_ROWS;
 use crate::model::{reusable_prefix, Feed, Model};
 use crate::trace::{StepRecord, StopReason};
 
-pub use runtime::{Handle, Runtime, RuntimeError};
+pub use runtime::{Handle, PassObserver, Runtime, RuntimeError, Sink};
 
 /// How many sequences run at once and how large a pass may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

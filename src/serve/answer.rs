@@ -1,0 +1,350 @@
+//! Generated text → an OpenAI answer, whole or streamed.
+//!
+//! [`Reader::read`] turns the text into reasoning, content and tool calls (the same reader as
+//! `structgen run`). A stream is the same reading applied to growing prefixes of the text: a
+//! [`Stream`] cuts the text at the last point where nothing that follows can still turn earlier
+//! text into a call (before any text that could open one, before an unfinished reasoning end tag
+//! or stop string), reads that prefix, and emits what the reading gained: reasoning and content as
+//! text deltas, each finished call as its name, then its arguments. At the end the whole text is
+//! read, so the streamed calls are exactly the answer's calls (each call's arguments are the same
+//! string in both), and the content deltas add up to the answer's content.
+//!
+//! [`Stops`] finds OpenAI `stop` strings in the text (the answer ends before the first one).
+
+use crate::frontend::tool_calls::{parse_calls, split_reasoning};
+use crate::frontend::tools::{CallFormat, FormatSet, StyleSpec, Tool};
+
+/// One call of an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// The tool.
+    pub name: String,
+    /// Its arguments, a JSON object as a string.
+    pub arguments: String,
+}
+
+/// An answer read from text.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Answer {
+    /// The reasoning block's content.
+    pub reasoning: Option<String>,
+    /// The text outside reasoning and calls.
+    pub content: String,
+    /// The calls.
+    pub calls: Vec<Call>,
+    /// Calls that could not be read (only in text cut short by `max_tokens`).
+    pub errors: Vec<String>,
+}
+
+/// Reads answers of one request.
+#[derive(Debug, Clone)]
+pub struct Reader {
+    /// The model's call style.
+    pub style: &'static StyleSpec,
+    /// The request's tools.
+    pub tools: Vec<Tool>,
+    /// Whether calls are read (tools given and `tool_choice` not `none`).
+    pub calls: bool,
+    /// The call formats read.
+    pub formats: FormatSet,
+    /// The text as it is (completions): no reasoning block, no calls.
+    pub raw: bool,
+}
+
+/// The length of the longest proper prefix of `pat` that `text` ends with.
+fn partial_suffix(text: &str, pat: &str) -> usize {
+    (1..pat.len())
+        .rev()
+        .find(|&k| pat.is_char_boundary(k) && text.ends_with(&pat[..k]))
+        .unwrap_or(0)
+}
+
+impl Reader {
+    /// The answer in `text`.
+    pub fn read(&self, text: &str) -> Answer {
+        if self.raw {
+            return Answer {
+                content: text.to_string(),
+                ..Answer::default()
+            };
+        }
+        if !self.calls {
+            let (start, reasoning) = split_reasoning(text, self.style);
+            let content = match reasoning {
+                Some(_) => text[start..].trim_start().to_string(),
+                None => text.to_string(),
+            };
+            return Answer {
+                reasoning,
+                content,
+                calls: Vec::new(),
+                errors: Vec::new(),
+            };
+        }
+        let p = parse_calls(text, self.style, &self.tools, self.formats);
+        let mut errors = p.errors;
+        errors.extend(
+            p.unknown
+                .iter()
+                .map(|c| format!("a call of {:?}, which is not a tool", c.name)),
+        );
+        Answer {
+            reasoning: p.reasoning,
+            content: p.content,
+            calls: p
+                .calls
+                .into_iter()
+                .map(|c| Call {
+                    name: c.name,
+                    arguments: c.arguments.to_string(),
+                })
+                .collect(),
+            errors,
+        }
+    }
+
+    /// The texts that may open a call in this style's formats.
+    fn openers(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for f in self.formats.formats(self.style) {
+            match f {
+                CallFormat::Canonical => {
+                    v.push(self.style.block.map_or(self.style.trigger, |b| b.0));
+                    v.push(self.style.trigger);
+                }
+                CallFormat::Markdown => v.push("```"),
+                CallFormat::BareJson => v.extend(["{", "["]),
+                CallFormat::PythonTag => v.push("<|python_tag|>"),
+            }
+        }
+        v.retain(|o| !o.is_empty());
+        v
+    }
+
+    /// The end of the longest prefix of `text` whose reading no later text can change.
+    pub fn settled(&self, text: &str) -> usize {
+        if self.raw {
+            return text.len();
+        }
+        let (begin, end) = self.style.reasoning;
+        let lead = text.len() - text.trim_start().len();
+        let rest = &text[lead..];
+        if !begin.is_empty() && rest.len() < begin.len() && begin.starts_with(rest) {
+            return 0;
+        }
+        let (start, reasoning) = split_reasoning(text, self.style);
+        if reasoning.is_some() && !text[lead + begin.len()..].contains(end) {
+            return text.len() - partial_suffix(text, end);
+        }
+        if !self.calls {
+            return text.len();
+        }
+        let p = parse_calls(text, self.style, &self.tools, self.formats);
+        let spans: Vec<_> = p
+            .calls
+            .iter()
+            .chain(&p.unknown)
+            .map(|c| c.span.clone())
+            .collect();
+        // The first text that may open a call and is not inside a finished one: a finished call
+        // (a bare JSON object, say) may still turn out to be part of a longer one around it.
+        let mut cut = text.len();
+        for o in self.openers() {
+            let mut from = start;
+            while let Some(i) = text[from..].find(o) {
+                let at = from + i;
+                if !spans.iter().any(|s| s.contains(&at)) {
+                    cut = cut.min(at);
+                    break;
+                }
+                from = at + o.len();
+            }
+            cut = cut.min(text.len() - partial_suffix(text, o));
+        }
+        cut
+    }
+}
+
+/// The stop strings of a request.
+#[derive(Debug, Clone, Default)]
+pub struct Stops(pub Vec<String>);
+
+impl Stops {
+    /// Where the first stop string starts in `text`.
+    pub fn find(&self, text: &str) -> Option<usize> {
+        self.0.iter().filter_map(|s| text.find(s.as_str())).min()
+    }
+
+    /// Bytes at the end of `text` that may be the start of a stop string.
+    pub fn pending(&self, text: &str) -> usize {
+        self.0
+            .iter()
+            .map(|s| partial_suffix(text, s))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// What a stream sends next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delta {
+    /// Reasoning text.
+    Reasoning(String),
+    /// Content text.
+    Content(String),
+    /// A call's start: its index and name.
+    CallName(usize, String),
+    /// A call's arguments (after its name).
+    CallArguments(usize, String),
+}
+
+/// The reading of a growing text, as deltas.
+#[derive(Debug)]
+pub struct Stream {
+    reader: Reader,
+    reasoning: String,
+    content: String,
+    calls: usize,
+    /// Content that was not a prefix of a later reading (never expected; counted).
+    pub diverged: bool,
+}
+
+impl Stream {
+    /// A stream of answers read by `reader`.
+    pub fn new(reader: Reader) -> Stream {
+        Stream {
+            reader,
+            reasoning: String::new(),
+            content: String::new(),
+            calls: 0,
+            diverged: false,
+        }
+    }
+
+    /// The deltas for `text` so far (`done`: the whole text; `pending`: bytes at its end to hold
+    /// back, e.g. the start of a stop string).
+    pub fn update(&mut self, text: &str, pending: usize, done: bool) -> Vec<Delta> {
+        let end = if done {
+            text.len()
+        } else {
+            let mut e = self.reader.settled(&text[..text.len() - pending]);
+            while !text.is_char_boundary(e) {
+                e -= 1;
+            }
+            e
+        };
+        let a = self.reader.read(&text[..end]);
+        let mut out = Vec::new();
+        let mut grow =
+            |sent: &mut String, now: &str, f: fn(String) -> Delta, diverged: &mut bool| {
+                if let Some(rest) = now.strip_prefix(sent.as_str()) {
+                    if !rest.is_empty() {
+                        out.push(f(rest.to_string()));
+                        *sent = now.to_string();
+                    }
+                } else {
+                    *diverged = true;
+                }
+            };
+        if let Some(r) = &a.reasoning {
+            grow(&mut self.reasoning, r, Delta::Reasoning, &mut self.diverged);
+        }
+        grow(
+            &mut self.content,
+            &a.content,
+            Delta::Content,
+            &mut self.diverged,
+        );
+        for (i, c) in a.calls.iter().enumerate().skip(self.calls) {
+            out.push(Delta::CallName(i, c.name.clone()));
+            out.push(Delta::CallArguments(i, c.arguments.clone()));
+        }
+        self.calls = self.calls.max(a.calls.len());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontend::tools::{parse_tools, style};
+    use serde_json::json;
+
+    fn reader(calls: bool) -> Reader {
+        let tools = parse_tools(
+            &json!([{"name": "get_weather", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string"}}}}]),
+        )
+        .unwrap();
+        Reader {
+            style: style("qwen").unwrap(),
+            tools,
+            calls,
+            formats: FormatSet::All,
+            raw: false,
+        }
+    }
+
+    /// Streams `text` one character at a time and checks the deltas add up to the reading.
+    fn stream_adds_up(r: &Reader, text: &str) {
+        let mut s = Stream::new(r.clone());
+        let mut deltas = Vec::new();
+        let mut upto = 0;
+        for (i, _) in text.char_indices().skip(1) {
+            deltas.extend(s.update(&text[..i], 0, false));
+            upto = i;
+        }
+        assert!(upto <= text.len());
+        deltas.extend(s.update(text, 0, true));
+        let whole = r.read(text);
+        let content: String = deltas
+            .iter()
+            .filter_map(|d| match d {
+                Delta::Content(c) => Some(c.as_str()),
+                _ => None,
+            })
+            .collect();
+        let mut calls: Vec<Call> = Vec::new();
+        for d in &deltas {
+            match d {
+                Delta::CallName(i, n) => {
+                    assert_eq!(*i, calls.len());
+                    calls.push(Call {
+                        name: n.clone(),
+                        arguments: String::new(),
+                    });
+                }
+                Delta::CallArguments(i, a) => calls[*i].arguments.push_str(a),
+                _ => {}
+            }
+        }
+        assert_eq!(content, whole.content, "{text:?}");
+        assert_eq!(calls, whole.calls, "{text:?}");
+        assert!(!s.diverged);
+    }
+
+    #[test]
+    fn streamed_calls_and_content_equal_the_whole_answer() {
+        let r = reader(true);
+        for text in [
+            "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>",
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"A\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"B\"}}\n</tool_call>",
+            "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```",
+            "It is sunny in Rome today.",
+        ] {
+            stream_adds_up(&r, text);
+        }
+        stream_adds_up(&reader(false), "plain {text} with braces");
+    }
+
+    #[test]
+    fn text_that_may_open_a_call_is_held_back() {
+        let r = reader(true);
+        assert_eq!(r.settled("Hi <tool_"), 3);
+        assert_eq!(r.settled("Hi {\"name\""), 3);
+        assert_eq!(r.settled("Hi there"), 8);
+        let stops = Stops(vec!["END".into()]);
+        assert_eq!(stops.pending("abc EN"), 2);
+        assert_eq!(stops.find("abc END x"), Some(4));
+    }
+}

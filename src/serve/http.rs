@@ -1,0 +1,833 @@
+//! The HTTP side of `structgen serve` (axum on tokio): routes, admission, API key, the drive of
+//! one request from its body to its answer or its stream, and graceful shutdown.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::answer::{Reader, Stops, Stream};
+use super::constraint::{Constraint, Grammars, SchemaPolicy, Spec};
+use super::error::ApiError;
+use super::metrics::Metrics;
+use super::request::{chat_request, completion_request, Format, GenParams};
+use super::shape::{self, Ids};
+use crate::frontend::tools::{FormatSet, StyleSpec, ToolChoice, ToolOptions};
+use crate::runtime::batch::{BatchOptions, BatchRequest, Event, Runtime};
+use crate::runtime::chat::{ChatError, ChatTemplate};
+use crate::runtime::generate::GenerateOptions;
+use crate::runtime::request::grammar_compiler;
+use crate::runtime::sampler::Sampling;
+use crate::runtime::{Generation, Model};
+use crate::util::TokenId;
+use crate::vocab::Vocab;
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Address to listen on.
+    pub host: String,
+    /// Port (0: any free one, printed at start).
+    pub port: u16,
+    /// Sequences decoded at once.
+    pub parallel: usize,
+    /// Rows of one forward pass (decode rows first, then prompt chunks).
+    pub step_tokens: usize,
+    /// Requests admitted at once (waiting + decoding); more get 503.
+    pub max_queue: usize,
+    /// Largest request body (bytes).
+    pub max_body_bytes: usize,
+    /// Largest `max_tokens` a request may ask for.
+    pub max_tokens_limit: usize,
+    /// Required `Authorization: Bearer` key.
+    pub api_key: Option<String>,
+    /// Unenforceable schema keywords: warn or refuse.
+    pub policy: SchemaPolicy,
+    /// Feed grammar-forced text without sampling it.
+    pub jump_forward: bool,
+}
+
+/// The model the server answers with.
+pub struct ServedModel {
+    /// The model.
+    pub model: Model,
+    /// The name clients use (`model` field, `/v1/models`).
+    pub name: String,
+    /// A chat template given instead of the model's own (source, origin).
+    pub template: Option<(String, String)>,
+    /// The model's tool-call style.
+    pub style: &'static StyleSpec,
+    /// Stop tokens.
+    pub stop: Vec<u32>,
+    /// The call formats read and allowed.
+    pub formats: FormatSet,
+}
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The model has no chat template.
+    #[error("the model has no chat template; pass one (--chat-template FILE)")]
+    NoTemplate,
+    /// The chat template does not compile.
+    #[error(transparent)]
+    Chat(#[from] ChatError),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The HTTP runtime failed.
+    #[error("server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+struct AppState {
+    runtime: Runtime,
+    grammars: Grammars,
+    template: ChatTemplate,
+    tokenizer: tokenizers::Tokenizer,
+    vocab: Arc<Vocab>,
+    context: usize,
+    name: String,
+    formats: FormatSet,
+    cfg: ServeConfig,
+    metrics: Metrics,
+    in_flight: AtomicUsize,
+    created: u64,
+}
+
+type St = Arc<AppState>;
+
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Runs the server until SIGTERM or Ctrl-C, then lets admitted requests finish.
+pub fn serve(m: ServedModel, cfg: ServeConfig) -> Result<(), ServeError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("structgen-http")
+        .enable_all()
+        .build()?;
+    rt.block_on(run(m, cfg))
+}
+
+async fn run(m: ServedModel, cfg: ServeConfig) -> Result<(), ServeError> {
+    let (src, origin) = m
+        .template
+        .as_ref()
+        .or(m.model.chat_template.as_ref())
+        .ok_or(ServeError::NoTemplate)?;
+    let template = ChatTemplate::new(src, origin, &m.model.bos, &m.model.eos)?;
+    let compiler = grammar_compiler(&m.model);
+    let vocab = Arc::clone(compiler.vocab());
+    let tokenizer = m.model.vocab.tokenizer.clone();
+    let context = m.model.decoder.cfg.context;
+    let metrics = Metrics::new();
+    let observer = metrics.clone();
+    let runtime = Runtime::start_observed(
+        m.model,
+        BatchOptions {
+            max_seqs: cfg.parallel.max(1),
+            step_tokens: cfg.step_tokens,
+        },
+        Box::new(move |p| observer.pass(p)),
+    );
+    let addr = format!("{}:{}", cfg.host, cfg.port);
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: addr.clone(),
+            source,
+        })?;
+    let local: SocketAddr = listener.local_addr()?;
+    let st = Arc::new(AppState {
+        runtime,
+        grammars: Grammars {
+            compiler,
+            style: m.style,
+            stop: m.stop,
+            policy: cfg.policy,
+        },
+        template,
+        tokenizer,
+        vocab,
+        context,
+        name: m.name,
+        formats: m.formats,
+        cfg,
+        metrics,
+        in_flight: AtomicUsize::new(0),
+        created: now_s(),
+    });
+    eprintln!(
+        "structgen serve: {} on http://{local}/v1 ({} sequences at once, context {})",
+        st.name, st.cfg.parallel, st.context
+    );
+    let app = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics_text))
+        .fallback(not_found)
+        .with_state(Arc::clone(&st));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    eprintln!("structgen serve: stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+    eprintln!("structgen serve: shutting down; finishing the requests in flight");
+}
+
+async fn not_found() -> ApiError {
+    ApiError::invalid("", "no such endpoint: this server has POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health and GET /metrics")
+        .with_status(StatusCode::NOT_FOUND)
+        .with_code("not_found")
+}
+
+async fn health() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn metrics_text(State(st): State<St>) -> Response {
+    let (queued, active) = st.runtime.load();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        st.metrics.render(queued, active),
+    )
+        .into_response()
+}
+
+async fn models(State(st): State<St>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&st, &headers) {
+        return e.into_response();
+    }
+    Json(
+        json!({"object": "list", "data": [{"id": st.name, "object": "model",
+        "created": st.created, "owned_by": "structgen", "max_model_len": st.context}]}),
+    )
+    .into_response()
+}
+
+fn authorize(st: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(key) = &st.cfg.api_key else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given == Some(key.as_str()) {
+        Ok(())
+    } else {
+        Err(ApiError::unauthorized())
+    }
+}
+
+/// An admitted request: counted until dropped.
+struct Admission {
+    st: St,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.st.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.st.metrics.in_flight.dec();
+    }
+}
+
+fn admit(st: &St) -> Result<Admission, ApiError> {
+    let before = st.in_flight.fetch_add(1, Ordering::SeqCst);
+    if before >= st.cfg.max_queue {
+        st.in_flight.fetch_sub(1, Ordering::SeqCst);
+        st.metrics.rejected_busy.inc();
+        return Err(ApiError::busy(before));
+    }
+    st.metrics.in_flight.inc();
+    Ok(Admission { st: Arc::clone(st) })
+}
+
+/// The body as JSON, within the size limit.
+async fn read_body(st: &AppState, body: Body) -> Result<Value, ApiError> {
+    let bytes = axum::body::to_bytes(body, st.cfg.max_body_bytes)
+        .await
+        .map_err(|_| {
+            ApiError::bad_request(format!(
+                "the request body is larger than {} bytes (--max-body-bytes) or could not be read",
+                st.cfg.max_body_bytes
+            ))
+            .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+        })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the request body is not valid JSON: {e} (line {}, column {})",
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+fn check_model(st: &AppState, model: Option<&str>) -> Result<(), ApiError> {
+    match model {
+        Some(m) if m != st.name => Err(ApiError::invalid(
+            "model",
+            format!(
+                "the model `{m}` does not exist; this server serves `{}`",
+                st.name
+            ),
+        )
+        .with_status(StatusCode::NOT_FOUND)
+        .with_code("model_not_found")),
+        _ => Ok(()),
+    }
+}
+
+/// Which endpoint a request came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Chat,
+    Text,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Chat => "chat",
+            Kind::Text => "completions",
+        }
+    }
+}
+
+/// A request ready for the runtime.
+struct Prepared {
+    kind: Kind,
+    prompt: Vec<u32>,
+    constraint: Constraint,
+    reader: Reader,
+    gen: GenParams,
+    max_tokens: usize,
+    stream: bool,
+    include_usage: bool,
+    ids: Ids,
+    /// The output must be JSON checked afterwards (`response_format` schemas).
+    json_output: bool,
+    /// Whether a grammar constrains it.
+    constrained: bool,
+}
+
+fn ids(kind: Kind, name: &str) -> Ids {
+    let r: u64 = rand::random();
+    Ids {
+        id: match kind {
+            Kind::Chat => format!("chatcmpl-{r:016x}"),
+            Kind::Text => format!("cmpl-{r:016x}"),
+        },
+        created: now_s(),
+        model: name.to_string(),
+        call_prefix: format!("call_{r:016x}_"),
+    }
+}
+
+/// `max_tokens` within the context left after the prompt.
+fn token_budget(
+    st: &AppState,
+    prompt: usize,
+    gen: &GenParams,
+    prompt_param: &str,
+) -> Result<usize, ApiError> {
+    if prompt >= st.context {
+        return Err(ApiError::invalid(
+            prompt_param,
+            format!(
+                "the prompt is {prompt} tokens, and this model's context is {} tokens",
+                st.context
+            ),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    let room = st.context - prompt;
+    match gen.max_tokens {
+        Some((n, field)) if n > room => Err(ApiError::invalid(
+            field,
+            format!(
+                "this model's context is {} tokens; the prompt takes {prompt}, so `{field}` can be at most {room}, not {n}",
+                st.context
+            ),
+        )
+        .with_code("context_length_exceeded")),
+        Some((n, _)) => Ok(n),
+        None => Ok(room.min(st.cfg.max_tokens_limit)),
+    }
+}
+
+fn prepare_chat(st: &AppState, body: &Value) -> Result<Prepared, ApiError> {
+    let req = chat_request(body, st.cfg.max_tokens_limit)?;
+    check_model(st, req.model.as_deref())?;
+    let style = st.grammars.style;
+    let text = st
+        .template
+        .render(&req.messages, &req.tools_json, style)
+        .map_err(|e| ApiError::invalid("messages", format!("the chat template failed: {e}")))?;
+    let prompt = st
+        .tokenizer
+        .encode(text.as_str(), false)
+        .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?
+        .get_ids()
+        .to_vec();
+    let max_tokens = token_budget(st, prompt.len(), &req.gen, "messages")?;
+    let calls = !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
+    let spec = if !req.tools.is_empty() && (calls || req.format == Format::Text) {
+        Spec::Tools(
+            &req.tools,
+            ToolOptions {
+                tool_choice: req.tool_choice.clone(),
+                parallel_tool_calls: req.parallel_tool_calls,
+                reasoning: None,
+                formats: st.formats,
+            },
+        )
+    } else {
+        Spec::Format(&req.format)
+    };
+    let constraint = st.grammars.build(spec)?;
+    let constrained = constraint.matcher.is_some();
+    Ok(Prepared {
+        kind: Kind::Chat,
+        prompt,
+        constraint,
+        reader: Reader {
+            style,
+            tools: req.tools.clone(),
+            calls,
+            formats: st.formats,
+            raw: false,
+        },
+        json_output: matches!(req.format, Format::JsonObject | Format::JsonSchema { .. }),
+        constrained,
+        gen: req.gen,
+        max_tokens,
+        stream: req.stream,
+        include_usage: req.include_usage,
+        ids: ids(Kind::Chat, &st.name),
+    })
+}
+
+fn prepare_text(st: &AppState, body: &Value) -> Result<Prepared, ApiError> {
+    let req = completion_request(body, st.cfg.max_tokens_limit)?;
+    check_model(st, req.model.as_deref())?;
+    let prompt = st
+        .tokenizer
+        .encode(req.prompt.as_str(), true)
+        .map_err(|e| ApiError::internal(format!("tokenizing the prompt: {e}")))?
+        .get_ids()
+        .to_vec();
+    if prompt.is_empty() {
+        return Err(ApiError::invalid("prompt", "`prompt` must not be empty"));
+    }
+    let max_tokens = token_budget(st, prompt.len(), &req.gen, "prompt")?;
+    let constraint = st.grammars.build(Spec::Format(&req.format))?;
+    let constrained = constraint.matcher.is_some();
+    Ok(Prepared {
+        kind: Kind::Text,
+        prompt,
+        constraint,
+        reader: Reader {
+            style: st.grammars.style,
+            tools: Vec::new(),
+            calls: false,
+            formats: st.formats,
+            raw: true,
+        },
+        json_output: matches!(req.format, Format::JsonObject | Format::JsonSchema { .. }),
+        constrained,
+        gen: req.gen,
+        max_tokens,
+        stream: req.stream,
+        include_usage: req.include_usage,
+        ids: ids(Kind::Text, &st.name),
+    })
+}
+
+async fn chat(State(st): State<St>, headers: HeaderMap, body: Body) -> Response {
+    handle(st, headers, body, Kind::Chat).await
+}
+
+async fn completions(State(st): State<St>, headers: HeaderMap, body: Body) -> Response {
+    handle(st, headers, body, Kind::Text).await
+}
+
+async fn handle(st: St, headers: HeaderMap, body: Body, kind: Kind) -> Response {
+    match respond(&st, &headers, body, kind).await {
+        Ok(r) => r,
+        Err(e) => {
+            st.metrics.answered(kind.name(), e.status.as_u16());
+            e.into_response()
+        }
+    }
+}
+
+async fn respond(
+    st: &St,
+    headers: &HeaderMap,
+    body: Body,
+    kind: Kind,
+) -> Result<Response, ApiError> {
+    authorize(st, headers)?;
+    let body = read_body(st, body).await?;
+    let admission = admit(st)?;
+    let st2 = Arc::clone(st);
+    let mut prepared = tokio::task::spawn_blocking(move || match kind {
+        Kind::Chat => prepare_chat(&st2, &body),
+        Kind::Text => prepare_text(&st2, &body),
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("preparing the request failed: {e}")))??;
+    st.metrics
+        .compile_ms
+        .observe(prepared.constraint.compile_ms);
+    let driver = Driver::start(st, &mut prepared)?;
+    if prepared.stream {
+        Ok(stream_response(Arc::clone(st), prepared, driver, admission))
+    } else {
+        let r = whole_response(st, prepared, driver).await;
+        drop(admission);
+        r
+    }
+}
+
+/// What a request's events say so far.
+enum Step {
+    /// The text so far (cut at a stop string) and how many bytes at its end to hold back.
+    Text(String, usize),
+    /// The generation ended.
+    Done(Box<Generation>),
+}
+
+/// Drives one submitted request: its events → its text so far, stop strings, the end.
+struct Driver {
+    st: St,
+    id: u64,
+    rx: mpsc::UnboundedReceiver<Event>,
+    bytes: Vec<u8>,
+    stop_tokens: Vec<u32>,
+    stops: Stops,
+    cut: bool,
+    admitted: Instant,
+    first: bool,
+}
+
+impl Driver {
+    fn start(st: &St, p: &mut Prepared) -> Result<Driver, ApiError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sampling = Sampling::from_flags(p.gen.temperature, p.gen.top_k, p.gen.top_p);
+        let opts = GenerateOptions {
+            max_tokens: p.max_tokens,
+            sampling,
+            seed: p.gen.seed.unwrap_or_else(rand::random),
+            jump_forward: st.cfg.jump_forward,
+            ..GenerateOptions::default()
+        };
+        let matcher = p.constraint.matcher.take();
+        let req = BatchRequest {
+            prompt: p.prompt.clone(),
+            matcher,
+            stop_tokens: st.grammars.stop.clone(),
+            opts,
+        };
+        let id = st
+            .runtime
+            .submit_to(req, Box::new(move |ev| tx.send(ev).is_ok()))
+            .map_err(|e| ApiError::internal(format!("the model runtime: {e}")))?;
+        Ok(Driver {
+            st: Arc::clone(st),
+            id,
+            rx,
+            bytes: Vec::new(),
+            stop_tokens: st.grammars.stop.clone(),
+            stops: Stops(p.gen.stop.clone()),
+            cut: false,
+            admitted: Instant::now(),
+            first: true,
+        })
+    }
+
+    /// The text of the bytes so far, without an unfinished UTF-8 sequence at the end.
+    fn text(&self) -> String {
+        let end = match std::str::from_utf8(&self.bytes) {
+            Ok(_) => self.bytes.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.bytes.len(),
+        };
+        String::from_utf8_lossy(&self.bytes[..end]).into_owned()
+    }
+
+    async fn next(&mut self) -> Result<Step, ApiError> {
+        loop {
+            match self.rx.recv().await {
+                None => return Err(ApiError::internal("the model runtime stopped")),
+                Some(Event::Done(Ok(gen))) => return Ok(Step::Done(Box::new(gen))),
+                Some(Event::Done(Err(e))) => {
+                    return Err(ApiError::internal(format!("generation failed: {e}")))
+                }
+                Some(Event::Record(r)) => {
+                    if r.replaced || self.stop_tokens.contains(&r.token) {
+                        continue;
+                    }
+                    if self.first {
+                        self.first = false;
+                        self.st
+                            .metrics
+                            .ttft_s
+                            .observe(self.admitted.elapsed().as_secs_f64());
+                    }
+                    self.bytes
+                        .extend_from_slice(self.st.vocab.token_bytes(TokenId(r.token)));
+                    if self.cut {
+                        continue;
+                    }
+                    let mut text = self.text();
+                    if let Some(at) = self.stops.find(&text) {
+                        self.cut = true;
+                        self.st.runtime.cancel(self.id);
+                        text.truncate(at);
+                        return Ok(Step::Text(text, 0));
+                    }
+                    let pending = self.stops.pending(&text);
+                    return Ok(Step::Text(text, pending));
+                }
+            }
+        }
+    }
+
+    /// The final text (cut before the first stop string) and whether a stop string cut it.
+    fn final_text(&self, gen: &Generation) -> (String, bool) {
+        match self.stops.find(&gen.text) {
+            Some(at) => (gen.text[..at].to_string(), true),
+            None => (gen.text.clone(), false),
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // Cancels a request whose answer is no longer wanted (a no-op once it is done).
+        self.st.runtime.cancel(self.id);
+    }
+}
+
+/// The finished request's answer, extension and bookkeeping.
+struct Finished {
+    answer: super::answer::Answer,
+    text: String,
+    finish: &'static str,
+    usage: Value,
+    ext: Value,
+    header: Option<HeaderValue>,
+}
+
+fn finish(
+    st: &AppState,
+    p: &Prepared,
+    gen: &Generation,
+    text: String,
+    by_string: bool,
+) -> Finished {
+    let answer = p.reader.read(&text);
+    let finish = shape::finish_reason(gen, &answer, by_string);
+    let post = p.constraint.post_check.as_ref().and_then(|c| {
+        serde_json::from_str::<Value>(&answer.content)
+            .ok()
+            .and_then(|v| c.violation(&v))
+    });
+    let post = post.or_else(|| {
+        (p.json_output
+            && finish != "length"
+            && serde_json::from_str::<Value>(&answer.content).is_err())
+        .then(|| "the output is not JSON".to_string())
+    });
+    let mut ext = shape::extension(
+        gen,
+        p.constrained,
+        p.constraint.compile_ms,
+        &p.constraint.unenforced,
+        post,
+    );
+    if !answer.errors.is_empty() {
+        ext["unread_calls"] = json!(answer.errors);
+    }
+    let m = &st.metrics;
+    m.prompt_tokens.inc_by(p.prompt.len() as u64);
+    m.completion_tokens.inc_by(gen.tokens.len() as u64);
+    m.unenforced.inc_by(p.constraint.unenforced.len() as u64);
+    if p.constrained {
+        m.grammar_overhead_pct
+            .observe(gen.summary.grammar_overhead_pct);
+    }
+    m.answered(p.kind.name(), 200);
+    let header = p.constraint.unenforced.first().and_then(|u| {
+        let v = format!(
+            "{}; first: {} {}",
+            p.constraint.unenforced.len(),
+            u.param,
+            if u.path.is_empty() { "/" } else { &u.path }
+        );
+        HeaderValue::from_str(&v.replace(|c: char| !c.is_ascii_graphic() && c != ' ', "?")).ok()
+    });
+    Finished {
+        answer,
+        text,
+        finish,
+        usage: shape::usage(p.prompt.len(), gen),
+        ext,
+        header,
+    }
+}
+
+async fn whole_response(st: &St, p: Prepared, mut driver: Driver) -> Result<Response, ApiError> {
+    let gen = loop {
+        if let Step::Done(gen) = driver.next().await? {
+            break gen;
+        }
+    };
+    let (text, by_string) = driver.final_text(&gen);
+    let f = finish(st, &p, &gen, text, by_string);
+    let body = match p.kind {
+        Kind::Chat => shape::chat_completion(&p.ids, &f.answer, f.finish, f.usage, f.ext),
+        Kind::Text => shape::text_completion(&p.ids, &f.text, f.finish, f.usage, f.ext),
+    };
+    let mut r = Json(body).into_response();
+    if let Some(h) = f.header {
+        r.headers_mut().insert("x-structgen-unenforced", h);
+    }
+    Ok(r)
+}
+
+fn stream_response(st: St, p: Prepared, mut driver: Driver, admission: Admission) -> Response {
+    let (tx, rx) = mpsc::channel::<SseEvent>(64);
+    let header = p
+        .constraint
+        .unenforced
+        .first()
+        .map(|_| p.constraint.unenforced.len());
+    tokio::spawn(async move {
+        let _admission = admission;
+        let send = |v: Value| {
+            let tx = tx.clone();
+            async move {
+                tx.send(SseEvent::default().data(v.to_string()))
+                    .await
+                    .is_ok()
+            }
+        };
+        let usage = p.include_usage;
+        let chunk = |delta: Value, fin: Option<&str>| match p.kind {
+            Kind::Chat => shape::chat_chunk(&p.ids, delta, fin, usage),
+            Kind::Text => shape::text_chunk(
+                &p.ids,
+                delta["content"].as_str().unwrap_or_default(),
+                fin,
+                usage,
+            ),
+        };
+        if p.kind == Kind::Chat
+            && !send(chunk(json!({"role": "assistant", "content": ""}), None)).await
+        {
+            return;
+        }
+        let mut stream = Stream::new(p.reader.clone());
+        loop {
+            match driver.next().await {
+                Ok(Step::Text(text, pending)) => {
+                    for d in stream.update(&text, pending, false) {
+                        if !send(chunk(shape::delta(&p.ids, &d), None)).await {
+                            return;
+                        }
+                    }
+                }
+                Ok(Step::Done(gen)) => {
+                    let (text, by_string) = driver.final_text(&gen);
+                    for d in stream.update(&text, 0, true) {
+                        if !send(chunk(shape::delta(&p.ids, &d), None)).await {
+                            return;
+                        }
+                    }
+                    let f = finish(&st, &p, &gen, text, by_string);
+                    let mut last = chunk(json!({}), Some(f.finish));
+                    last["structgen"] = f.ext;
+                    if stream.diverged {
+                        last["structgen"]["stream_diverged"] = json!(true);
+                    }
+                    if !send(last).await {
+                        return;
+                    }
+                    if usage {
+                        let object = match p.kind {
+                            Kind::Chat => "chat.completion.chunk",
+                            Kind::Text => "text_completion",
+                        };
+                        if !send(shape::usage_chunk(&p.ids, object, f.usage)).await {
+                            return;
+                        }
+                    }
+                    break;
+                }
+                Err(e) => {
+                    st.metrics.answered(p.kind.name(), e.status.as_u16());
+                    if !send(e.body()).await {
+                        return;
+                    }
+                    break;
+                }
+            }
+        }
+        let _ = tx.send(SseEvent::default().data("[DONE]")).await;
+    });
+    let events = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|e| (Ok::<_, Infallible>(e), rx))
+    });
+    let mut r = Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    if let Some(n) = header {
+        if let Ok(h) = HeaderValue::from_str(&n.to_string()) {
+            r.headers_mut().insert("x-structgen-unenforced", h);
+        }
+    }
+    r
+}
