@@ -11,8 +11,8 @@
 //!
 //! [`Stops`] finds OpenAI `stop` strings in the text (the answer ends before the first one).
 
-use crate::frontend::tool_calls::{parse_calls, split_reasoning};
-use crate::frontend::tools::{CallFormat, FormatSet, StyleSpec, Tool};
+use crate::frontend::tool_calls::{extra_call_triggers, parse_calls, split_reasoning};
+use crate::frontend::tools::{FormatSet, StyleSpec, Tool};
 
 /// One call of an answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,16 +39,13 @@ pub struct Answer {
 /// Reads answers of one request.
 #[derive(Debug, Clone)]
 pub struct Reader {
-    /// The model's call style.
-    pub style: &'static StyleSpec,
-    /// The request's tools.
-    pub tools: Vec<Tool>,
-    /// Whether calls are read (tools given and `tool_choice` not `none`).
-    pub calls: bool,
-    /// The call formats read.
-    pub formats: FormatSet,
-    /// The text as it is (completions): no reasoning block, no calls.
-    pub raw: bool,
+    style: &'static StyleSpec,
+    tools: Vec<Tool>,
+    calls: bool,
+    formats: FormatSet,
+    raw: bool,
+    /// The texts that open a call (the style's trigger, its extra formats' whole openings).
+    triggers: Vec<String>,
 }
 
 /// The length of the longest proper prefix of `pat` that `text` ends with.
@@ -60,6 +57,30 @@ fn partial_suffix(text: &str, pat: &str) -> usize {
 }
 
 impl Reader {
+    /// A reader of answers in `style` calling `tools` (`calls`: tools given and `tool_choice` not
+    /// `none`) in `formats`; `raw`: the text as it is (completions: no reasoning block, no calls).
+    pub fn new(
+        style: &'static StyleSpec,
+        tools: Vec<Tool>,
+        calls: bool,
+        formats: FormatSet,
+        raw: bool,
+    ) -> Reader {
+        let mut triggers = vec![style.block.map_or(style.trigger, |b| b.0).to_string()];
+        triggers.push(style.trigger.to_string());
+        triggers.extend(extra_call_triggers(style, &formats.formats(style)));
+        triggers.retain(|t| !t.is_empty());
+        triggers.dedup();
+        Reader {
+            style,
+            tools,
+            calls,
+            formats,
+            raw,
+            triggers,
+        }
+    }
+
     /// The answer in `text`.
     pub fn read(&self, text: &str) -> Answer {
         if self.raw {
@@ -103,24 +124,6 @@ impl Reader {
         }
     }
 
-    /// The texts that may open a call in this style's formats.
-    fn openers(&self) -> Vec<&'static str> {
-        let mut v = Vec::new();
-        for f in self.formats.formats(self.style) {
-            match f {
-                CallFormat::Canonical => {
-                    v.push(self.style.block.map_or(self.style.trigger, |b| b.0));
-                    v.push(self.style.trigger);
-                }
-                CallFormat::Markdown => v.push("```"),
-                CallFormat::BareJson => v.extend(["{", "["]),
-                CallFormat::PythonTag => v.push("<|python_tag|>"),
-            }
-        }
-        v.retain(|o| !o.is_empty());
-        v
-    }
-
     /// The end of the longest prefix of `text` whose reading no later text can change.
     pub fn settled(&self, text: &str) -> usize {
         if self.raw {
@@ -146,20 +149,20 @@ impl Reader {
             .chain(&p.unknown)
             .map(|c| c.span.clone())
             .collect();
-        // The first text that may open a call and is not inside a finished one: a finished call
-        // (a bare JSON object, say) may still turn out to be part of a longer one around it.
+        // The first opening of a call that is not inside a finished one (a finished bare JSON call
+        // may still turn out to be part of a longer one around it), or text that may grow into one.
         let mut cut = text.len();
-        for o in self.openers() {
+        for t in &self.triggers {
             let mut from = start;
-            while let Some(i) = text[from..].find(o) {
+            while let Some(i) = text[from..].find(t.as_str()) {
                 let at = from + i;
                 if !spans.iter().any(|s| s.contains(&at)) {
                     cut = cut.min(at);
                     break;
                 }
-                from = at + o.len();
+                from = at + t.len();
             }
-            cut = cut.min(text.len() - partial_suffix(text, o));
+            cut = cut.min(text.len() - partial_suffix(text, t));
         }
         cut
     }
@@ -170,9 +173,50 @@ impl Reader {
 pub struct Stops(pub Vec<String>);
 
 impl Stops {
-    /// Where the first stop string starts in `text`.
-    pub fn find(&self, text: &str) -> Option<usize> {
-        self.0.iter().filter_map(|s| text.find(s.as_str())).min()
+    /// Where the first stop string starts in `text`, outside the reasoning block and outside calls
+    /// finished or still being written (`done`: the text is whole): a stop string never cuts a call.
+    pub fn find(&self, reader: &Reader, text: &str, done: bool) -> Option<usize> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let (start, spans, settled) = if reader.raw {
+            (0, Vec::new(), text.len())
+        } else {
+            let (start, _) = split_reasoning(text, reader.style);
+            let spans: Vec<_> = if reader.calls {
+                let p = parse_calls(text, reader.style, &reader.tools, reader.formats);
+                p.calls
+                    .iter()
+                    .chain(&p.unknown)
+                    .map(|c| c.span.clone())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let settled = if done {
+                text.len()
+            } else {
+                reader.settled(text)
+            };
+            (start, spans, settled)
+        };
+        self.0
+            .iter()
+            .filter_map(|s| {
+                let mut from = start;
+                while let Some(i) = text[from..].find(s.as_str()) {
+                    let at = from + i;
+                    if at >= settled {
+                        return None;
+                    }
+                    if !spans.iter().any(|sp| sp.contains(&at)) {
+                        return Some(at);
+                    }
+                    from = at + s.len();
+                }
+                None
+            })
+            .min()
     }
 
     /// Bytes at the end of `text` that may be the start of a stop string.
@@ -276,13 +320,7 @@ mod tests {
             "properties": {"city": {"type": "string"}}}}]),
         )
         .unwrap();
-        Reader {
-            style: style("qwen").unwrap(),
-            tools,
-            calls,
-            formats: FormatSet::All,
-            raw: false,
-        }
+        Reader::new(style("qwen").unwrap(), tools, calls, FormatSet::All, false)
     }
 
     /// Streams `text` one character at a time and checks the deltas add up to the reading.
@@ -342,9 +380,17 @@ mod tests {
         let r = reader(true);
         assert_eq!(r.settled("Hi <tool_"), 3);
         assert_eq!(r.settled("Hi {\"name\""), 3);
+        assert_eq!(r.settled("Hi {\"na"), 3);
         assert_eq!(r.settled("Hi there"), 8);
+        // JSON and code that cannot open a call stream on.
+        let prose = "Hi {\"x\": [1]} ```py\nx\n``` ok";
+        assert_eq!(r.settled(prose), prose.len());
         let stops = Stops(vec!["END".into()]);
         assert_eq!(stops.pending("abc EN"), 2);
-        assert_eq!(stops.find("abc END x"), Some(4));
+        assert_eq!(stops.find(&r, "abc END x", false), Some(4));
+        // Never inside a call, finished or not.
+        let call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"END\"}}\n</tool_call> END";
+        assert_eq!(stops.find(&r, call, true), Some(call.len() - 3));
+        assert_eq!(stops.find(&r, &call[..40], false), None);
     }
 }

@@ -188,6 +188,7 @@ async fn run(m: ServedModel, cfg: ServeConfig) -> Result<(), ServeError> {
         .route("/health", get(health))
         .route("/metrics", get(metrics_text))
         .fallback(not_found)
+        .method_not_allowed_fallback(wrong_method)
         .with_state(Arc::clone(&st));
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
@@ -209,7 +210,21 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         () = term => {}
     }
-    eprintln!("structgen serve: shutting down; finishing the requests in flight");
+    eprintln!(
+        "structgen serve: shutting down; finishing the requests in flight (a second signal stops at once)"
+    );
+    tokio::spawn(async {
+        let _ = tokio::signal::ctrl_c().await;
+        eprintln!("structgen serve: stopped without finishing");
+        std::process::exit(130);
+    });
+    if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        tokio::spawn(async move {
+            s.recv().await;
+            eprintln!("structgen serve: stopped without finishing");
+            std::process::exit(143);
+        });
+    }
 }
 
 async fn not_found() -> ApiError {
@@ -218,8 +233,25 @@ async fn not_found() -> ApiError {
         .with_code("not_found")
 }
 
-async fn health() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+async fn wrong_method() -> ApiError {
+    ApiError::invalid(
+        "",
+        "this endpoint does not take that HTTP method (completions are POST, the others GET)",
+    )
+    .with_status(StatusCode::METHOD_NOT_ALLOWED)
+    .with_code("method_not_allowed")
+}
+
+async fn health(State(st): State<St>) -> Response {
+    if st.runtime.is_alive() {
+        Json(json!({"status": "ok"})).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "error", "message": "the model runtime has stopped"})),
+        )
+            .into_response()
+    }
 }
 
 async fn metrics_text(State(st): State<St>) -> Response {
@@ -431,13 +463,7 @@ fn prepare_chat(st: &AppState, body: &Value) -> Result<Prepared, ApiError> {
         kind: Kind::Chat,
         prompt,
         constraint,
-        reader: Reader {
-            style,
-            tools: req.tools.clone(),
-            calls,
-            formats: st.formats,
-            raw: false,
-        },
+        reader: Reader::new(style, req.tools.clone(), calls, st.formats, false),
         json_output: matches!(req.format, Format::JsonObject | Format::JsonSchema { .. }),
         constrained,
         gen: req.gen,
@@ -467,13 +493,7 @@ fn prepare_text(st: &AppState, body: &Value) -> Result<Prepared, ApiError> {
         kind: Kind::Text,
         prompt,
         constraint,
-        reader: Reader {
-            style: st.grammars.style,
-            tools: Vec::new(),
-            calls: false,
-            formats: st.formats,
-            raw: true,
-        },
+        reader: Reader::new(st.grammars.style, Vec::new(), false, st.formats, true),
         json_output: matches!(req.format, Format::JsonObject | Format::JsonSchema { .. }),
         constrained,
         gen: req.gen,
@@ -540,16 +560,45 @@ enum Step {
 }
 
 /// Drives one submitted request: its events → its text so far, stop strings, the end.
+///
+/// A step record is sent when its token is fed; jump-forward may later roll back up to a few fed
+/// tokens and spell the same text again with other tokens, whose records come with the same
+/// `step`. So the text is rebuilt from the tokens by position: a record at step `s` truncates the
+/// tokens to `s` before its own is appended.
 struct Driver {
     st: St,
     id: u64,
     rx: mpsc::UnboundedReceiver<Event>,
+    /// Kept tokens and the byte length of the text after each.
+    tokens: Vec<u32>,
+    ends: Vec<usize>,
     bytes: Vec<u8>,
     stop_tokens: Vec<u32>,
     stops: Stops,
+    reader: Reader,
+    /// Whether the text is looked at before the end (streaming, or stop strings to find).
+    watch: bool,
     cut: bool,
     admitted: Instant,
     first: bool,
+}
+
+/// The length of the longest prefix of `bytes` that does not end inside a UTF-8 sequence.
+fn complete_utf8(bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    for back in 1..=n.min(4) {
+        let b = bytes[n - back];
+        if b & 0xC0 != 0x80 {
+            let need = match b {
+                0xC0..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                0xF0..=0xF7 => 4,
+                _ => 1,
+            };
+            return if back < need { n - back } else { n };
+        }
+    }
+    n
 }
 
 impl Driver {
@@ -578,68 +627,96 @@ impl Driver {
             st: Arc::clone(st),
             id,
             rx,
+            tokens: Vec::new(),
+            ends: Vec::new(),
             bytes: Vec::new(),
             stop_tokens: st.grammars.stop.clone(),
             stops: Stops(p.gen.stop.clone()),
+            reader: p.reader.clone(),
+            watch: p.stream || !p.gen.stop.is_empty(),
             cut: false,
             admitted: Instant::now(),
             first: true,
         })
     }
 
-    /// The text of the bytes so far, without an unfinished UTF-8 sequence at the end.
-    fn text(&self) -> String {
-        let end = match std::str::from_utf8(&self.bytes) {
-            Ok(_) => self.bytes.len(),
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            Err(_) => self.bytes.len(),
-        };
-        String::from_utf8_lossy(&self.bytes[..end]).into_owned()
+    /// Takes one step record into the kept tokens.
+    fn take(&mut self, r: &crate::runtime::trace::StepRecord) {
+        if r.replaced || self.stop_tokens.contains(&r.token) || r.step > self.tokens.len() {
+            return;
+        }
+        if self.first {
+            self.first = false;
+            self.st
+                .metrics
+                .ttft_s
+                .observe(self.admitted.elapsed().as_secs_f64());
+        }
+        self.tokens.truncate(r.step);
+        self.ends.truncate(r.step);
+        self.bytes.truncate(self.ends.last().copied().unwrap_or(0));
+        self.bytes
+            .extend_from_slice(self.st.vocab.token_bytes(TokenId(r.token)));
+        self.tokens.push(r.token);
+        self.ends.push(self.bytes.len());
     }
 
+    /// The text of the tokens so far, without an unfinished UTF-8 sequence at the end.
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes[..complete_utf8(&self.bytes)]).into_owned()
+    }
+
+    /// The next news: the text so far (after every event already waiting), or the end.
     async fn next(&mut self) -> Result<Step, ApiError> {
         loop {
-            match self.rx.recv().await {
-                None => return Err(ApiError::internal("the model runtime stopped")),
-                Some(Event::Done(Ok(gen))) => return Ok(Step::Done(Box::new(gen))),
-                Some(Event::Done(Err(e))) => {
-                    return Err(ApiError::internal(format!("generation failed: {e}")))
+            let mut ev = self.rx.recv().await;
+            loop {
+                match ev {
+                    None => return Err(ApiError::internal("the model runtime stopped")),
+                    Some(Event::Done(Ok(gen))) => return Ok(Step::Done(Box::new(gen))),
+                    Some(Event::Done(Err(e))) => {
+                        return Err(ApiError::internal(format!("generation failed: {e}")))
+                    }
+                    Some(Event::Record(r)) => self.take(&r),
                 }
-                Some(Event::Record(r)) => {
-                    if r.replaced || self.stop_tokens.contains(&r.token) {
-                        continue;
-                    }
-                    if self.first {
-                        self.first = false;
-                        self.st
-                            .metrics
-                            .ttft_s
-                            .observe(self.admitted.elapsed().as_secs_f64());
-                    }
-                    self.bytes
-                        .extend_from_slice(self.st.vocab.token_bytes(TokenId(r.token)));
-                    if self.cut {
-                        continue;
-                    }
-                    let mut text = self.text();
-                    if let Some(at) = self.stops.find(&text) {
-                        self.cut = true;
-                        self.st.runtime.cancel(self.id);
-                        text.truncate(at);
-                        return Ok(Step::Text(text, 0));
-                    }
-                    let pending = self.stops.pending(&text);
-                    return Ok(Step::Text(text, pending));
+                match self.rx.try_recv() {
+                    Ok(e) => ev = Some(e),
+                    Err(_) => break,
                 }
             }
+            if !self.watch || self.cut {
+                continue;
+            }
+            let mut text = self.text();
+            if let Some(at) = self.stops.find(&self.reader, &text, false) {
+                self.cut = true;
+                self.st.runtime.cancel(self.id);
+                text.truncate(at);
+                return Ok(Step::Text(text, 0));
+            }
+            let pending = self.stops.pending(&text);
+            return Ok(Step::Text(text, pending));
         }
     }
 
-    /// The final text (cut before the first stop string) and whether a stop string cut it.
-    fn final_text(&self, gen: &Generation) -> (String, bool) {
-        match self.stops.find(&gen.text) {
-            Some(at) => (gen.text[..at].to_string(), true),
-            None => (gen.text.clone(), false),
+    /// The final text (cut before the first stop string), and the generated tokens it holds
+    /// when a stop string cut it.
+    fn final_text(&self, gen: &Generation) -> (String, Option<usize>) {
+        match self.stops.find(&self.reader, &gen.text, true) {
+            Some(at) => {
+                let mut len = 0;
+                let used = gen
+                    .tokens
+                    .iter()
+                    .take_while(|&&t| {
+                        let before = len;
+                        len += self.st.vocab.token_bytes(TokenId(t)).len();
+                        before < at
+                    })
+                    .count();
+                (gen.text[..at].to_string(), Some(used))
+            }
+            None => (gen.text.clone(), None),
         }
     }
 }
@@ -666,8 +743,9 @@ fn finish(
     p: &Prepared,
     gen: &Generation,
     text: String,
-    by_string: bool,
+    cut_tokens: Option<usize>,
 ) -> Finished {
+    let by_string = cut_tokens.is_some();
     let answer = p.reader.read(&text);
     let finish = shape::finish_reason(gen, &answer, by_string);
     let post = p.constraint.post_check.as_ref().and_then(|c| {
@@ -693,7 +771,8 @@ fn finish(
     }
     let m = &st.metrics;
     m.prompt_tokens.inc_by(p.prompt.len() as u64);
-    m.completion_tokens.inc_by(gen.tokens.len() as u64);
+    m.completion_tokens
+        .inc_by(cut_tokens.unwrap_or(gen.tokens.len()) as u64);
     m.unenforced.inc_by(p.constraint.unenforced.len() as u64);
     if p.constrained {
         m.grammar_overhead_pct
@@ -713,7 +792,7 @@ fn finish(
         answer,
         text,
         finish,
-        usage: shape::usage(p.prompt.len(), gen),
+        usage: shape::usage(p.prompt.len(), cut_tokens.unwrap_or(gen.tokens.len())),
         ext,
         header,
     }
@@ -725,8 +804,8 @@ async fn whole_response(st: &St, p: Prepared, mut driver: Driver) -> Result<Resp
             break gen;
         }
     };
-    let (text, by_string) = driver.final_text(&gen);
-    let f = finish(st, &p, &gen, text, by_string);
+    let (text, cut) = driver.final_text(&gen);
+    let f = finish(st, &p, &gen, text, cut);
     let body = match p.kind {
         Kind::Chat => shape::chat_completion(&p.ids, &f.answer, f.finish, f.usage, f.ext),
         Kind::Text => shape::text_completion(&p.ids, &f.text, f.finish, f.usage, f.ext),
@@ -772,7 +851,12 @@ fn stream_response(st: St, p: Prepared, mut driver: Driver, admission: Admission
         }
         let mut stream = Stream::new(p.reader.clone());
         loop {
-            match driver.next().await {
+            // A client that went away is noticed at once, not only at the next chunk sent.
+            let step = tokio::select! {
+                () = tx.closed() => return,
+                step = driver.next() => step,
+            };
+            match step {
                 Ok(Step::Text(text, pending)) => {
                     for d in stream.update(&text, pending, false) {
                         if !send(chunk(shape::delta(&p.ids, &d), None)).await {
@@ -781,13 +865,13 @@ fn stream_response(st: St, p: Prepared, mut driver: Driver, admission: Admission
                     }
                 }
                 Ok(Step::Done(gen)) => {
-                    let (text, by_string) = driver.final_text(&gen);
+                    let (text, cut) = driver.final_text(&gen);
                     for d in stream.update(&text, 0, true) {
                         if !send(chunk(shape::delta(&p.ids, &d), None)).await {
                             return;
                         }
                     }
-                    let f = finish(&st, &p, &gen, text, by_string);
+                    let f = finish(&st, &p, &gen, text, cut);
                     let mut last = chunk(json!({}), Some(f.finish));
                     last["structgen"] = f.ext;
                     if stream.diverged {

@@ -474,6 +474,7 @@ fn messages(f: &Fields) -> Result<Vec<Value>, ApiError> {
                         let name = func.req_str("name")?;
                         let args = match func.get("arguments") {
                             None => json!({}),
+                            Some(Value::String(s)) if s.trim().is_empty() => json!({}),
                             Some(Value::String(s)) => {
                                 serde_json::from_str::<Value>(s).map_err(|e| {
                                     ApiError::invalid(
@@ -494,6 +495,16 @@ fn messages(f: &Fields) -> Result<Vec<Value>, ApiError> {
                                 ))
                             }
                         };
+                        if !args.is_object() {
+                            return Err(ApiError::invalid(
+                                func.param("arguments"),
+                                format!(
+                                    "`{}` must hold a JSON object, found {}",
+                                    func.param("arguments"),
+                                    type_name(&args)
+                                ),
+                            ));
+                        }
                         let id = cf.str("id")?.unwrap_or_default();
                         read.push(json!({"id": id, "type": "function",
                                          "function": {"name": name, "arguments": args}}));

@@ -40,10 +40,10 @@ pub fn finish_reason(gen: &Generation, answer: &Answer, stopped_by_string: bool)
     }
 }
 
-/// The `usage` object.
-pub fn usage(prompt: usize, gen: &Generation) -> Value {
-    json!({"prompt_tokens": prompt, "completion_tokens": gen.tokens.len(),
-           "total_tokens": prompt + gen.tokens.len()})
+/// The `usage` object for `completion` generated tokens.
+pub fn usage(prompt: usize, completion: usize) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion,
+           "total_tokens": prompt + completion})
 }
 
 /// The `structgen` extension: whether the output was constrained, the grammar's compile time,

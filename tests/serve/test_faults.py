@@ -148,3 +148,41 @@ def test_sigterm_drains_requests_in_flight(spawn):
     t.join()
     assert out["r"].status_code == 200, out["r"].text
     assert code == 0, "".join(s.log)
+
+
+def test_wrong_method_and_history_edge_cases(server):
+    r = httpx.get(server.base + "/chat/completions", timeout=30)
+    e = error_of(r, 405)
+    assert e["code"] == "method_not_allowed"
+    history = [{"role": "user", "content": "hi"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "c0", "type": "function", "function": {"name": "f", "arguments": ""}}]},
+               {"role": "tool", "tool_call_id": "c0", "content": "{}"}]
+    r = post(server, {"messages": history, "tools": TOOLS, "max_tokens": 8, "temperature": 0})
+    assert r.status_code == 200, r.text
+    history[1]["tool_calls"][0]["function"]["arguments"] = "[1]"
+    e = error_of(post(server, {"messages": history, "tools": TOOLS, "max_tokens": 8}), 400)
+    assert e["param"] == "messages[1].tool_calls[0].function.arguments"
+
+
+def test_stop_strings_never_cut_a_call(server):
+    r = post(server, {"messages": MSG, "tools": TOOLS, "tool_choice": "required", "stop": ["\n", "x"],
+                      "max_tokens": 64, "temperature": 0})
+    assert r.status_code == 200, r.text
+    m = r.json()["choices"][0]["message"]
+    assert m["tool_calls"] and json.loads(m["tool_calls"][0]["function"]["arguments"])["x"] is not None
+    assert "\n" not in (m["content"] or "")
+
+
+def test_a_client_leaving_during_prefill_frees_its_slot(spawn):
+    s = spawn("--parallel", "2")
+    body = {"messages": [{"role": "user", "content": "word " * 3000}], "tools": TOOLS,
+            "tool_choice": "required", "max_tokens": 1500, "temperature": 0.8, "stream": True}
+    with httpx.stream("POST", s.base + "/chat/completions", json=body, timeout=60) as r:
+        for _ in r.iter_lines():
+            break
+    deadline = time.time() + 30
+    while time.time() < deadline and metric(s, "in_flight_requests") != 0:
+        time.sleep(0.1)
+    assert metric(s, "in_flight_requests") == 0
+    assert metric(s, "active_sequences") == 0

@@ -153,6 +153,28 @@ pub fn extra_call_tags(style: &StyleSpec, tools: &[&Tool], one: bool) -> (Vec<St
     (triggers, tags)
 }
 
+/// The whole openings of a call in `style`'s extra formats (`formats`' share of them): the texts
+/// after which the grammar's TagDispatch holds the output to a call. Text that streams out before
+/// a call is settled once it cannot grow into one of these.
+pub fn extra_call_triggers(style: &StyleSpec, formats: &[CallFormat]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (open, _) in opening_texts() {
+        for format in style.extras.iter().filter(|f| formats.contains(f)) {
+            match format {
+                CallFormat::Canonical => {}
+                CallFormat::Markdown => out.extend(
+                    MARKDOWN_OPENS
+                        .iter()
+                        .map(|fence| format!("{fence}\n{open}")),
+                ),
+                CallFormat::PythonTag => out.push(format!("{PYTHON_TAG}{open}")),
+                CallFormat::BareJson => out.push(open.clone()),
+            }
+        }
+    }
+    out
+}
+
 /// Openings of a call in one of `style`'s extra formats, which text without calls must not
 /// contain (`tool_choice: none`); they also cover call objects inside code blocks.
 pub fn extra_call_excludes(style: &StyleSpec) -> Vec<String> {

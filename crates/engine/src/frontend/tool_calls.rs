@@ -21,6 +21,7 @@ use std::ops::Range;
 
 use serde_json::{json, Value};
 
+pub use super::call_formats::extra_call_triggers;
 use super::call_formats::{find_extra_calls, skip_ws};
 use super::tools::{is_tool_name_char, CallFormat, FormatSet, StyleSpec, Tool, MAX_TOOL_NAME};
 

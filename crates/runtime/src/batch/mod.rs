@@ -74,10 +74,14 @@ pub struct BatchRequest {
     pub opts: GenerateOptions,
 }
 
-/// What a request produces, in order: its step records as they become final, then one `Done`.
+/// What a request produces, in order: its step records as its tokens are fed, then one `Done`.
 #[derive(Debug)]
 pub enum Event {
-    /// A step record that is final (its token is kept or was replaced by forced text).
+    /// A step record, sent when its token is fed to the model (or, for a token replaced before
+    /// it was fed, when it is replaced). Jump-forward may roll back a few fed tokens and spell the
+    /// same text again with others: their records come later with the same `step`, so the output
+    /// is the last record at each step, taken in order (a record at step `s` ends the output
+    /// before it at `s`).
     Record(StepRecord),
     /// The request ended: its generation, or why it failed.
     Done(Result<Generation, GenerateError>),

@@ -164,6 +164,11 @@ impl Runtime {
         )
     }
 
+    /// Whether the runtime's thread is still running (false after a panic in it).
+    pub fn is_alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     /// The passes run so far (the last 100,000).
     pub fn passes(&self) -> Vec<PassStats> {
         let kept = self.passes.lock().unwrap_or_else(PoisonError::into_inner);
