@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import time
 import zlib
@@ -19,6 +20,7 @@ import openai
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CATEGORIES = ["simple_python", "multiple", "parallel", "live_multiple", "parallel_multiple"]
+ATTEMPT = re.compile(r'<tool_call>|<function=|"name"\s*:\s*"[^"]+"\s*,\s*"(arguments|parameters)"')
 TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": None}
 
 
@@ -96,8 +98,13 @@ async def one(client, model, req, max_tokens):
                 if tc.function and tc.function.arguments:
                     slot["arguments"] += tc.function.arguments
     calls = [calls[k] for k in sorted(calls)]
+    bad = check(calls, req["tools"])
+    # A call the model wrote that the server did not return as a call (left in the content) is a
+    # malformed call too: the agent gets no call.
+    if ATTEMPT.search(content):
+        bad.append(f"call left in the content: {content[:160]!r}")
     return {"ttft": first if first is not None else time.perf_counter() - t0, "tokens": tokens,
-            "calls": len(calls), "bad": check(calls, req["tools"]), "s": time.perf_counter() - t0}
+            "calls": len(calls), "bad": bad, "s": time.perf_counter() - t0}
 
 
 def pct(xs, q):

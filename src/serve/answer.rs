@@ -115,9 +115,14 @@ impl Reader {
             calls: p
                 .calls
                 .into_iter()
-                .map(|c| Call {
-                    name: c.name,
-                    arguments: c.arguments.to_string(),
+                .map(|c| {
+                    let raw = (!self.style.xml_args)
+                        .then(|| raw_arguments(&text[c.span.clone()], &c.arguments))
+                        .flatten();
+                    Call {
+                        arguments: raw.unwrap_or_else(|| c.arguments.to_string()),
+                        name: c.name,
+                    }
                 })
                 .collect(),
             errors,
@@ -166,6 +171,77 @@ impl Reader {
         }
         cut
     }
+}
+
+/// Bytes of `s` after leading whitespace starts.
+fn skip_ws(s: &str, at: usize) -> usize {
+    at + s[at..].len() - s[at..].trim_start().len()
+}
+
+/// In the text of a JSON call being written (`{"name": "f", "arguments": {...`, after any
+/// opening), the name once its string is whole, and the arguments object so far (up to its end
+/// once it is whole). `None` until the name is whole.
+fn json_call_parts(s: &str) -> Option<(String, Option<&str>)> {
+    let key = s.find("\"name\"")?;
+    let mut at = skip_ws(s, key + 6);
+    at = skip_ws(s, at + s[at..].strip_prefix(':').map(|_| 1)?);
+    let mut it = serde_json::Deserializer::from_str(&s[at..]).into_iter::<String>();
+    let name = it.next()?.ok()?;
+    at = skip_ws(s, at + it.byte_offset());
+    at = skip_ws(s, at + s[at..].strip_prefix(',').map(|_| 1)?);
+    let args_key = ["\"arguments\"", "\"parameters\""]
+        .iter()
+        .find(|k| s[at..].starts_with(*k));
+    let Some(k) = args_key else {
+        return Some((name, None));
+    };
+    at = skip_ws(s, at + k.len());
+    let Some(rest) = s[at..].strip_prefix(':') else {
+        return Some((name, None));
+    };
+    let start = skip_ws(s, at + s[at..].len() - rest.len());
+    Some((name, object_prefix(&s[start..])))
+}
+
+/// The JSON object `s` starts with, as far as it goes (to its closing brace once written).
+fn object_prefix(s: &str) -> Option<&str> {
+    if !s.starts_with('{') {
+        return None;
+    }
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    for (i, c) in s.char_indices() {
+        if in_str {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' | '[' => depth += 1,
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(&s[..i + 1]);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(s)
+}
+
+/// The arguments of a finished JSON call exactly as written in `call` (its text), when they can
+/// be found there and say the same as `arguments`.
+fn raw_arguments(call: &str, arguments: &serde_json::Value) -> Option<String> {
+    let key = call.find('{')?;
+    let (_, args) = json_call_parts(&call[key..])?;
+    let args = args?;
+    let same = serde_json::from_str::<serde_json::Value>(args).ok()? == *arguments;
+    same.then(|| args.to_string())
 }
 
 /// The stop strings of a request.
@@ -249,6 +325,8 @@ pub struct Stream {
     reasoning: String,
     content: String,
     calls: usize,
+    /// The call being written: its index and the bytes of its arguments sent so far.
+    open: Option<(usize, usize)>,
     /// Content that was not a prefix of a later reading (never expected; counted).
     pub diverged: bool,
 }
@@ -261,6 +339,7 @@ impl Stream {
             reasoning: String::new(),
             content: String::new(),
             calls: 0,
+            open: None,
             diverged: false,
         }
     }
@@ -286,7 +365,9 @@ impl Stream {
                         out.push(f(rest.to_string()));
                         *sent = now.to_string();
                     }
-                } else {
+                } else if !sent.starts_with(now) {
+                    // A reading that is a prefix of what was sent (text rolled back by
+                    // jump-forward, to be spelled again) sends nothing.
                     *diverged = true;
                 }
             };
@@ -300,10 +381,44 @@ impl Stream {
             &mut self.diverged,
         );
         for (i, c) in a.calls.iter().enumerate().skip(self.calls) {
-            out.push(Delta::CallName(i, c.name.clone()));
-            out.push(Delta::CallArguments(i, c.arguments.clone()));
+            let sent = match self.open.take() {
+                Some((at, sent)) if at == i => sent,
+                _ => {
+                    out.push(Delta::CallName(i, c.name.clone()));
+                    0
+                }
+            };
+            match c.arguments.get(sent..) {
+                Some(rest) if c.arguments.is_char_boundary(sent) => {
+                    if !rest.is_empty() {
+                        out.push(Delta::CallArguments(i, rest.to_string()));
+                    }
+                }
+                _ => self.diverged = true,
+            }
         }
         self.calls = self.calls.max(a.calls.len());
+        // The call being written after the settled text: its name once whole, then its JSON
+        // arguments as they grow (the same bytes the finished call's `arguments` will hold).
+        if !done && self.reader.calls && !self.reader.style.xml_args {
+            if let Some((name, args)) = json_call_parts(&text[end..text.len() - pending]) {
+                if self.reader.tools.iter().any(|t| t.name == name) {
+                    let i = a.calls.len();
+                    let sent = match self.open {
+                        Some((at, sent)) if at == i => sent,
+                        _ => {
+                            out.push(Delta::CallName(i, name));
+                            0
+                        }
+                    };
+                    let grown = args.map_or(0, str::len);
+                    if let Some(args) = args.filter(|_| grown > sent) {
+                        out.push(Delta::CallArguments(i, args[sent..].to_string()));
+                    }
+                    self.open = Some((i, grown.max(sent)));
+                }
+            }
+        }
         out
     }
 }
@@ -373,6 +488,25 @@ mod tests {
             stream_adds_up(&r, text);
         }
         stream_adds_up(&reader(false), "plain {text} with braces");
+    }
+
+    #[test]
+    fn a_call_streams_its_name_then_its_arguments_as_written() {
+        let r = reader(true);
+        let mut s = Stream::new(r.clone());
+        let text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n</tool_call>";
+        let upto = text.find("Ro").unwrap();
+        let early = s.update(&text[..upto], 0, false);
+        assert_eq!(
+            early,
+            vec![
+                Delta::CallName(0, "get_weather".into()),
+                Delta::CallArguments(0, "{\"city\": \"".into())
+            ]
+        );
+        let rest = s.update(text, 0, true);
+        assert_eq!(rest, vec![Delta::CallArguments(0, "Rome\"}".into())]);
+        assert_eq!(r.read(text).calls[0].arguments, "{\"city\": \"Rome\"}");
     }
 
     #[test]
