@@ -71,17 +71,18 @@ def test_completions_take_vllm_grammar_fields(server):
 
 def test_unenforced_keywords_are_named(server, spawn):
     schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
-                                                         "uniqueItems": True}}}
+                                                         "contains": {"const": "a"}}}}
     body = {"messages": MSG, "max_tokens": 16, "temperature": 0,
             "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}}
     r = post(server, body)
     assert r.status_code == 200, r.text
     un = r.json()["structgen"]["unenforced"]
-    if un:
-        assert r.headers["x-structgen-unenforced"].startswith(str(len(un)))
-        strict = spawn("--schema-policy", "refuse")
-        e = error_of(post(strict, body), 400)
-        assert e["param"].startswith("response_format.json_schema.schema")
+    assert un and un[0]["path"] == "/properties/tags/contains", un
+    assert r.headers["x-structgen-unenforced"].startswith(f"{len(un)}; first: response_format.json_schema.schema")
+    strict = spawn("--schema-policy", "refuse")
+    e = error_of(post(strict, body), 400)
+    assert e["param"] == "response_format.json_schema.schema.properties.tags.contains", e
+    assert e["code"] == "schema_not_enforceable"
 
 
 def test_body_limit_and_api_key(spawn):
