@@ -20,7 +20,7 @@ use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, Schem
 use crate::frontend::regex::regex_grammar;
 use crate::frontend::structural_tag::structural_tag_grammar_with;
 use crate::frontend::tool_tag::tools_structural_tag;
-use crate::frontend::tools::{StyleSpec, Tool, ToolOptions};
+use crate::frontend::tools::{FormatSet, StyleSpec, Tool, ToolChoice, ToolOptions};
 use crate::grammar::{ebnf, Grammar};
 use crate::util::TokenId;
 
@@ -50,6 +50,9 @@ pub enum Spec<'a> {
     Tools(&'a [Tool], ToolOptions),
     /// An output format.
     Format(&'a Format),
+    /// Tool calls (the answer opens with one, in the style's own syntax) or, instead, an answer in
+    /// an output format: `tool_choice: auto` with a `response_format`.
+    ToolsOr(&'a [Tool], ToolOptions, &'a Format),
 }
 
 /// A compiled constraint.
@@ -130,6 +133,58 @@ impl Grammars {
                     });
                 }
                 (Some(out.grammar), "tools".into())
+            }
+            Spec::ToolsOr(tools, options, format) => {
+                let options = ToolOptions {
+                    tool_choice: ToolChoice::Required,
+                    formats: FormatSet::Canonical,
+                    ..options
+                };
+                let tag = tools_structural_tag(tools, self.style, &options).map_err(|e| {
+                    ApiError::invalid(
+                        pointer_param("tools", &e.path),
+                        format!("tools: {}", e.message),
+                    )
+                })?;
+                let answer = match format {
+                    Format::Text => json!({"type": "any_text"}),
+                    Format::JsonObject => {
+                        json!({"type": "json_schema", "json_schema": {"type": "object"}})
+                    }
+                    Format::JsonSchema { schema, .. } => {
+                        json!({"type": "json_schema", "json_schema": schema})
+                    }
+                    Format::StructuralTag { tag, .. } => tag["format"].clone(),
+                    Format::Regex { pattern, .. } => json!({"type": "regex", "pattern": pattern}),
+                    Format::Ebnf { source, .. } => json!({"type": "grammar", "grammar": source}),
+                    Format::Choice { options, .. } => {
+                        json!({"type": "grammar", "grammar": choice_ebnf(options)})
+                    }
+                };
+                let both = json!({"type": "structural_tag",
+                                  "format": {"type": "or", "elements": [tag["format"], answer]}});
+                let out = structural_tag_grammar_with(
+                    &both,
+                    Some(&vocab),
+                    &JsonSchemaOptions::default(),
+                    &limits,
+                    self.compiler.schema_fragments(),
+                )
+                .map_err(|e| {
+                    ApiError::invalid("response_format", format!("tools or response format: {e}"))
+                })?;
+                for w in out.warnings {
+                    let (path, message) = w.split_once(": ").unwrap_or(("", &w));
+                    unenforced.push(Unenforced {
+                        param: "tools or response_format".into(),
+                        path: path.to_string(),
+                        message: message.to_string(),
+                    });
+                }
+                if let Format::JsonSchema { schema, .. } = format {
+                    post_check = PostCheck::new(schema, &limits);
+                }
+                (Some(out.grammar), "response_format".into())
             }
             Spec::Format(Format::Text) => (None, String::new()),
             Spec::Format(Format::JsonObject) => {
@@ -234,6 +289,55 @@ impl Grammars {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::CompileOptions;
+    use crate::frontend::tools::{parse_tools, style};
+    use crate::util::Limits;
+    use crate::vocab::{TokenKind, Vocab};
+
+    /// A byte-level vocabulary: every ASCII character is a token.
+    fn grammars() -> Grammars {
+        let entries = (32u8..127)
+            .chain([b'\n'])
+            .enumerate()
+            .map(|(i, b)| (i as u32, vec![b], TokenKind::Normal));
+        let vocab = Vocab::new(200, entries, vec![TokenId(199)]);
+        Grammars {
+            compiler: GrammarCompiler::new(
+                Arc::new(vocab),
+                Limits::default(),
+                CompileOptions::default(),
+            ),
+            style: style("hermes").unwrap(),
+            stop: vec![],
+            policy: SchemaPolicy::Warn,
+        }
+    }
+
+    #[test]
+    fn tools_or_a_format_takes_a_call_or_an_answer_in_the_format() {
+        let g = grammars();
+        let tools = parse_tools(&json!([{"name": "f", "parameters": {"type": "object",
+            "properties": {"x": {"type": "integer"}}, "required": ["x"]}}]))
+        .unwrap();
+        let format = Format::JsonSchema {
+            schema: json!({"type": "object", "properties": {"name": {"type": "string"}},
+                           "required": ["name"], "additionalProperties": false}),
+            param: "response_format.json_schema.schema".into(),
+        };
+        let accepts = |text: &str| {
+            let c = g
+                .build(Spec::ToolsOr(&tools, ToolOptions::default(), &format))
+                .unwrap();
+            let mut m = c.matcher.unwrap();
+            m.accept_string(text) && m.is_completed()
+        };
+        assert!(accepts("{\"name\": \"Bob\"}"));
+        assert!(accepts(
+            "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>"
+        ));
+        assert!(!accepts("Hello"));
+        assert!(!accepts("{\"age\": 3}"));
+    }
 
     #[test]
     fn choices_are_escaped_literals() {

@@ -444,18 +444,25 @@ fn prepare_chat(st: &AppState, body: &Value) -> Result<Prepared, ApiError> {
         .to_vec();
     let max_tokens = token_budget(st, prompt.len(), &req.gen, "messages")?;
     let calls = !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
-    let spec = if !req.tools.is_empty() && (calls || req.format == Format::Text) {
-        Spec::Tools(
-            &req.tools,
-            ToolOptions {
-                tool_choice: req.tool_choice.clone(),
-                parallel_tool_calls: req.parallel_tool_calls,
-                reasoning: None,
-                formats: st.formats,
-            },
+    let options = ToolOptions {
+        tool_choice: req.tool_choice.clone(),
+        parallel_tool_calls: req.parallel_tool_calls,
+        reasoning: None,
+        formats: st.formats,
+    };
+    // With a response format, calls are read in the style's own syntax only: an answer in the
+    // format (JSON with a "name" key, say) must not be taken for a call.
+    let (spec, formats) = if req.tools.is_empty() {
+        (Spec::Format(&req.format), st.formats)
+    } else if req.format == Format::Text {
+        (Spec::Tools(&req.tools, options), st.formats)
+    } else if calls {
+        (
+            Spec::ToolsOr(&req.tools, options, &req.format),
+            FormatSet::Canonical,
         )
     } else {
-        Spec::Format(&req.format)
+        (Spec::Format(&req.format), st.formats)
     };
     let constraint = st.grammars.build(spec)?;
     let constrained = constraint.matcher.is_some();
@@ -463,7 +470,7 @@ fn prepare_chat(st: &AppState, body: &Value) -> Result<Prepared, ApiError> {
         kind: Kind::Chat,
         prompt,
         constraint,
-        reader: Reader::new(style, req.tools.clone(), calls, st.formats, false),
+        reader: Reader::new(style, req.tools.clone(), calls, formats, false),
         json_output: matches!(req.format, Format::JsonObject | Format::JsonSchema { .. }),
         constrained,
         gen: req.gen,
@@ -755,6 +762,7 @@ fn finish(
     });
     let post = post.or_else(|| {
         (p.json_output
+            && answer.calls.is_empty()
             && finish != "length"
             && serde_json::from_str::<Value>(&answer.content).is_err())
         .then(|| "the output is not JSON".to_string())

@@ -652,10 +652,11 @@ pub fn chat_request(body: &Value, max_tokens_cap: usize) -> Result<ChatRequest, 
     let tool_choice = tool_choice(&f, &tools)?;
     let parallel_tool_calls = f.bool("parallel_tool_calls")?.unwrap_or(true);
     let format = format(&f)?;
-    if format != Format::Text && !tools.is_empty() && tool_choice != ToolChoice::None {
+    if format != Format::Text && matches!(tool_choice, ToolChoice::Required | ToolChoice::Named(_))
+    {
         return Err(ApiError::invalid(
             "response_format",
-            "a response format with tools is only supported with `tool_choice: \"none\"` (the answer is then text in that format); with calls allowed the tools' grammar decides the answer",
+            "a response format cannot apply when `tool_choice` requires a call (the answer is the call); use `tool_choice: \"auto\"` for calls or an answer in that format",
         ));
     }
     let (stream, include_usage) = stream_options(&f)?;

@@ -135,6 +135,28 @@ def test_json_schema_response_format(server):
     jsonschema.validate(json.loads(r.choices[0].message.content), schema)
 
 
+def test_tools_or_a_json_answer_under_auto(server):
+    """OpenAI's reading of tools + response_format: either calls, or content in the format."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}},
+              "required": ["name"], "additionalProperties": False}
+    c = client(server)
+    kinds = set()
+    for prompt in ["What's the weather in Paris?", "Tell me your name.", "Name a city."]:
+        r = c.chat.completions.create(
+            model="smollm2-135m", messages=[{"role": "user", "content": prompt}], tools=[WEATHER],
+            response_format={"type": "json_schema", "json_schema": {"name": "n", "schema": schema}},
+            temperature=0, max_tokens=64)
+        m = r.choices[0].message
+        if m.tool_calls:
+            check_calls(m.tool_calls, [WEATHER])
+            kinds.add("calls")
+        else:
+            jsonschema.validate(json.loads(m.content), schema)
+            kinds.add("json")
+        assert r.model_extra["structgen"]["post_check_violation"] is None
+    assert kinds
+
+
 def test_an_agent_loop_runs_tools_until_an_answer(server):
     c = client(server)
     messages = [{"role": "system", "content": "Use tools, then answer."}] + ASK
