@@ -6,11 +6,10 @@
 //! that does not compile, or exceeds the compile limits, fails only its own request (HTTP 400 naming
 //! the field and the JSON path inside it).
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::error::{pointer_param, ApiError};
 use super::request::Format;
@@ -101,38 +100,55 @@ fn choice_ebnf(options: &[String]) -> String {
 }
 
 impl Grammars {
+    /// The structural tag of calls of `tools`, or the error naming the field at fault.
+    fn tools_tag(&self, tools: &[Tool], options: &ToolOptions) -> Result<Value, ApiError> {
+        tools_structural_tag(tools, self.style, options).map_err(|e| {
+            ApiError::invalid(
+                pointer_param("tools", &e.path),
+                format!("tools: {}", e.message),
+            )
+        })
+    }
+
+    /// The grammar of a structural tag given at `param` (`what` names it in errors); the keywords
+    /// it does not enforce go to `unenforced`.
+    fn tag_grammar(
+        &self,
+        tag: &Value,
+        param: &str,
+        what: &str,
+        unenforced: &mut Vec<Unenforced>,
+    ) -> Result<Grammar, ApiError> {
+        let out = structural_tag_grammar_with(
+            tag,
+            Some(self.compiler.vocab()),
+            &JsonSchemaOptions::default(),
+            self.compiler.limits(),
+            self.compiler.schema_fragments(),
+        )
+        .map_err(|e| ApiError::invalid(param, format!("{what}: {e}")))?;
+        for w in out.warnings {
+            let (path, message) = w.split_once(": ").unwrap_or(("", &w));
+            unenforced.push(Unenforced {
+                param: param.to_string(),
+                path: path.to_string(),
+                message: message.to_string(),
+            });
+        }
+        Ok(out.grammar)
+    }
+
     /// Compiles the constraint of `spec`.
     pub fn build(&self, spec: Spec) -> Result<Constraint, ApiError> {
         let t = Instant::now();
         let limits = self.compiler.limits().clone();
-        let vocab = Arc::clone(self.compiler.vocab());
         let mut unenforced = Vec::new();
         let mut post_check = None;
         let (grammar, param): (Option<Grammar>, String) = match spec {
             Spec::Tools(tools, options) => {
-                let tag = tools_structural_tag(tools, self.style, &options).map_err(|e| {
-                    ApiError::invalid(
-                        pointer_param("tools", &e.path),
-                        format!("tools: {}", e.message),
-                    )
-                })?;
-                let out = structural_tag_grammar_with(
-                    &tag,
-                    Some(&vocab),
-                    &JsonSchemaOptions::default(),
-                    &limits,
-                    self.compiler.schema_fragments(),
-                )
-                .map_err(|e| ApiError::invalid("tools", format!("tools: {e}")))?;
-                for w in out.warnings {
-                    let (path, message) = w.split_once(": ").unwrap_or(("", &w));
-                    unenforced.push(Unenforced {
-                        param: "tools".into(),
-                        path: path.to_string(),
-                        message: message.to_string(),
-                    });
-                }
-                (Some(out.grammar), "tools".into())
+                let tag = self.tools_tag(tools, &options)?;
+                let g = self.tag_grammar(&tag, "tools", "tools", &mut unenforced)?;
+                (Some(g), "tools".into())
             }
             Spec::ToolsOr(tools, options, format) => {
                 let options = ToolOptions {
@@ -140,12 +156,7 @@ impl Grammars {
                     formats: FormatSet::Canonical,
                     ..options
                 };
-                let tag = tools_structural_tag(tools, self.style, &options).map_err(|e| {
-                    ApiError::invalid(
-                        pointer_param("tools", &e.path),
-                        format!("tools: {}", e.message),
-                    )
-                })?;
+                let tag = self.tools_tag(tools, &options)?;
                 let answer = match format {
                     Format::Text => json!({"type": "any_text"}),
                     Format::JsonObject => {
@@ -163,28 +174,16 @@ impl Grammars {
                 };
                 let both = json!({"type": "structural_tag",
                                   "format": {"type": "or", "elements": [tag["format"], answer]}});
-                let out = structural_tag_grammar_with(
+                let g = self.tag_grammar(
                     &both,
-                    Some(&vocab),
-                    &JsonSchemaOptions::default(),
-                    &limits,
-                    self.compiler.schema_fragments(),
-                )
-                .map_err(|e| {
-                    ApiError::invalid("response_format", format!("tools or response format: {e}"))
-                })?;
-                for w in out.warnings {
-                    let (path, message) = w.split_once(": ").unwrap_or(("", &w));
-                    unenforced.push(Unenforced {
-                        param: "tools or response_format".into(),
-                        path: path.to_string(),
-                        message: message.to_string(),
-                    });
-                }
+                    "response_format",
+                    "tools or response format",
+                    &mut unenforced,
+                )?;
                 if let Format::JsonSchema { schema, .. } = format {
                     post_check = PostCheck::new(schema, &limits);
                 }
-                (Some(out.grammar), "response_format".into())
+                (Some(g), "response_format".into())
             }
             Spec::Format(Format::Text) => (None, String::new()),
             Spec::Format(Format::JsonObject) => {
@@ -210,23 +209,8 @@ impl Grammars {
                 (Some(out.grammar), param.clone())
             }
             Spec::Format(Format::StructuralTag { tag, param }) => {
-                let out = structural_tag_grammar_with(
-                    tag,
-                    Some(&vocab),
-                    &JsonSchemaOptions::default(),
-                    &limits,
-                    self.compiler.schema_fragments(),
-                )
-                .map_err(|e| ApiError::invalid(param, format!("structural tag: {e}")))?;
-                for w in out.warnings {
-                    let (path, message) = w.split_once(": ").unwrap_or(("", &w));
-                    unenforced.push(Unenforced {
-                        param: param.clone(),
-                        path: path.to_string(),
-                        message: message.to_string(),
-                    });
-                }
-                (Some(out.grammar), param.clone())
+                let g = self.tag_grammar(tag, param, "structural tag", &mut unenforced)?;
+                (Some(g), param.clone())
             }
             Spec::Format(Format::Regex { pattern, param }) => (
                 Some(
@@ -290,6 +274,8 @@ impl Grammars {
 mod tests {
     use super::*;
     use crate::engine::CompileOptions;
+    use std::sync::Arc;
+
     use crate::frontend::tools::{parse_tools, style};
     use crate::util::Limits;
     use crate::vocab::{TokenKind, Vocab};
