@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::{read_text, CliError, GrammarArgs};
 use crate::engine::check::{check_tokens, MaskVerifier, DEFAULT_SAMPLE};
 use crate::engine::compile;
-use crate::json_lines::json_lines;
+use crate::json_lines::{json_lines, type_name};
 use crate::util::{Limits, TokenId};
 use crate::vocab;
 
@@ -63,23 +63,12 @@ fn read_inputs(path: &std::path::Path, json_values: bool) -> Result<Vec<String>,
                     "{}:{}: expected a JSON string, found {} (use --json to check JSON values)",
                     path.display(),
                     line,
-                    kind(&other)
+                    type_name(&other)
                 )))
             }
         });
     }
     Ok(out)
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

@@ -5,23 +5,12 @@
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
+pub use crate::json_lines::type_name;
 
 /// The fields of one JSON object, and where it is in the request.
 pub struct Fields<'a> {
     obj: &'a Map<String, Value>,
     at: String,
-}
-
-/// The type name of a JSON value, for messages.
-pub fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 impl<'a> Fields<'a> {
