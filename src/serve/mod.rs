@@ -30,10 +30,14 @@
 
 mod answer;
 mod constraint;
+mod driver;
 mod error;
 mod fields;
+mod format;
 mod http;
 mod metrics;
+mod prepare;
+mod reply;
 mod request;
 mod shape;
 
