@@ -3,9 +3,18 @@
 //!
 //! A decode step makes a few hundred such calls of tens of microseconds each, so workers spin
 //! for a short while after each job before they sleep on a condition variable (a rayon job or a
-//! thread wake-up per call would cost as much as the work). Invariant: the job pointer a worker
-//! reads stays valid until it has decremented `active`, and `run_chunks` waits for `active` to
-//! reach zero before it returns; one job runs at a time (`running`).
+//! thread wake-up per call would cost as much as the work).
+//!
+//! Invariants (one job runs at a time, `running`):
+//! - Chunks are claimed from `next`, which holds the job's generation in its high 32 bits and
+//!   the next chunk index in its low 32 bits; a claim is a compare-and-swap, so it can only take
+//!   a chunk of the generation it read, and a claimer that read an older job claims nothing.
+//! - A worker counts itself in `in_flight` before each claim and leaves once the claim failed
+//!   or its chunk has returned; the caller returns once every chunk is claimed and `in_flight`
+//!   is 0.
+//!   So a job's pointer is called only while its `run_chunks` is waiting, and a worker that is
+//!   asleep or descheduled when the job starts never delays it (the caller takes its chunks):
+//!   on a machine shared with other processes a call costs its work, not a scheduler slice.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
@@ -20,11 +29,11 @@ type Job = dyn Fn(usize) + Sync;
 
 struct Shared {
     /// The current job, lifetime erased (see the module invariant).
-    job: Mutex<Option<&'static Job>>,
-    chunks: AtomicUsize,
-    next: AtomicUsize,
+    job: Mutex<Option<(u64, usize, &'static Job)>>,
+    /// `generation << 32 | next chunk index` (see the module invariants).
+    next: AtomicU64,
     generation: AtomicU64,
-    active: AtomicUsize,
+    in_flight: AtomicUsize,
     sleepers: AtomicUsize,
     panicked: AtomicBool,
     stop: AtomicBool,
@@ -80,10 +89,9 @@ impl Pool {
         let threads = threads.max(1);
         let shared = Arc::new(Shared {
             job: Mutex::new(None),
-            chunks: AtomicUsize::new(0),
-            next: AtomicUsize::new(0),
+            next: AtomicU64::new(0),
             generation: AtomicU64::new(0),
-            active: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -125,18 +133,23 @@ impl Pool {
         // function does not return before every worker has finished with it (`active` = 0).
         let job: &'static Job =
             unsafe { std::mem::transmute::<&'a (dyn Fn(usize) + Sync + 'a), &'static Job>(f) };
-        *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
-        s.chunks.store(n, SeqCst);
-        s.next.store(0, SeqCst);
-        s.active.store(self.workers.len(), SeqCst);
-        s.generation.fetch_add(1, SeqCst);
+        let generation = (s.generation.load(SeqCst) + 1) & u64::from(u32::MAX);
+        *s.job.lock().unwrap_or_else(|e| e.into_inner()) = Some((generation, n, job));
+        s.next.store(generation << 32, SeqCst);
+        s.generation.store(generation, SeqCst);
         if s.sleepers.load(SeqCst) > 0 {
             let _g = s.sleep.lock().unwrap_or_else(|e| e.into_inner());
             s.wake.notify_all();
         }
-        let mine = catch_unwind(AssertUnwindSafe(|| take_chunks(s, f)));
-        while s.active.load(SeqCst) > 0 {
+        let mine = catch_unwind(AssertUnwindSafe(|| take_chunks(s, generation, n, f, false)));
+        // Every chunk is claimed now; wait for the workers still running one.
+        let mut spins = 0u32;
+        while s.in_flight.load(SeqCst) > 0 {
             std::hint::spin_loop();
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1024) {
+                std::thread::yield_now();
+            }
         }
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if let Err(p) = mine {
@@ -148,14 +161,43 @@ impl Pool {
     }
 }
 
-fn take_chunks(s: &Shared, f: &(dyn Fn(usize) + Sync + '_)) {
-    let n = s.chunks.load(SeqCst);
-    loop {
-        let i = s.next.fetch_add(1, SeqCst);
-        if i >= n {
-            break;
+/// Claims and runs chunks of job `generation` (of `n` chunks) until none is left or another
+/// job has started; a worker (`counted`) is in `in_flight` from before each claim until it has
+/// failed or its chunk has returned.
+fn take_chunks(
+    s: &Shared,
+    generation: u64,
+    n: usize,
+    f: &(dyn Fn(usize) + Sync + '_),
+    counted: bool,
+) {
+    struct Leave<'a>(&'a Shared);
+    impl Drop for Leave<'_> {
+        fn drop(&mut self) {
+            // A panic is recorded before the caller can see this worker gone.
+            if std::thread::panicking() {
+                self.0.panicked.store(true, SeqCst);
+            }
+            self.0.in_flight.fetch_sub(1, SeqCst);
         }
-        f(i);
+    }
+    let mut cur = s.next.load(SeqCst);
+    loop {
+        if cur >> 32 != generation || (cur & u64::from(u32::MAX)) as usize >= n {
+            return;
+        }
+        // Left when this iteration ends, even by a panic in `f`.
+        let _leave = counted.then(|| {
+            s.in_flight.fetch_add(1, SeqCst);
+            Leave(s)
+        });
+        match s.next.compare_exchange(cur, cur + 1, SeqCst, SeqCst) {
+            Ok(_) => {
+                f((cur & u64::from(u32::MAX)) as usize);
+                cur = s.next.load(SeqCst);
+            }
+            Err(now) => cur = now,
+        }
     }
 }
 
@@ -181,12 +223,11 @@ fn worker(s: &Shared) {
         }
         seen = s.generation.load(SeqCst);
         let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(job) = job {
-            if catch_unwind(AssertUnwindSafe(|| take_chunks(s, job))).is_err() {
-                s.panicked.store(true, SeqCst);
-            }
+        if let Some((generation, n, job)) = job {
+            // A panic was recorded by the claim it ended (see `take_chunks`).
+            let run = || take_chunks(s, generation, n, job, true);
+            let _ = catch_unwind(AssertUnwindSafe(run));
         }
-        s.active.fetch_sub(1, SeqCst);
     }
 }
 

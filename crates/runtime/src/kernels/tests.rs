@@ -213,4 +213,30 @@ fn pool_runs_every_chunk_once_and_reraises_panics() {
     assert_eq!(total.load(Ordering::SeqCst), 45);
 }
 
+/// Many short jobs one after another: every chunk runs once, and only while its own
+/// `run_chunks` waits (a worker that read an older job never calls it).
+#[test]
+fn pool_calls_a_job_only_inside_its_run() {
+    let pool = Pool::new(3);
+    let current = AtomicUsize::new(0);
+    for job in 0..20_000usize {
+        let n = 1 + job % 9;
+        let hits: Vec<AtomicUsize> = (0..n).map(|_| AtomicUsize::new(0)).collect();
+        current.store(job, Ordering::SeqCst);
+        pool.run_chunks(n, &|i| {
+            assert_eq!(
+                current.load(Ordering::SeqCst),
+                job,
+                "chunk of job {job} ran late"
+            );
+            hits[i].fetch_add(1, Ordering::SeqCst);
+        });
+        current.store(usize::MAX, Ordering::SeqCst);
+        assert!(
+            hits.iter().all(|h| h.load(Ordering::SeqCst) == 1),
+            "job {job}"
+        );
+    }
+}
+
 use std::sync::atomic::{AtomicUsize, Ordering};
