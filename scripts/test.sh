@@ -31,6 +31,10 @@ phase "cargo test"
 # It tests the binary `cargo test` just built and uplifted to target/release.
 STRUCTGEN_BIN="$PWD/target/release/structgen" scripts/serve-tests.sh
 phase "serve tests"
+# BFCL's own checker (bfcl-eval from PyPI) re-scores the ground truth of every category: its
+# verdicts and ours must agree on every case.
+STRUCTGEN_BIN="$PWD/target/release/structgen" scripts/bfcl-judge.sh --ground-truth
+phase "BFCL judge"
 # The Python package: its wheel, installed in a fresh virtual environment, and its tests (torch
 # included, so none is skipped).
 STRUCTGEN_TESTS_REQUIRE_DATA=1 scripts/python-tests.sh

@@ -115,7 +115,12 @@ fn broken_variants_score_wrong() {
     let (mut values, mut missing, mut extra, mut renamed) = (0, 0, 0, 0);
     let with_answers: Vec<&Case> = cases
         .iter()
-        .filter(|c| c.category.check_kind() != CheckKind::NoCall && answer_defects(c).is_empty())
+        .filter(|c| {
+            !matches!(
+                c.category.check_kind(),
+                CheckKind::NoCall | CheckKind::AnyCall
+            ) && answer_defects(c).is_empty()
+        })
         .collect();
     for case in &with_answers {
         let calls = truth_calls(case);
@@ -216,6 +221,24 @@ fn broken_variants_score_wrong() {
             "{}: a call accepted",
             case.id
         );
+    }
+    // Relevance: any call of an offered function is right, whatever its arguments; none is wrong.
+    let relevance: Vec<&Case> = cases
+        .iter()
+        .filter(|c| c.category.check_kind() == CheckKind::AnyCall)
+        .collect();
+    assert!(!relevance.is_empty(), "no relevance cases");
+    for case in relevance {
+        assert!(check(case, &[]).is_err(), "{}: no call accepted", case.id);
+        let f = case
+            .functions
+            .first()
+            .expect("a relevance case offers a function");
+        let call = Call {
+            name: f.name.replace('.', "_"),
+            arguments: Map::new(),
+        };
+        assert!(check(case, &[call]).is_ok(), "{}: a call refused", case.id);
     }
 }
 

@@ -49,7 +49,7 @@ fn three_cases_per_category_in_both_modes() {
     let out = dir.join("both.json");
     let run = bfcl(&["--limit", "3", "--max-tokens", "40"], &out);
     let rs = results(&run);
-    assert_eq!(rs.len(), 10 * 3 * 2, "10 categories × 3 cases × 2 modes");
+    assert_eq!(rs.len(), 11 * 3 * 2, "11 categories × 3 cases × 2 modes");
     for r in rs {
         assert!(r["error"].is_null(), "{}: {}", r["id"], r["error"]);
         if r["mode"] == "constrained" {

@@ -7,6 +7,7 @@
 //! - simple categories: exactly one call, of the case's function; multiple: exactly one call, of
 //!   the function the answer names; parallel: as many calls as answers, each answer taking the
 //!   first unmatched call that satisfies it (order-free); irrelevance: no call at all;
+//!   relevance: at least one call, its arguments unchecked;
 //! - a call satisfies an answer when the name matches, every required parameter is given, every
 //!   given parameter is declared and has acceptable values, and every answer parameter not given
 //!   may be omitted (`""` among its values);
@@ -35,7 +36,7 @@ pub struct Call {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mismatch {
     /// A short class: `wrong_count`, `wrong_function`, `missing_required`, `unexpected_param`,
-    /// `type`, `value`, `missing_param`, `no_match`, `call_made`, `data`.
+    /// `type`, `value`, `missing_param`, `no_match`, `call_made`, `no_call`, `data`.
     pub kind: &'static str,
     /// The details.
     pub message: String,
@@ -51,6 +52,12 @@ fn mismatch(kind: &'static str, message: impl Into<String>) -> Mismatch {
 /// Checks `calls` against the case's possible answers.
 pub fn check(case: &Case, calls: &[Call]) -> Result<(), Mismatch> {
     let kind = case.category.check_kind();
+    if kind == CheckKind::AnyCall {
+        return match calls.len() {
+            0 => Err(mismatch("no_call", "no call made where a function fits")),
+            _ => Ok(()),
+        };
+    }
     if kind == CheckKind::NoCall {
         return match calls.len() {
             0 => Ok(()),

@@ -2,10 +2,11 @@
 //!
 //! In: a `bfcl_eval/data` folder (`scripts/fetch-bfcl.sh` extracts it from the `bfcl-eval` wheel):
 //! one JSON Lines question file per category (`BFCL_v4_simple_python.json`, the highest version
-//! present wins) and the same name under `possible_answer/`. Out: one [`Case`] per line — the
+//! present wins; v3's names `BFCL_v3_simple.json` and the like are read too) and the same name
+//! under `possible_answer/`. Out: one [`Case`] per line — the
 //! chat messages, each function with its parameter types, and the expected calls, each parameter
-//! with its list of acceptable values (`""` among them: it may be omitted). Irrelevance categories
-//! have no answer file: their right answer is no call.
+//! with its list of acceptable values (`""` among them: it may be omitted). Irrelevance and
+//! relevance categories have no answer file: their right answer is no call, or any call.
 //!
 //! Every problem names the file, the line and the JSON path inside it.
 
@@ -39,6 +40,8 @@ pub enum Category {
     Irrelevance,
     /// User-contributed, no function fits.
     LiveIrrelevance,
+    /// User-contributed, a function fits: the right answer is any call (arguments unchecked).
+    LiveRelevance,
 }
 
 /// How a category's answers are compared with the calls made.
@@ -52,11 +55,13 @@ pub enum CheckKind {
     Parallel,
     /// No call.
     NoCall,
+    /// At least one call, whatever its arguments (BFCL's relevance check).
+    AnyCall,
 }
 
 impl Category {
     /// Every category, in BFCL's order.
-    pub const ALL: [Category; 10] = [
+    pub const ALL: [Category; 11] = [
         Category::SimplePython,
         Category::Multiple,
         Category::Parallel,
@@ -67,6 +72,7 @@ impl Category {
         Category::LiveParallelMultiple,
         Category::Irrelevance,
         Category::LiveIrrelevance,
+        Category::LiveRelevance,
     ];
 
     /// BFCL's name of the category (`simple_python`, ...).
@@ -82,7 +88,13 @@ impl Category {
             Category::LiveParallelMultiple => "live_parallel_multiple",
             Category::Irrelevance => "irrelevance",
             Category::LiveIrrelevance => "live_irrelevance",
+            Category::LiveRelevance => "live_relevance",
         }
+    }
+
+    /// The category's name in BFCL v3's file names where it differed (`BFCL_v3_simple.json`).
+    fn v3_name(self) -> Option<&'static str> {
+        (self == Category::SimplePython).then_some("simple")
     }
 
     /// The category called `name`.
@@ -94,6 +106,7 @@ impl Category {
     pub fn check_kind(self) -> CheckKind {
         match self {
             Category::Irrelevance | Category::LiveIrrelevance => CheckKind::NoCall,
+            Category::LiveRelevance => CheckKind::AnyCall,
             Category::Parallel
             | Category::ParallelMultiple
             | Category::LiveParallel
@@ -280,7 +293,11 @@ pub fn load(dir: &Path, categories: &[Category]) -> Result<Vec<Case>, DataError>
 
 /// The question file of `category` (the highest `BFCL_vN_` version) and its answer file.
 fn files(dir: &Path, category: Category) -> Result<(PathBuf, Option<PathBuf>), DataError> {
-    let suffix = format!("_{}.json", category.name());
+    let suffixes: Vec<String> = [Some(category.name()), category.v3_name()]
+        .into_iter()
+        .flatten()
+        .map(|n| format!("_{n}.json"))
+        .collect();
     let entries = std::fs::read_dir(dir).map_err(|source| match source.kind() {
         std::io::ErrorKind::NotFound => DataError::Missing {
             dir: dir.to_path_buf(),
@@ -292,10 +309,10 @@ fn files(dir: &Path, category: Category) -> Result<(PathBuf, Option<PathBuf>), D
         },
     })?;
     let version = |name: &str| -> Option<u32> {
-        name.strip_prefix("BFCL_v")?
-            .strip_suffix(&suffix)?
-            .parse()
-            .ok()
+        let rest = name.strip_prefix("BFCL_v")?;
+        suffixes
+            .iter()
+            .find_map(|s| rest.strip_suffix(s.as_str())?.parse().ok())
     };
     let best = entries
         .filter_map(|e| e.ok())
@@ -311,7 +328,11 @@ fn files(dir: &Path, category: Category) -> Result<(PathBuf, Option<PathBuf>), D
         });
     };
     let answers = dir.join("possible_answer").join(&name);
-    let answers = (category.check_kind() != CheckKind::NoCall).then_some(answers);
+    let graded = !matches!(
+        category.check_kind(),
+        CheckKind::NoCall | CheckKind::AnyCall
+    );
+    let answers = graded.then_some(answers);
     if let Some(a) = &answers {
         if !a.is_file() {
             return Err(DataError::Io {

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use super::checker::is_omittable;
 use super::convert::{offered_name, openai_tools};
-use super::data::{Case, Param};
+use super::data::{Case, CheckKind, Param};
 use super::score::{score, Scored};
 use crate::engine::GrammarCompiler;
 use crate::engine::GrammarMatcher;
@@ -156,10 +156,26 @@ pub fn offered_tools(case: &Case) -> Result<(Vec<Value>, Vec<Tool>), String> {
 
 /// The case's first possible answer written as calls in `style`, scored.
 pub fn ground_truth(case: &Case, style: &StyleSpec, formats: FormatSet) -> CaseResult {
-    let tools = match offered_tools(case) {
-        Ok((_, tools)) => tools,
+    let (json, tools) = match offered_tools(case) {
+        Ok(both) => both,
         Err(e) => return CaseResult::failed(case, Mode::GroundTruth, e),
     };
+    if case.category.check_kind() == CheckKind::AnyCall {
+        // Relevance data has no answer: any call is right, so the truth is a call of the first
+        // function with a placeholder of each required parameter's declared type.
+        let calls: Vec<(String, Value)> = json
+            .first()
+            .map(|t| {
+                let f = &t["function"];
+                let name = f["name"].as_str().unwrap_or_default().to_string();
+                (name, placeholder(&f["parameters"]))
+            })
+            .into_iter()
+            .collect();
+        let text = render_calls(&calls, style);
+        let scored = score(case, &tools, style, formats, &text);
+        return CaseResult::new(case, Mode::GroundTruth, text, scored);
+    }
     let calls: Vec<(String, Value)> = case
         .answers
         .iter()
@@ -184,6 +200,31 @@ pub fn ground_truth(case: &Case, style: &StyleSpec, formats: FormatSet) -> CaseR
     let text = render_calls(&calls, style);
     let scored = score(case, &tools, style, formats, &text);
     CaseResult::new(case, Mode::GroundTruth, text, scored)
+}
+
+/// A value of `schema`'s type: its first `enum` value, else the type's empty value; an object
+/// holds its required properties.
+fn placeholder(schema: &Value) -> Value {
+    if let Some(first) = schema["enum"].as_array().and_then(|e| e.first()) {
+        return first.clone();
+    }
+    match schema["type"].as_str().unwrap_or("string") {
+        "integer" | "number" => Value::from(0),
+        "boolean" => Value::Bool(false),
+        "array" => Value::Array(Vec::new()),
+        "object" => {
+            let required = schema["required"].as_array().cloned().unwrap_or_default();
+            let props = &schema["properties"];
+            Value::Object(
+                required
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|k| (k.to_string(), placeholder(&props[k])))
+                    .collect(),
+            )
+        }
+        _ => Value::String(String::new()),
+    }
 }
 
 /// The first acceptable value; `None` when that is `""` (omit it), unless the parameter is

@@ -1,0 +1,130 @@
+"""Re-scores a `structgen bfcl --out` results file with BFCL's own checker and reports every case
+where its verdict and ours differ.
+
+The checker is `bfcl_eval.eval_checker.ast_eval.ast_checker` from the bfcl-eval wheel on PyPI,
+imported as it is. Its module imports `MODEL_CONFIG_MAPPING`, whose module pulls in every model
+handler and their SDKs; only `underscore_to_dot` is read from it, so that one module is replaced
+by a mapping whose entries say False (the calls handed over carry BFCL's original names, dots
+included). Relevance categories are judged by eval_runner's rule: irrelevance is right when no
+call was made, relevance when at least one was.
+
+For every result: the calls we read from the answer go to BFCL's checker, with the case's
+function documents and possible answer from the data folder; its verdict is compared with ours
+(`correct`). Results that could not run (`error`) are compared as "no call". Exit status 1 when
+any verdict differs or a case is missing from the data.
+
+Usage: python bfcl_judge.py RESULTS.json [--data DIR]   (with bfcl-eval importable)
+"""
+
+import argparse
+import collections
+import glob
+import json
+import os
+import sys
+import types
+
+
+def load_checker():
+    stub = types.ModuleType("bfcl_eval.constants.model_config")
+
+    class _Config:
+        underscore_to_dot = False
+
+    stub.MODEL_CONFIG_MAPPING = collections.defaultdict(_Config)
+    sys.modules["bfcl_eval.constants.model_config"] = stub
+    from bfcl_eval.constants.enums import Language
+    from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
+
+    return ast_checker, Language
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return {e["id"]: e for e in (json.loads(line) for line in f if line.strip())}
+
+
+def category_file(data, folder, category):
+    """The highest-version file of a category (v3's `simple` name included)."""
+    names = [category] + (["simple"] if category == "simple_python" else [])
+    found = []
+    for n in names:
+        for path in glob.glob(os.path.join(data, folder, f"BFCL_v*_{n}.json")):
+            version = os.path.basename(path)[len("BFCL_v") :].split("_", 1)[0]
+            if version.isdigit() and os.path.basename(path) == f"BFCL_v{version}_{n}.json":
+                found.append((int(version), path))
+    return max(found)[1] if found else None
+
+
+def bfcl_verdict(checker, language, result, questions, answers):
+    category = result["category"]
+    calls = [] if result.get("error") else result.get("calls", [])
+    if "irrelevance" in category:
+        return len(calls) == 0, "call made" if calls else ""
+    if "relevance" in category:
+        return len(calls) > 0, "" if calls else "no call"
+    case = questions[result["id"]]
+    output = [{c.get("function") or c["name"]: c["arguments"]} for c in calls]
+    if not output:
+        return False, "no call"
+    verdict = checker(
+        case["function"],
+        output,
+        answers[result["id"]]["ground_truth"],
+        language.PYTHON,
+        category,
+        "structgen",
+    )
+    return bool(verdict["valid"]), "; ".join(verdict.get("error", []))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results")
+    ap.add_argument("--data", default=os.path.join(os.path.dirname(__file__), "..", "data", "bfcl"))
+    args = ap.parse_args()
+    checker, language = load_checker()
+    with open(args.results, encoding="utf-8") as f:
+        results = json.load(f)["results"]
+    questions, answers = {}, {}
+    tally = collections.OrderedDict()
+    disagreements, unpassable, missing = [], [], []
+    for r in results:
+        category = r["category"]
+        if category not in tally:
+            tally[category] = [0, 0]
+            q = category_file(args.data, "", category)
+            if q is None:
+                sys.exit(f"{args.data}: no question file for {category}")
+            questions.update(read_jsonl(q))
+            a = category_file(args.data, "possible_answer", category)
+            if a is not None:
+                answers.update(read_jsonl(a))
+        if r["id"] not in questions:
+            missing.append(r["id"])
+            continue
+        ok, why = bfcl_verdict(checker, language, r, questions, answers)
+        tally[category][0] += 1
+        if ok != bool(r["correct"]):
+            tally[category][1] += 1
+            disagreements.append((r["id"], r["mode"], r["correct"], ok, why))
+        elif not ok and r["mode"] == "ground-truth":
+            unpassable.append((r["id"], why))
+    print(f"{'category':<24} {'cases':>6} {'disagree':>9}")
+    for category, (n, bad) in tally.items():
+        print(f"{category:<24} {n:>6} {bad:>9}")
+    total = sum(n for n, _ in tally.values())
+    print(f"{'all':<24} {total:>6} {len(disagreements):>9}")
+    if unpassable:
+        print(f"\nground-truth answers BFCL's checker itself rejects ({len(unpassable)}):")
+        for id_, why in unpassable:
+            print(f"  {id_}: {why}")
+    for id_, mode, ours, theirs, why in disagreements:
+        print(f"DISAGREE {id_} [{mode}]: ours {ours}, BFCL {theirs}: {why}")
+    for id_ in missing:
+        print(f"MISSING {id_}: not in the data folder")
+    sys.exit(1 if disagreements or missing else 0)
+
+
+if __name__ == "__main__":
+    main()
