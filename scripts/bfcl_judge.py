@@ -9,7 +9,8 @@ included). Relevance categories are judged by eval_runner's rule: irrelevance is
 call was made, relevance when at least one was.
 
 For every result: the calls we read from the answer go to BFCL's checker, with the case's
-function documents and possible answer from the data folder; its verdict is compared with ours
+function documents (as in the data: the checker reads Java and JavaScript types from them) and
+possible answer from the data folder, in the category's language; its verdict is compared with ours
 (`correct`). Results that could not run (`error`) are compared as "no call". Exit status 1 when
 any verdict differs or a case is missing from the data.
 
@@ -46,7 +47,8 @@ def read_jsonl(path):
 
 def category_file(data, folder, category):
     """The highest-version file of a category (v3's `simple` name included)."""
-    names = [category] + (["simple"] if category == "simple_python" else [])
+    v3 = {"simple_python": "simple", "simple_java": "java", "simple_javascript": "javascript"}
+    names = [category] + ([v3[category]] if category in v3 else [])
     found = []
     for n in names:
         for path in glob.glob(os.path.join(data, folder, f"BFCL_v*_{n}.json")):
@@ -67,14 +69,23 @@ def bfcl_verdict(checker, language, result, questions, answers):
     output = [{c.get("function") or c["name"]: c["arguments"]} for c in calls]
     if not output:
         return False, "no call"
-    verdict = checker(
-        case["function"],
-        output,
-        answers[result["id"]]["ground_truth"],
-        language.PYTHON,
-        category,
-        "structgen",
-    )
+    if category == "simple_java":
+        lang = language.JAVA
+    elif category == "simple_javascript":
+        lang = language.JAVASCRIPT
+    else:
+        lang = language.PYTHON
+    try:
+        verdict = checker(
+            case["function"],
+            output,
+            answers[result["id"]]["ground_truth"],
+            lang,
+            category,
+            "structgen",
+        )
+    except Exception as e:  # its converters raise on types they do not handle (Set, Queue, ...)
+        return False, f"BFCL's checker raised {type(e).__name__}: {e}"
     return bool(verdict["valid"]), "; ".join(verdict.get("error", []))
 
 

@@ -10,6 +10,7 @@ mod common;
 use serde_json::{json, Map, Value};
 use structgen::bfcl::checker::{answer_defects, check, Call};
 use structgen::bfcl::data::{Case, Category, CheckKind, Expected, Function, Param};
+use structgen::bfcl::lang::Language;
 use structgen::bfcl::run::ground_truth;
 use structgen::bfcl::{load, Mode};
 use structgen::frontend::tools::style;
@@ -129,7 +130,13 @@ fn broken_variants_score_wrong() {
         let mutated = calls[0].arguments.keys().find_map(|k| {
             let mut c = calls.clone();
             let v = c[0].arguments[k].clone();
-            c[0].arguments.insert(k.clone(), wrong(&v));
+            // A Java or JavaScript value is read by pattern, so text around it may not change
+            // it: the whole value is replaced.
+            let bad = match case.category.language() {
+                Language::Python => wrong(&v),
+                _ => json!("structgen wrong value"),
+            };
+            c[0].arguments.insert(k.clone(), bad);
             let expected = case.answers.iter().find(|e| e.values(k).is_some())?;
             let still_listed = expected.values(k)?.iter().any(|a| a == &c[0].arguments[k]);
             (!still_listed).then_some(c)

@@ -49,7 +49,7 @@ fn three_cases_per_category_in_both_modes() {
     let out = dir.join("both.json");
     let run = bfcl(&["--limit", "3", "--max-tokens", "40"], &out);
     let rs = results(&run);
-    assert_eq!(rs.len(), 11 * 3 * 2, "11 categories × 3 cases × 2 modes");
+    assert_eq!(rs.len(), 13 * 3 * 2, "13 categories × 3 cases × 2 modes");
     for r in rs {
         assert!(r["error"].is_null(), "{}: {}", r["id"], r["error"]);
         if r["mode"] == "constrained" {
@@ -64,7 +64,7 @@ fn three_cases_per_category_in_both_modes() {
     let rows = run["summary"].as_array().unwrap();
     assert_eq!(
         rows.len(),
-        10 * 2 + 2,
+        13 * 2 + 2,
         "a row per category and mode, and `all`"
     );
     let rescored_out = dir.join("rescored.json");

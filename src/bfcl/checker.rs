@@ -14,6 +14,8 @@
 //! - a value must have the declared Python type (an int is widened for `float`; a value of the
 //!   answers' type instead is a "variable" and compared as is); array and tuple items are checked
 //!   one level deep against the item type;
+//! - Java and JavaScript values are strings in the language's syntax, read by BFCL's converters
+//!   ([`lang::convert`]) according to the declared type before the checks above;
 //! - strings, and the strings inside lists and dicts, are compared after BFCL's normalisation
 //!   (spaces and `,./-_*^` removed, lower-cased, `'` → `"`); dicts key by key against each
 //!   acceptable dict; lists of dicts item by item; anything else by Python equality.
@@ -21,7 +23,8 @@
 use serde_json::{Map, Value};
 
 use super::convert::offered_name;
-use super::data::{Case, CheckKind, Expected, Function};
+use super::data::{Case, CheckKind, Expected, Function, Param};
+use super::lang::{self, Language};
 
 /// One call as the model made it.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +55,7 @@ fn mismatch(kind: &'static str, message: impl Into<String>) -> Mismatch {
 /// Checks `calls` against the case's possible answers.
 pub fn check(case: &Case, calls: &[Call]) -> Result<(), Mismatch> {
     let kind = case.category.check_kind();
+    let lang = case.category.language();
     if kind == CheckKind::AnyCall {
         return match calls.len() {
             0 => Err(mismatch("no_call", "no call made where a function fits")),
@@ -79,11 +83,11 @@ pub fn check(case: &Case, calls: &[Call]) -> Result<(), Mismatch> {
                 .functions
                 .first()
                 .ok_or_else(|| mismatch("data", "the case offers no function"))?;
-            check_call(f, &calls[0], &case.answers[0])
+            check_call(f, &calls[0], &case.answers[0], lang)
         }
         CheckKind::Multiple => {
             let expected = &case.answers[0];
-            check_call(function(case, expected)?, &calls[0], expected)
+            check_call(function(case, expected)?, &calls[0], expected, lang)
         }
         _ => {
             let mut used = vec![false; calls.len()];
@@ -92,7 +96,7 @@ pub fn check(case: &Case, calls: &[Call]) -> Result<(), Mismatch> {
                 let mut last = None;
                 let found = calls.iter().enumerate().find(|(j, call)| {
                     !used[*j]
-                        && match check_call(f, call, expected) {
+                        && match check_call(f, call, expected, lang) {
                             Ok(()) => true,
                             Err(e) => {
                                 last = Some(e);
@@ -153,9 +157,42 @@ pub fn answer_defects(case: &Case) -> Vec<String> {
                     e.name
                 ));
             }
+            if let Some(d) = f.param(p).and_then(|d| language_defect(case, p, d, values)) {
+                out.push(format!("{}: {d}", e.name));
+            }
         }
     }
     out
+}
+
+/// Why no Java or JavaScript value can match a parameter's answers: list items the converter
+/// reads as strings against answers holding other values, or an object answer whose key lists
+/// a bare string (Python walks its characters).
+fn language_defect(case: &Case, p: &str, d: &Param, values: &[Value]) -> Option<String> {
+    let lang = case.category.language();
+    if lang == Language::Python {
+        return None;
+    }
+    let string_items = lang == Language::Java
+        && lang::has_items(&d.ty)
+        && matches!(d.items.as_deref(), Some("String" | "char" | "any"));
+    let lists = values.iter().filter_map(Value::as_array);
+    let all_lists_mixed = values.iter().all(|v| {
+        v.as_str() == Some("")
+            || v.as_array()
+                .is_some_and(|a| a.iter().any(|x| !x.is_string()))
+    });
+    if string_items && lists.count() > 0 && all_lists_mixed {
+        return Some(format!(
+            "parameter {p:?}: its items are read as strings, but every answer holds other values"
+        ));
+    }
+    let bare = values.iter().filter_map(Value::as_object).find_map(|m| {
+        m.iter()
+            .find(|(_, v)| v.is_string())
+            .map(|(k, _)| k.clone())
+    });
+    bare.map(|k| format!("parameter {p:?}: key {k:?} lists a bare string, not acceptable values"))
 }
 
 fn function<'c>(case: &'c Case, expected: &Expected) -> Result<&'c Function, Mismatch> {
@@ -267,7 +304,12 @@ fn standardized(v: &Value) -> Value {
     }
 }
 
-fn check_call(f: &Function, call: &Call, expected: &Expected) -> Result<(), Mismatch> {
+fn check_call(
+    f: &Function,
+    call: &Call,
+    expected: &Expected,
+    lang: Language,
+) -> Result<(), Mismatch> {
     let want = offered_name(&f.name);
     if call.name != want {
         return Err(mismatch(
@@ -292,30 +334,9 @@ fn check_call(f: &Function, call: &Call, expected: &Expected) -> Result<(), Mism
                 format!("unexpected parameter {param:?}"),
             ));
         };
-        let ty = Py::declared(&declared.ty).ok_or_else(|| {
-            mismatch(
-                "type",
-                format!(
-                    "parameter {param:?} declares type {:?}, which BFCL cannot check",
-                    declared.ty
-                ),
-            )
-        })?;
-        let nested = match (&declared.items, declared.ty.as_str()) {
-            (Some(item), "array" | "tuple") => Some(Py::declared(item).ok_or_else(|| {
-                mismatch(
-                    "type",
-                    format!("parameter {param:?} declares items of type {item:?}, which BFCL cannot check"),
-                )
-            })?),
-            _ => None,
-        };
-        let value = match value {
-            Value::Number(n) if ty == Py::Float && !n.is_f64() => {
-                serde_json::Number::from_f64(n.as_f64().unwrap_or_default())
-                    .map_or_else(|| value.clone(), Value::Number)
-            }
-            other => other.clone(),
+        let (value, ty, nested) = match lang {
+            Language::Python => python_value(param, value, declared)?,
+            _ => converted_value(param, value, declared, lang)?,
         };
         let variable = type_check(param, &value, values, ty, nested)?;
         if !variable {
@@ -352,6 +373,66 @@ fn check_call(f: &Function, call: &Call, expected: &Expected) -> Result<(), Mism
         }
     }
     Ok(())
+}
+
+fn cannot_check(param: &str, what: &str, ty: &str) -> Mismatch {
+    mismatch(
+        "type",
+        format!("parameter {param:?} declares {what} {ty:?}, which BFCL cannot check"),
+    )
+}
+
+/// A Python argument with its declared type and item type (an int widened for `float`).
+fn python_value(
+    param: &str,
+    value: &Value,
+    declared: &Param,
+) -> Result<(Value, Py, Option<Py>), Mismatch> {
+    let ty = Py::declared(&declared.ty).ok_or_else(|| cannot_check(param, "type", &declared.ty))?;
+    let nested = match (&declared.items, declared.ty.as_str()) {
+        (Some(item), "array" | "tuple") => {
+            Some(Py::declared(item).ok_or_else(|| cannot_check(param, "items of type", item))?)
+        }
+        _ => None,
+    };
+    let value = match value {
+        Value::Number(n) if ty == Py::Float && !n.is_f64() => {
+            serde_json::Number::from_f64(n.as_f64().unwrap_or_default())
+                .map_or_else(|| value.clone(), Value::Number)
+        }
+        other => other.clone(),
+    };
+    Ok((value, ty, nested))
+}
+
+/// A Java or JavaScript argument (a string in the language's syntax) as BFCL's converter reads
+/// it for its declared type, with the Python type and item type it is then checked against.
+fn converted_value(
+    param: &str,
+    value: &Value,
+    declared: &Param,
+    lang: Language,
+) -> Result<(Value, Py, Option<Py>), Mismatch> {
+    let py = |t: &str, what: &str| {
+        lang::python_type(lang, t)
+            .and_then(Py::declared)
+            .ok_or_else(|| cannot_check(param, what, t))
+    };
+    let ty = py(&declared.ty, "type")?;
+    let items = declared
+        .items
+        .as_deref()
+        .filter(|_| lang::has_items(&declared.ty));
+    let nested = items.map(|i| py(i, "items of type")).transpose()?;
+    let Value::String(s) = value else {
+        return Err(mismatch(
+            "type",
+            format!("parameter {param:?} = {value} is not a string ({lang:?} values are written as strings)"),
+        ));
+    };
+    let converted = lang::convert(lang, s, &declared.ty, items)
+        .map_err(|e| mismatch("type", format!("parameter {param:?}: {e}")))?;
+    Ok((converted, ty, nested))
 }
 
 fn value_error(param: &str, value: &Value, values: &[Value]) -> Mismatch {
@@ -458,9 +539,15 @@ fn dict_fits(
     got: &Map<String, Value>,
     answer: &Map<String, Value>,
 ) -> Result<(), Mismatch> {
+    // An answer key's acceptable values are a list; where the data has a bare string instead,
+    // Python's indexing walks its characters, so those are what BFCL accepts.
     let candidates = |v: &Value| -> Vec<Value> {
         match v {
             Value::Array(a) => a.iter().map(standardized).collect(),
+            Value::String(s) => s
+                .chars()
+                .map(|c| standardized(&Value::String(c.to_string())))
+                .collect(),
             other => vec![standardized(other)],
         }
     };
@@ -485,7 +572,9 @@ fn dict_fits(
     for (key, allowed) in answer {
         let omittable = match allowed {
             Value::Array(a) => is_omittable(a),
-            other => other.as_str() == Some(""),
+            // Python's `"" in s` holds for every string.
+            Value::String(_) => true,
+            _ => false,
         };
         if !got.contains_key(key) && !omittable {
             return Err(mismatch(

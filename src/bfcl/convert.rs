@@ -2,7 +2,8 @@
 //!
 //! In: a case's [`Function`]s. Out: an OpenAI `tools` array. Function names have `.` replaced
 //! by `_` (OpenAI names allow neither `.` nor most punctuation); [`FunctionNames`] maps them
-//! back. Descriptions get BFCL's Python hint. BFCL's parameter types become JSON Schema types
+//! back. Descriptions get BFCL's language hint; Java and JavaScript parameters first go through
+//! BFCL's preprocessing ([`lang::prepare_properties`]: every value a string). BFCL's parameter types become JSON Schema types
 //! (`dict` → `object`, `float` → `number` with `format: "float"` and a note in the
 //! description, `tuple` → `array`, `any` → `string`, unknown or missing → `string`), recursively
 //! through `properties` and `items`. Everything else in the document (descriptions, `enum`,
@@ -11,9 +12,7 @@
 use serde_json::{Map, Value};
 
 use super::data::Function;
-
-/// What BFCL appends to every Python function's description.
-pub const PYTHON_HINT: &str = " Note that the provided function is in Python 3 syntax.";
+use super::lang::{self, Language};
 
 /// What BFCL appends to a `float` parameter's description.
 const FLOAT_NOTE: &str = " This is a float type value.";
@@ -47,24 +46,25 @@ impl FunctionNames {
     }
 }
 
-/// The OpenAI `tools` array for `functions`.
-pub fn openai_tools(functions: &[Function]) -> Vec<Value> {
-    functions.iter().map(openai_tool).collect()
+/// The OpenAI `tools` array for `functions`, written in `language`.
+pub fn openai_tools(functions: &[Function], language: Language) -> Vec<Value> {
+    functions.iter().map(|f| openai_tool(f, language)).collect()
 }
 
-fn openai_tool(f: &Function) -> Value {
+fn openai_tool(f: &Function, language: Language) -> Value {
     let mut doc = match &f.doc {
         Value::Object(m) => m.clone(),
         _ => Map::new(),
     };
     doc.insert("name".into(), Value::String(offered_name(&f.name)));
-    append_description(&mut doc, PYTHON_HINT);
+    append_description(&mut doc, lang::hint(language));
     let mut params = match doc.remove("parameters") {
         Some(Value::Object(p)) => p,
         _ => Map::new(),
     };
     params.insert("type".into(), Value::String("object".into()));
     if let Some(Value::Object(props)) = params.get_mut("properties") {
+        lang::prepare_properties(language, props);
         cast_properties(props);
     }
     doc.insert("parameters".into(), Value::Object(params));
@@ -150,10 +150,13 @@ mod tests {
             required: vec!["x".into()],
             doc,
         };
-        let tools = openai_tools(std::slice::from_ref(&f));
+        let tools = openai_tools(std::slice::from_ref(&f), Language::Python);
         let t = &tools[0]["function"];
         assert_eq!(t["name"], "math_hypot");
-        assert_eq!(t["description"], format!("Norm.{PYTHON_HINT}"));
+        assert_eq!(
+            t["description"],
+            format!("Norm.{}", lang::hint(Language::Python))
+        );
         let p = &t["parameters"];
         assert_eq!(p["type"], "object");
         assert_eq!(p["required"], json!(["x"]));

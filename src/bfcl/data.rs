@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use super::lang::Language;
 use crate::json_lines::json_lines;
 
 /// A BFCL test category this command runs.
@@ -22,6 +23,10 @@ use crate::json_lines::json_lines;
 pub enum Category {
     /// One Python function, one call.
     SimplePython,
+    /// One Java function, one call (values in Java syntax).
+    SimpleJava,
+    /// One JavaScript function, one call (values in JavaScript syntax).
+    SimpleJavascript,
     /// Several functions, one call of the right one.
     Multiple,
     /// One function, several calls.
@@ -61,8 +66,10 @@ pub enum CheckKind {
 
 impl Category {
     /// Every category, in BFCL's order.
-    pub const ALL: [Category; 11] = [
+    pub const ALL: [Category; 13] = [
         Category::SimplePython,
+        Category::SimpleJava,
+        Category::SimpleJavascript,
         Category::Multiple,
         Category::Parallel,
         Category::ParallelMultiple,
@@ -79,6 +86,8 @@ impl Category {
     pub fn name(self) -> &'static str {
         match self {
             Category::SimplePython => "simple_python",
+            Category::SimpleJava => "simple_java",
+            Category::SimpleJavascript => "simple_javascript",
             Category::Multiple => "multiple",
             Category::Parallel => "parallel",
             Category::ParallelMultiple => "parallel_multiple",
@@ -94,7 +103,21 @@ impl Category {
 
     /// The category's name in BFCL v3's file names where it differed (`BFCL_v3_simple.json`).
     fn v3_name(self) -> Option<&'static str> {
-        (self == Category::SimplePython).then_some("simple")
+        match self {
+            Category::SimplePython => Some("simple"),
+            Category::SimpleJava => Some("java"),
+            Category::SimpleJavascript => Some("javascript"),
+            _ => None,
+        }
+    }
+
+    /// The language its functions are written in.
+    pub fn language(self) -> Language {
+        match self {
+            Category::SimpleJava => Language::Java,
+            Category::SimpleJavascript => Language::JavaScript,
+            _ => Language::Python,
+        }
     }
 
     /// The category called `name`.
@@ -112,7 +135,10 @@ impl Category {
             | Category::LiveParallel
             | Category::LiveParallelMultiple => CheckKind::Parallel,
             Category::Multiple | Category::LiveMultiple => CheckKind::Multiple,
-            Category::SimplePython | Category::LiveSimple => CheckKind::Simple,
+            Category::SimplePython
+            | Category::SimpleJava
+            | Category::SimpleJavascript
+            | Category::LiveSimple => CheckKind::Simple,
         }
     }
 }

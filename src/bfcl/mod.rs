@@ -18,6 +18,7 @@
 pub mod checker;
 pub mod convert;
 pub mod data;
+pub mod lang;
 pub mod report;
 pub mod run;
 pub mod score;

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use super::checker::is_omittable;
 use super::convert::{offered_name, openai_tools};
 use super::data::{Case, CheckKind, Param};
+use super::lang::{self, Language};
 use super::score::{score, Scored};
 use crate::engine::GrammarCompiler;
 use crate::engine::GrammarMatcher;
@@ -149,7 +150,7 @@ impl CaseResult {
 
 /// The case's tools as offered: the OpenAI array and the parsed list.
 pub fn offered_tools(case: &Case) -> Result<(Vec<Value>, Vec<Tool>), String> {
-    let json = openai_tools(&case.functions);
+    let json = openai_tools(&case.functions, case.category.language());
     let tools = parse_tools(&Value::Array(json.clone())).map_err(|e| format!("tools: {e}"))?;
     Ok((json, tools))
 }
@@ -191,7 +192,8 @@ pub fn ground_truth(case: &Case, style: &StyleSpec, formats: FormatSet) -> CaseR
                         return None;
                     }
                     let value = first_acceptable(values, required)?;
-                    Some((p.clone(), written_value(value, param)))
+                    let written = written_value(value, param);
+                    Some((p.clone(), in_language(case, written, param)))
                 })
                 .collect();
             (offered_name(&e.name), Value::Object(args))
@@ -240,6 +242,31 @@ fn first_acceptable(values: &[Value], required: bool) -> Option<&Value> {
 
 /// An acceptable value as written in a call: a `dict` parameter's acceptable value (and each dict
 /// of a list-of-dicts parameter) lists acceptable values per key, so each key takes its first.
+/// A ground-truth value as the case's language writes it: Java and JavaScript values are strings
+/// in their syntax ([`lang::literal`]), Python values JSON.
+fn in_language(case: &Case, value: Value, param: Option<&Param>) -> Value {
+    let language = case.category.language();
+    match (language, param) {
+        (Language::Python, _) | (_, None) => value,
+        (_, Some(p)) => {
+            // A Java HashMap's answer lists acceptable values per key (a `dict` was already
+            // flattened by `written_value`).
+            let value = match value {
+                Value::Object(m) if p.ty == "HashMap" => Value::Object(
+                    m.into_iter()
+                        .filter_map(|(k, v)| match v {
+                            Value::Array(a) => first_acceptable(&a, false).map(|v| (k, v.clone())),
+                            other => Some((k, other)),
+                        })
+                        .collect(),
+                ),
+                other => other,
+            };
+            Value::String(lang::literal(language, &value, &p.ty, p.items.as_deref()))
+        }
+    }
+}
+
 fn written_value(value: &Value, param: Option<&Param>) -> Value {
     let dict = |v: &Value| match v {
         Value::Object(m) => Value::Object(
