@@ -12,7 +12,7 @@
 use serde_json::{Map, Value};
 
 use super::data::Function;
-use super::lang::{self, Language};
+use super::lang::{self, append_description, Language};
 
 /// What BFCL appends to a `float` parameter's description.
 const FLOAT_NOTE: &str = " This is a float type value.";
@@ -69,15 +69,6 @@ fn openai_tool(f: &Function, language: Language) -> Value {
     }
     doc.insert("parameters".into(), Value::Object(params));
     serde_json::json!({"type": "function", "function": Value::Object(doc)})
-}
-
-fn append_description(m: &mut Map<String, Value>, note: &str) {
-    let old = m
-        .get("description")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let new = format!("{old}{note}");
-    m.insert("description".into(), Value::String(new));
 }
 
 /// The JSON Schema type of a BFCL type name.

@@ -458,14 +458,19 @@ pub fn prepare_properties(lang: Language, props: &mut Map<String, Value>) {
                 ));
             }
         }
-        let old = p
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let description = format!("{old}{note}");
-        p.insert("description".into(), Value::String(description));
+        append_description(p, &note);
         p.insert("type".into(), Value::String("string".into()));
     }
+}
+
+/// Appends `note` to the `description` of a function or parameter document.
+pub fn append_description(m: &mut Map<String, Value>, note: &str) {
+    let old = m
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let new = format!("{old}{note}");
+    m.insert("description".into(), Value::String(new));
 }
 
 /// Python's `json.dumps` with its default separators (`", "`, `": "`) and ASCII escapes.
