@@ -136,6 +136,13 @@ fn inner(s: &str) -> &str {
     }
 }
 
+/// A literal without its one-letter type suffix (`f`, `L`, `n`), which the caller's pattern
+/// matched at the end (before an optional final newline).
+fn without_suffix(s: &str) -> &str {
+    let t = s.trim_end_matches('\n');
+    t.char_indices().last().map_or(t, |(i, _)| &t[..i])
+}
+
 /// Python's `int(s)`: surrounding whitespace, a sign, digits with single underscores between.
 fn py_int(s: &str) -> Option<Value> {
     let t = s.trim();
@@ -189,15 +196,9 @@ fn java(s: &str, ty: &str, items: Option<&str>) -> Result<Value, Unconvertible> 
     };
     Ok(match ty {
         "byte" | "short" | "integer" if is(&INT, s) => py_int(s).unwrap_or_else(|| text(s)),
-        "float" if is(&JAVA_FLOAT, s) => {
-            let t = s.trim_end_matches('\n');
-            py_float(&t[..t.len() - 1]).unwrap_or_else(|| text(s))
-        }
+        "float" if is(&JAVA_FLOAT, s) => py_float(without_suffix(s)).unwrap_or_else(|| text(s)),
         "double" if is(&JAVA_DOUBLE, s) => py_float(s).unwrap_or_else(|| text(s)),
-        "long" if is(&JAVA_LONG, s) => {
-            let t = s.trim_end_matches('\n');
-            py_int(&t[..t.len() - 1]).unwrap_or_else(|| text(s))
-        }
+        "long" if is(&JAVA_LONG, s) => py_int(without_suffix(s)).unwrap_or_else(|| text(s)),
         "boolean" if s == "true" || s == "false" => Value::Bool(s == "true"),
         "byte" | "short" | "integer" | "float" | "double" | "long" | "boolean" => text(s),
         // BFCL's pattern for a char can never match: the value stays as written.
@@ -285,14 +286,12 @@ fn java_guess(v: &str) -> Value {
         return text(inner(v));
     }
     if is(&JAVA_LONG, v) {
-        let t = v.trim_end_matches('\n');
-        if let Some(n) = py_int(&t[..t.len() - 1]) {
+        if let Some(n) = py_int(without_suffix(v)) {
             return n;
         }
     }
     if is(&JAVA_FLOAT, v) {
-        let t = v.trim_end_matches('\n');
-        if let Some(f) = py_float(&t[..t.len() - 1]) {
+        if let Some(f) = py_float(without_suffix(v)) {
             return f;
         }
     }
@@ -308,10 +307,7 @@ fn js(s: &str, ty: &str, items: Option<&str>) -> Result<Value, Unconvertible> {
         }
         "integer" if is(&INT, s) => py_int(s).unwrap_or_else(|| text(s)),
         "float" if is(&JS_FLOAT, s) => py_float(s).unwrap_or_else(|| text(s)),
-        "Bigint" if is(&JS_BIGINT, s) => {
-            let t = s.trim_end_matches('\n');
-            py_int(&t[..t.len() - 1]).unwrap_or_else(|| text(s))
-        }
+        "Bigint" if is(&JS_BIGINT, s) => py_int(without_suffix(s)).unwrap_or_else(|| text(s)),
         "Boolean" if s == "true" || s == "false" => Value::Bool(s == "true"),
         "integer" | "float" | "Bigint" | "Boolean" | "any" => text(s),
         "dict" => js_dict(s.trim()),

@@ -161,24 +161,28 @@ pub fn ground_truth(case: &Case, style: &StyleSpec, formats: FormatSet) -> CaseR
         Ok(both) => both,
         Err(e) => return CaseResult::failed(case, Mode::GroundTruth, e),
     };
-    if case.category.check_kind() == CheckKind::AnyCall {
+    let calls: Vec<(String, Value)> = if case.category.check_kind() == CheckKind::AnyCall {
         // Relevance data has no answer: any call is right, so the truth is a call of the first
         // function with a placeholder of each required parameter's declared type.
-        let calls: Vec<(String, Value)> = json
-            .first()
+        json.first()
             .map(|t| {
                 let f = &t["function"];
                 let name = f["name"].as_str().unwrap_or_default().to_string();
                 (name, placeholder(&f["parameters"]))
             })
             .into_iter()
-            .collect();
-        let text = render_calls(&calls, style);
-        let scored = score(case, &tools, style, formats, &text);
-        return CaseResult::new(case, Mode::GroundTruth, text, scored);
-    }
-    let calls: Vec<(String, Value)> = case
-        .answers
+            .collect()
+    } else {
+        truth_calls(case)
+    };
+    let text = render_calls(&calls, style);
+    let scored = score(case, &tools, style, formats, &text);
+    CaseResult::new(case, Mode::GroundTruth, text, scored)
+}
+
+/// The case's first possible answer as calls (offered names, arguments in the case's language).
+fn truth_calls(case: &Case) -> Vec<(String, Value)> {
+    case.answers
         .iter()
         .map(|e| {
             let f = case.functions.iter().find(|f| f.name == e.name);
@@ -198,10 +202,7 @@ pub fn ground_truth(case: &Case, style: &StyleSpec, formats: FormatSet) -> CaseR
                 .collect();
             (offered_name(&e.name), Value::Object(args))
         })
-        .collect();
-    let text = render_calls(&calls, style);
-    let scored = score(case, &tools, style, formats, &text);
-    CaseResult::new(case, Mode::GroundTruth, text, scored)
+        .collect()
 }
 
 /// A value of `schema`'s type: its first `enum` value, else the type's empty value; an object
@@ -248,22 +249,7 @@ fn in_language(case: &Case, value: Value, param: Option<&Param>) -> Value {
     let language = case.category.language();
     match (language, param) {
         (Language::Python, _) | (_, None) => value,
-        (_, Some(p)) => {
-            // A Java HashMap's answer lists acceptable values per key (a `dict` was already
-            // flattened by `written_value`).
-            let value = match value {
-                Value::Object(m) if p.ty == "HashMap" => Value::Object(
-                    m.into_iter()
-                        .filter_map(|(k, v)| match v {
-                            Value::Array(a) => first_acceptable(&a, false).map(|v| (k, v.clone())),
-                            other => Some((k, other)),
-                        })
-                        .collect(),
-                ),
-                other => other,
-            };
-            Value::String(lang::literal(language, &value, &p.ty, p.items.as_deref()))
-        }
+        (_, Some(p)) => Value::String(lang::literal(language, &value, &p.ty, p.items.as_deref())),
     }
 }
 
@@ -280,7 +266,8 @@ fn written_value(value: &Value, param: Option<&Param>) -> Value {
         other => other.clone(),
     };
     match (param, value) {
-        (Some(p), Value::Object(_)) if p.ty == "dict" => dict(value),
+        // A dict's (or a Java HashMap's) answer lists acceptable values per key.
+        (Some(p), Value::Object(_)) if p.ty == "dict" || p.ty == "HashMap" => dict(value),
         (Some(p), Value::Array(items)) if p.items.as_deref() == Some("dict") => {
             Value::Array(items.iter().map(dict).collect())
         }
