@@ -19,6 +19,7 @@ Usage: python bfcl_judge.py RESULTS.json [--data DIR]   (with bfcl-eval importab
 
 import argparse
 import collections
+import importlib
 import glob
 import json
 import os
@@ -32,12 +33,97 @@ def load_checker():
     class _Config:
         underscore_to_dot = False
 
+    class _FcConfig:
+        underscore_to_dot = True
+
     stub.MODEL_CONFIG_MAPPING = collections.defaultdict(_Config)
+    # The FC handlers' models are offered names with `.` written `_`, and BFCL's checker maps
+    # them back for such models (underscore_to_dot): the reading by a handler is judged so.
+    stub.MODEL_CONFIG_MAPPING["structgen-fc"] = _FcConfig()
     sys.modules["bfcl_eval.constants.model_config"] = stub
+    # The model handlers import the tree-sitter parsers (Java/JavaScript answers of
+    # prompting models) and the OpenAI client; neither is used to decode here.
+    for name in ("bfcl_eval.model_handler.parser.java_parser", "bfcl_eval.model_handler.parser.js_parser", "openai"):
+        try:
+            importlib.import_module(name)
+        except Exception:
+            m = types.ModuleType(name)
+            m.parse_java_function_call = m.parse_javascript_function_call = m.OpenAI = None
+            sys.modules[name] = m
     from bfcl_eval.constants.enums import Language
     from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker
 
     return ast_checker, Language
+
+
+def load_handler(path):
+    """The BFCL model handler `module.Class` (under bfcl_eval.model_handler), unconstructed:
+    decoding needs no server."""
+    if not path:
+        return None
+    module, _, cls = path.rpartition(".")
+    cls = getattr(importlib.import_module(f"bfcl_eval.model_handler.{module}"), cls)
+    return object.__new__(cls)
+
+
+def multi_turn_verdict(handler, result, questions, answers):
+    """eval_runner's multi-turn rule on the handler's decoding of every step's text."""
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import is_empty_execute_response
+
+    if result.get("error"):
+        return False, "did not run"
+    gt = answers[result["id"]]["ground_truth"]
+    turns = result.get("turns", [])
+    if len(turns) != len(gt):
+        return False, "force-terminated"
+    decoded = []
+    for turn in turns:
+        steps = []
+        for step in turn:
+            try:
+                calls = handler.decode_execute(step["text"], has_tool_call_tag=False)
+            except Exception:
+                continue
+            if not is_empty_execute_response(calls):
+                steps.append(calls)
+        decoded.append(steps)
+    entry = dict(questions[result["id"]])
+    global judged
+    judged += 1
+    verdict = multi_turn_checker(decoded, gt, entry, result["category"], f"judge{judged}")
+    return bool(verdict["valid"]), verdict.get("error_message", "")
+
+
+judged = 0
+
+
+def handler_verdict(checker, language, handler, result, questions, answers):
+    """eval_runner's single-turn rules on the handler's decode_ast of the answer."""
+    from bfcl_eval.utils import is_empty_output
+
+    category = result["category"]
+    lang = {"simple_java": language.JAVA, "simple_javascript": language.JAVASCRIPT}.get(
+        category, language.PYTHON
+    )
+    try:
+        if result.get("error"):
+            raise ValueError("the case did not run")
+        from bfcl_eval.constants.enums import ReturnFormat
+
+        decoded = handler.decode_ast(result["text"], ReturnFormat[lang.name], has_tool_call_tag=False)
+    except Exception as e:
+        return "irrelevance" in category, f"decoder failed: {e}"
+    if "irrelevance" in category:
+        return bool(is_empty_output(decoded)), ""
+    if "relevance" in category:
+        return not is_empty_output(decoded), ""
+    case = questions[result["id"]]
+    try:
+        verdict = checker(case["function"], decoded, answers[result["id"]]["ground_truth"], lang, category, "structgen-fc")
+    except Exception as e:
+        return False, f"BFCL's checker raised {type(e).__name__}: {e}"
+    return bool(verdict["valid"]), "; ".join(map(str, verdict.get("error", [])))
 
 
 def read_jsonl(path):
@@ -86,7 +172,7 @@ def bfcl_verdict(checker, language, result, questions, answers):
         )
     except Exception as e:  # its converters raise on types they do not handle (Set, Queue, ...)
         return False, f"BFCL's checker raised {type(e).__name__}: {e}"
-    return bool(verdict["valid"]), "; ".join(verdict.get("error", []))
+    return bool(verdict["valid"]), "; ".join(map(str, verdict.get("error", [])))
 
 
 def main():
@@ -96,7 +182,9 @@ def main():
     args = ap.parse_args()
     checker, language = load_checker()
     with open(args.results, encoding="utf-8") as f:
-        results = json.load(f)["results"]
+        saved = json.load(f)
+    results = saved["results"]
+    handler = load_handler(saved.get("bfcl_handler"))
     questions, answers = {}, {}
     tally = collections.OrderedDict()
     disagreements, unpassable, missing = [], [], []
@@ -114,13 +202,30 @@ def main():
         if r["id"] not in questions:
             missing.append(r["id"])
             continue
-        ok, why = bfcl_verdict(checker, language, r, questions, answers)
         tally[category][0] += 1
+        if category.startswith("multi_turn"):
+            # The multi-turn verdicts come from BFCL's checker run by structgen's bridge: the
+            # judge runs it again on the handler's decoding of the saved texts.
+            if handler is None:
+                missing.append(f"{r['id']} (no bfcl_handler in the results to decode it)")
+                continue
+            ok, why = multi_turn_verdict(handler, r, questions, answers)
+            ours = r.get("bfcl", {}).get("correct")
+            if ok != ours or (r["mode"] == "ground-truth" and ok != bool(r["correct"])):
+                tally[category][1] += 1
+                disagreements.append((r["id"], r["mode"], r["correct"], ok, why))
+            continue
+        ok, why = bfcl_verdict(checker, language, r, questions, answers)
         if ok != bool(r["correct"]):
             tally[category][1] += 1
             disagreements.append((r["id"], r["mode"], r["correct"], ok, why))
         elif not ok and r["mode"] == "ground-truth":
             unpassable.append((r["id"], why))
+        if handler is not None and "bfcl" in r:
+            ok, why = handler_verdict(checker, language, handler, r, questions, answers)
+            if ok != bool(r["bfcl"]["correct"]):
+                tally[category][1] += 1
+                disagreements.append((r["id"], r["mode"] + ", BFCL reading", r["bfcl"]["correct"], ok, why))
     print(f"{'category':<24} {'cases':>6} {'disagree':>9}")
     for category, (n, bad) in tally.items():
         print(f"{category:<24} {n:>6} {bad:>9}")
@@ -133,7 +238,7 @@ def main():
     for id_, mode, ours, theirs, why in disagreements:
         print(f"DISAGREE {id_} [{mode}]: ours {ours}, BFCL {theirs}: {why}")
     for id_ in missing:
-        print(f"MISSING {id_}: not in the data folder")
+        print(f"MISSING {id_}: not in the data folder or not judged")
     sys.exit(1 if disagreements or missing else 0)
 
 

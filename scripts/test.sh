@@ -14,6 +14,8 @@ phase() {
 }
 scripts/fetch-models.sh
 scripts/fetch-bfcl.sh
+# BFCL's own Python code (multi-turn backends, checkers, decoders) for the bridge tests and the judge.
+scripts/bfcl-venv.sh >/dev/null
 phase "fetching models and data"
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets --locked -- -D warnings

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::lang::Language;
+pub use super::multi_turn::{load_multi_turn, MultiTurn};
 use crate::json_lines::json_lines;
 
 /// A BFCL test category this command runs.
@@ -47,6 +48,14 @@ pub enum Category {
     LiveIrrelevance,
     /// User-contributed, a function fits: the right answer is any call (arguments unchecked).
     LiveRelevance,
+    /// Several turns; the model's calls run on BFCL's stateful backends.
+    MultiTurnBase,
+    /// Multi-turn, with functions announced only in a later turn.
+    MultiTurnMissFunc,
+    /// Multi-turn, with a parameter the user gives only when asked.
+    MultiTurnMissParam,
+    /// Multi-turn, with backends holding long contents.
+    MultiTurnLongContext,
 }
 
 /// How a category's answers are compared with the calls made.
@@ -62,11 +71,13 @@ pub enum CheckKind {
     NoCall,
     /// At least one call, whatever its arguments (BFCL's relevance check).
     AnyCall,
+    /// A conversation, checked by executing it (BFCL's `multi_turn_checker`).
+    MultiTurn,
 }
 
 impl Category {
     /// Every category, in BFCL's order.
-    pub const ALL: [Category; 13] = [
+    pub const ALL: [Category; 17] = [
         Category::SimplePython,
         Category::SimpleJava,
         Category::SimpleJavascript,
@@ -80,6 +91,10 @@ impl Category {
         Category::Irrelevance,
         Category::LiveIrrelevance,
         Category::LiveRelevance,
+        Category::MultiTurnBase,
+        Category::MultiTurnMissFunc,
+        Category::MultiTurnMissParam,
+        Category::MultiTurnLongContext,
     ];
 
     /// BFCL's name of the category (`simple_python`, ...).
@@ -98,6 +113,10 @@ impl Category {
             Category::Irrelevance => "irrelevance",
             Category::LiveIrrelevance => "live_irrelevance",
             Category::LiveRelevance => "live_relevance",
+            Category::MultiTurnBase => "multi_turn_base",
+            Category::MultiTurnMissFunc => "multi_turn_miss_func",
+            Category::MultiTurnMissParam => "multi_turn_miss_param",
+            Category::MultiTurnLongContext => "multi_turn_long_context",
         }
     }
 
@@ -130,6 +149,10 @@ impl Category {
         match self {
             Category::Irrelevance | Category::LiveIrrelevance => CheckKind::NoCall,
             Category::LiveRelevance => CheckKind::AnyCall,
+            Category::MultiTurnBase
+            | Category::MultiTurnMissFunc
+            | Category::MultiTurnMissParam
+            | Category::MultiTurnLongContext => CheckKind::MultiTurn,
             Category::Parallel
             | Category::ParallelMultiple
             | Category::LiveParallel
@@ -203,8 +226,10 @@ pub struct Case {
     pub messages: Vec<Value>,
     /// The functions offered.
     pub functions: Vec<Function>,
-    /// The expected calls (empty for irrelevance categories).
+    /// The expected calls (empty for irrelevance and multi-turn categories).
     pub answers: Vec<Expected>,
+    /// A multi-turn case's conversation, backends and ground truth.
+    pub multi_turn: Option<Box<MultiTurn>>,
 }
 
 /// Data that cannot be read.
@@ -265,6 +290,11 @@ pub fn load(dir: &Path, categories: &[Category]) -> Result<Vec<Case>, DataError>
     let mut cases = Vec::new();
     for &category in categories {
         let (questions, answers) = files(dir, category)?;
+        if category.check_kind() == CheckKind::MultiTurn {
+            let answers = answers.unwrap_or_default();
+            cases.extend(load_multi_turn(dir, category, &questions, &answers)?);
+            continue;
+        }
         let mut expected: HashMap<String, Vec<Expected>> = HashMap::new();
         if let Some(path) = &answers {
             for (line, v) in read_lines(path)? {
@@ -311,10 +341,22 @@ pub fn load(dir: &Path, categories: &[Category]) -> Result<Vec<Case>, DataError>
                 messages,
                 functions,
                 answers,
+                multi_turn: None,
             });
         }
     }
     Ok(cases)
+}
+
+/// How many cases the data in `dir` has for the category called `name` (0 when it has none).
+pub fn case_count(dir: &Path, name: &str) -> usize {
+    let Some(category) = Category::parse(name) else {
+        return 0;
+    };
+    files(dir, category)
+        .ok()
+        .and_then(|(q, _)| std::fs::read_to_string(q).ok())
+        .map_or(0, |t| t.lines().filter(|l| !l.trim().is_empty()).count())
 }
 
 /// The question file of `category` (the highest `BFCL_vN_` version) and its answer file.
@@ -370,7 +412,7 @@ fn files(dir: &Path, category: Category) -> Result<(PathBuf, Option<PathBuf>), D
     Ok((dir.join(name), answers))
 }
 
-fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>, DataError> {
+pub(super) fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>, DataError> {
     let io = |source| DataError::Io {
         path: path.to_path_buf(),
         source,
@@ -396,13 +438,13 @@ fn read_lines(path: &Path) -> Result<Vec<(usize, Value)>, DataError> {
 }
 
 /// A file and line, for errors.
-struct Loc<'a> {
-    path: &'a Path,
-    line: usize,
+pub(super) struct Loc<'a> {
+    pub(super) path: &'a Path,
+    pub(super) line: usize,
 }
 
 impl Loc<'_> {
-    fn shape(&self, pointer: String, message: impl Into<String>) -> DataError {
+    pub(super) fn shape(&self, pointer: String, message: impl Into<String>) -> DataError {
         DataError::Shape {
             path: self.path.to_path_buf(),
             line: self.line,
@@ -411,25 +453,29 @@ impl Loc<'_> {
         }
     }
 
-    fn get<'v>(&self, v: &'v Value, pointer: &str) -> Result<&'v Value, DataError> {
+    pub(super) fn get<'v>(&self, v: &'v Value, pointer: &str) -> Result<&'v Value, DataError> {
         v.pointer(pointer)
             .ok_or_else(|| self.shape(pointer.to_string(), "missing"))
     }
 
-    fn string<'v>(&self, v: &'v Value, pointer: &str) -> Result<&'v str, DataError> {
+    pub(super) fn string<'v>(&self, v: &'v Value, pointer: &str) -> Result<&'v str, DataError> {
         self.get(v, pointer)?
             .as_str()
             .ok_or_else(|| self.shape(pointer.to_string(), "expected a string"))
     }
 
-    fn array<'v>(&self, v: &'v Value, pointer: &str) -> Result<&'v Vec<Value>, DataError> {
+    pub(super) fn array<'v>(
+        &self,
+        v: &'v Value,
+        pointer: &str,
+    ) -> Result<&'v Vec<Value>, DataError> {
         self.get(v, pointer)?
             .as_array()
             .ok_or_else(|| self.shape(pointer.to_string(), "expected an array"))
     }
 }
 
-fn function(at: &Loc, f: &Value, pointer: &str) -> Result<Function, DataError> {
+pub(super) fn function(at: &Loc, f: &Value, pointer: &str) -> Result<Function, DataError> {
     let field = |rel: &str| format!("{pointer}{rel}");
     let name = match f.get("name") {
         Some(Value::String(n)) => n.clone(),

@@ -15,10 +15,15 @@
 //! - [`checker`]: the AST checker with BFCL's semantics;
 //! - [`report`]: rows per category and mode, the table, the results file.
 
+pub mod bridge;
 pub mod checker;
+pub mod conversation;
 pub mod convert;
 pub mod data;
 pub mod lang;
+pub mod leaderboard;
+pub mod multi_turn;
+pub mod reading;
 pub mod report;
 pub mod run;
 pub mod score;

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::data::Category;
+use super::leaderboard::Summary;
 use super::run::{CaseResult, Mode};
 
 /// The figures of one category (or `all`) in one mode.
@@ -41,6 +42,9 @@ pub struct Row {
     /// Calls read per call format (`canonical`, `markdown`, `json`, `python_tag`).
     #[serde(default)]
     pub formats: BTreeMap<String, usize>,
+    /// Cases correct under the BFCL handler's reading (`None` unless every case has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfcl_correct: Option<usize>,
 }
 
 impl Row {
@@ -98,6 +102,10 @@ fn row(category: &str, mode: Mode, results: &[&CaseResult]) -> Row {
             0.0
         },
         formats,
+        bfcl_correct: results
+            .iter()
+            .map(|r| r.bfcl.as_ref().map(|b| usize::from(b.correct)))
+            .sum(),
     }
 }
 
@@ -131,8 +139,8 @@ pub fn rows(results: &[CaseResult]) -> Vec<Row> {
 /// The rows as a Markdown table.
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| category | mode | cases | accuracy | schema-valid calls | parse failures | errors | mean tokens | mean latency ms | mask overhead | call formats |\n\
-         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
+        "| category | mode | cases | accuracy | BFCL reading | schema-valid calls | parse failures | errors | mean tokens | mean latency ms | mask overhead | call formats |\n\
+         |---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n",
     );
     for r in rows {
         let valid = match r.schema_valid_pct() {
@@ -149,8 +157,11 @@ pub fn table(rows: &[Row]) -> String {
             let parts: Vec<String> = r.formats.iter().map(|(f, n)| format!("{f} {n}")).collect();
             parts.join(", ")
         };
+        let bfcl = r.bfcl_correct.map_or("-".to_string(), |n| {
+            format!("{:.1}% ({n})", pct(n, r.cases))
+        });
         out.push_str(&format!(
-            "| {} | {} | {} | {:.1}% ({}) | {valid} | {} | {} | {:.1} | {:.0} | {overhead} | {formats} |\n",
+            "| {} | {} | {} | {:.1}% ({}) | {bfcl} | {valid} | {} | {} | {:.1} | {:.0} | {overhead} | {formats} |\n",
             r.category,
             r.mode.name(),
             r.cases,
@@ -180,6 +191,9 @@ pub struct Selection {
     pub shuffle: bool,
     /// `--mode`.
     pub mode: String,
+    /// `--ids` as given (empty: every case of the categories).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<String>,
 }
 
 /// A results file: the run's settings, the summary rows and every case.
@@ -209,8 +223,29 @@ pub struct Results {
     pub selection: Selection,
     /// Wall time of the whole run (s).
     pub total_s: f64,
+    /// The bfcl-eval version of the bridge (multi-turn backends, BFCL's reading), if it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfcl_eval: Option<String>,
+    /// The BFCL handler whose decoder gave the leaderboard's reading, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfcl_handler: Option<String>,
+    /// Categories not run, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
     /// The summary.
     pub summary: Vec<Row>,
+    /// The leaderboard's group and overall scores, per mode and reader.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub leaderboard: Vec<Summary>,
     /// Every case in every mode.
     pub results: Vec<CaseResult>,
+}
+
+/// A category a run did not answer, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// BFCL's category name.
+    pub category: String,
+    /// Why it was not run.
+    pub reason: String,
 }

@@ -20,6 +20,7 @@ use super::checker::is_omittable;
 use super::convert::{offered_name, openai_tools};
 use super::data::{Case, CheckKind, Param};
 use super::lang::{self, Language};
+use super::multi_turn::Step;
 use super::score::{score, Scored};
 use crate::engine::GrammarCompiler;
 use crate::engine::GrammarMatcher;
@@ -112,6 +113,27 @@ pub struct CaseResult {
     /// With a draft model: what speculation did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculation: Option<DraftStats>,
+    /// The leaderboard's reading: the verdict on the calls the BFCL handler of the model's
+    /// family decodes from the answer (absent when the run had no bridge or the style has no
+    /// handler).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bfcl: Option<Reading>,
+    /// A multi-turn case's conversation: per turn, its steps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<Vec<Step>>,
+}
+
+/// An answer as a BFCL handler decodes it, and the verdict on that.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reading {
+    /// The handler (`module.Class` under `bfcl_eval.model_handler`).
+    pub handler: String,
+    /// Calls it decoded.
+    pub calls: usize,
+    /// Whether BFCL's checker accepts them.
+    pub correct: bool,
+    /// `correct`, or the checker's `kind: message` (or why decoding failed).
+    pub verdict: String,
 }
 
 impl CaseResult {
@@ -131,6 +153,8 @@ impl CaseResult {
             decode_ms: 0.0,
             stop: String::new(),
             speculation: None,
+            bfcl: None,
+            turns: Vec::new(),
         }
     }
 
@@ -157,6 +181,10 @@ pub fn offered_tools(case: &Case) -> Result<(Vec<Value>, Vec<Tool>), String> {
 
 /// The case's first possible answer written as calls in `style`, scored.
 pub fn ground_truth(case: &Case, style: &StyleSpec, formats: FormatSet) -> CaseResult {
+    if case.multi_turn.is_some() {
+        let why = "a multi-turn case's ground truth is scored by BFCL's checker (multi_turn::ground_truth)";
+        return CaseResult::failed(case, Mode::GroundTruth, why.into());
+    }
     let (json, tools) = match offered_tools(case) {
         Ok(both) => both,
         Err(e) => return CaseResult::failed(case, Mode::GroundTruth, e),
@@ -346,7 +374,7 @@ fn prepare(
 }
 
 /// The matcher of a mode (none for free answers) and its compile time.
-fn mode_matcher(
+pub(super) fn mode_matcher(
     mode: Mode,
     tools: &[Tool],
     settings: &Settings,

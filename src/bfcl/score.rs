@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::checker::{check, Call};
 use super::convert::FunctionNames;
-use super::data::Case;
+use super::data::{Case, Function};
 use crate::frontend::tool_calls::parse_calls;
 use crate::frontend::tools::{CallFormat, FormatSet};
 use crate::frontend::tools::{StyleSpec, Tool};
@@ -43,7 +43,7 @@ fn canonical() -> String {
 }
 
 /// The score of one answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Scored {
     /// The calls, in text order.
     pub calls: Vec<ScoredCall>,
@@ -63,10 +63,43 @@ pub fn score(
     formats: FormatSet,
     text: &str,
 ) -> Scored {
+    let (calls, parse_errors) = read_calls(&case.functions, tools, style, formats, text);
+    let checked: Vec<Call> = calls
+        .iter()
+        .map(|c| Call {
+            name: c.name.clone(),
+            arguments: match &c.arguments {
+                Value::Object(m) => m.clone(),
+                _ => Map::new(),
+            },
+        })
+        .collect();
+    let verdict = check(case, &checked);
+    Scored {
+        calls,
+        parse_errors,
+        correct: verdict.is_ok(),
+        verdict: match verdict {
+            Ok(()) => "correct".into(),
+            Err(m) => format!("{}: {}", m.kind, m.message),
+        },
+    }
+}
+
+/// The calls of `text` (written in `style`, reading `formats`) offered `tools` (made from
+/// `functions`), in text order, each with its schema validity; and the calls that started but
+/// could not be read.
+pub fn read_calls(
+    functions: &[Function],
+    tools: &[Tool],
+    style: &StyleSpec,
+    formats: FormatSet,
+    text: &str,
+) -> (Vec<ScoredCall>, Vec<String>) {
     let parsed = parse_calls(text, style, tools, formats);
     let mut read: Vec<_> = parsed.calls.iter().chain(&parsed.unknown).collect();
     read.sort_by_key(|c| c.span.start);
-    let names = FunctionNames::new(&case.functions);
+    let names = FunctionNames::new(functions);
     let calls: Vec<ScoredCall> = read
         .iter()
         .map(|c| {
@@ -84,26 +117,7 @@ pub fn score(
             }
         })
         .collect();
-    let checked: Vec<Call> = calls
-        .iter()
-        .map(|c| Call {
-            name: c.name.clone(),
-            arguments: match &c.arguments {
-                Value::Object(m) => m.clone(),
-                _ => Map::new(),
-            },
-        })
-        .collect();
-    let verdict = check(case, &checked);
-    Scored {
-        calls,
-        parse_errors: parsed.errors,
-        correct: verdict.is_ok(),
-        verdict: match verdict {
-            Ok(()) => "correct".into(),
-            Err(m) => format!("{}: {}", m.kind, m.message),
-        },
-    }
+    (calls, parsed.errors)
 }
 
 /// Why `arguments` do not validate against `schema` (`None`: they do).

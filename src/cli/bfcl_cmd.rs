@@ -5,6 +5,7 @@
 //! scores a saved results file again (no model); `--mode ground-truth` scores the data's own
 //! answers (no model).
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,10 +19,15 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
 use super::atomic::AtomicFile;
+use super::bfcl_bridge::{self, BridgeArgs, RunBridge};
 use super::model_args::{named_style, DecodeArgs, DraftArgs, LoadedDraft, LoadedModel, ModelArgs};
 use super::source::call_formats_arg;
 use super::{read_json, CliError};
 use crate::bfcl::checker::answer_defects;
+use crate::bfcl::conversation::run_conversations;
+use crate::bfcl::data::{case_count, CheckKind};
+use crate::bfcl::leaderboard;
+use crate::bfcl::multi_turn::{self, Scorer};
 use crate::bfcl::report::{rows, table, Results, Selection};
 use crate::bfcl::run::{ground_truth, offered_tools, run_case, run_cases_batched, Settings};
 use crate::bfcl::score::score;
@@ -43,6 +49,9 @@ pub struct BfclCmd {
     /// At most N cases per category: the first N, or N drawn with --seed under --shuffle.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+    /// Only these cases (BFCL ids, comma-separated), of the --categories (default: all).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    ids: Vec<String>,
     /// Draw the --limit cases at random (with --seed) instead of taking the first.
     #[arg(long, requires = "limit")]
     shuffle: bool,
@@ -58,6 +67,8 @@ pub struct BfclCmd {
     decode: DecodeArgs,
     #[command(flatten)]
     draft: DraftArgs,
+    #[command(flatten)]
+    bridge: BridgeArgs,
     /// Model instances answering cases in parallel (a rayon pool; each loads its own copy).
     #[arg(long, default_value_t = 1, value_name = "N")]
     jobs: usize,
@@ -145,6 +156,7 @@ impl BfclCmd {
             limit: self.limit,
             shuffle: self.shuffle,
             mode: self.mode.name().to_string(),
+            ids: self.ids.clone(),
         }
     }
 
@@ -172,9 +184,22 @@ fn categories(names: &[String]) -> Result<Vec<Category>, CliError> {
         .collect()
 }
 
-fn select(cases: Vec<Case>, cmd: &BfclCmd) -> Vec<Case> {
+fn select(mut cases: Vec<Case>, cmd: &BfclCmd) -> Result<Vec<Case>, CliError> {
+    if !cmd.ids.is_empty() {
+        if let Some(id) = cmd
+            .ids
+            .iter()
+            .find(|id| !cases.iter().any(|c| &c.id == *id))
+        {
+            return Err(CliError::Usage(format!(
+                "--ids: no case {id:?} in {} for the selected categories",
+                cmd.data.display()
+            )));
+        }
+        cases.retain(|c| cmd.ids.contains(&c.id));
+    }
     let Some(limit) = cmd.limit else {
-        return cases;
+        return Ok(cases);
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(cmd.decode.seed);
     let mut out = Vec::new();
@@ -185,7 +210,7 @@ fn select(cases: Vec<Case>, cmd: &BfclCmd) -> Vec<Case> {
         }
         out.extend(of.into_iter().take(limit));
     }
-    out
+    Ok(out)
 }
 
 fn progress(total: usize) -> ProgressBar {
@@ -218,11 +243,15 @@ fn accuracy_line(modes: &[Mode], correct: &[usize], done: usize) -> String {
 /// Runs `structgen bfcl`.
 pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
     let categories = categories(&cmd.categories)?;
+    let explicit = !cmd.categories.is_empty()
+        && categories
+            .iter()
+            .any(|c| c.check_kind() == CheckKind::MultiTurn);
     let cases = load(&cmd.data, &categories)?;
     if let Some(path) = &cmd.rescore {
-        return rescore(&cmd, path, &cases);
+        return rescore(&cmd, path, cases, explicit);
     }
-    let cases = select(cases, &cmd);
+    let mut cases = select(cases, &cmd)?;
     let start = Instant::now();
     let formats = cmd.format_set(None);
     let mut run = Results {
@@ -236,15 +265,33 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         call_formats: formats.name().to_string(),
         selection: cmd.selection(),
         total_s: 0.0,
+        bfcl_eval: None,
+        bfcl_handler: None,
+        skipped: Vec::new(),
         summary: Vec::new(),
+        leaderboard: Vec::new(),
         results: Vec::new(),
     };
     if cmd.mode == RunMode::GroundTruth {
         let style = named_style(&run.style)?;
-        run.results = cases
-            .iter()
-            .map(|c| ground_truth(c, style, formats))
-            .collect();
+        let mut rb = bfcl_bridge::open(&cmd.bridge, &run.style, &mut cases, explicit)?;
+        describe_bridge(&mut run, &rb);
+        for c in &cases {
+            let mut r = match rb.bridge.as_mut().filter(|_| c.multi_turn.is_some()) {
+                Some(bridge) => vec![multi_turn::ground_truth(
+                    c,
+                    &mut Scorer {
+                        bridge,
+                        style,
+                        formats,
+                        handler: rb.handler,
+                    },
+                )],
+                None => vec![ground_truth(c, style, formats)],
+            };
+            rb.read(c, &mut r);
+            run.results.extend(r);
+        }
         for c in &cases {
             let defects = answer_defects(c);
             if !defects.is_empty() {
@@ -261,14 +308,35 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         let draft = cmd.draft.load(&cmd.model)?;
         run.model = loaded.model.description.clone();
         run.style = loaded.style_name.clone();
+        let mut rb = bfcl_bridge::open(&cmd.bridge, &run.style, &mut cases, explicit)?;
+        describe_bridge(&mut run, &rb);
         let answered = match &cmd.resume {
             Some(path) => resumed(path, &mut run, &cases)?,
             None => vec![Vec::new(); cases.len()],
         };
-        run.results = answer_all(&cmd, (loaded, draft), &cases, answered, &run, start)?;
+        let answering = Answering {
+            cases: &cases,
+            run: &run,
+            start,
+        };
+        run.results = answer_all(&cmd, (loaded, draft), &mut rb, answering, answered)?;
         run.total_s += start.elapsed().as_secs_f64();
     }
     finish(&cmd, run)
+}
+
+/// Records the bridge's version, handler and what was not run in the results.
+fn describe_bridge(run: &mut Results, rb: &RunBridge) {
+    run.bfcl_eval = rb.bridge.as_ref().map(|b| b.version().to_string());
+    run.bfcl_handler = rb.handler.map(str::to_string);
+    run.skipped = rb.skipped.clone();
+}
+
+/// What answering shares: the cases, the run's settings and when it started.
+struct Answering<'a> {
+    cases: &'a [Case],
+    run: &'a Results,
+    start: Instant,
 }
 
 /// The saved run of `path`, checked against this one's settings: each case's saved results
@@ -353,7 +421,7 @@ fn save(
         total_s: run.total_s + start.elapsed().as_secs_f64(),
         ..run.clone()
     };
-    snapshot.summary = rows(&snapshot.results);
+    summarize(&mut snapshot, Path::new(&run.data));
     let mut f = AtomicFile::create(path)?;
     f.write_line(&serde_json::to_string_pretty(&snapshot).unwrap_or_default())?;
     f.commit()
@@ -363,11 +431,10 @@ fn save(
 /// Cases with results in `answered` are skipped; the run so far is saved as each case finishes.
 fn answer_all(
     cmd: &BfclCmd,
-    (loaded, draft): (LoadedModel, Option<LoadedDraft>),
-    cases: &[Case],
+    (mut loaded, draft): (LoadedModel, Option<LoadedDraft>),
+    rb: &mut RunBridge,
+    Answering { cases, run, start }: Answering,
     mut answered: Vec<Vec<CaseResult>>,
-    run: &Results,
-    start: Instant,
 ) -> Result<Vec<CaseResult>, CliError> {
     let modes = match cmd.mode {
         RunMode::Constrained => vec![Mode::Constrained],
@@ -386,22 +453,22 @@ fn answer_all(
         formats: cmd.format_set(None),
         draft_tokens: draft.as_ref().map_or(0, |d| d.k),
     };
-    let todo: Vec<usize> = (0..cases.len())
+    let (conversations, todo): (Vec<usize>, Vec<usize>) = (0..cases.len())
         .filter(|&i| answered[i].is_empty())
-        .collect();
+        .partition(|&i| cases[i].multi_turn.is_some());
     let mut correct = vec![0; modes.len()];
     for r in answered.iter().flatten() {
         if let Some(k) = modes.iter().position(|&m| m == r.mode) {
             correct[k] += usize::from(r.scored.correct);
         }
     }
-    let mut done = cases.len() - todo.len();
-    if todo.is_empty() {
+    let mut done = cases.len() - todo.len() - conversations.len();
+    if todo.is_empty() && conversations.is_empty() {
         return Ok(answered.into_iter().flatten().collect());
     }
     let pb = progress(cases.len() * modes.len());
     pb.set_position((done * modes.len()) as u64);
-    let mut failure = None;
+    let failure: RefCell<Option<String>> = RefCell::new(None);
     let mut record = |i: usize, r: Vec<CaseResult>| -> bool {
         pb.inc(r.len() as u64);
         for (k, result) in r.iter().enumerate() {
@@ -411,7 +478,7 @@ fn answer_all(
         done += 1;
         if let Some(path) = cmd.out_path() {
             if let Err(e) = save(path, run, &answered, start) {
-                failure.get_or_insert(e.to_string());
+                failure.borrow_mut().get_or_insert(e.to_string());
                 return false;
             }
         }
@@ -422,6 +489,42 @@ fn answer_all(
         pb.set_message(line);
         true
     };
+    let seed = |i: usize| settings.generate.seed.wrapping_add(i as u64);
+    if !conversations.is_empty() {
+        if draft.is_some() || cmd.jobs > 1 {
+            return Err(CliError::Usage(
+                "the multi-turn categories run on one model (use --parallel, not --jobs or --draft-model)".into(),
+            ));
+        }
+        let Some(bridge) = rb.bridge.as_mut() else {
+            return Err(CliError::Usage(
+                "the multi-turn categories need the BFCL bridge".into(),
+            ));
+        };
+        run_conversations(
+            &mut loaded.model,
+            bridge,
+            rb.handler,
+            cases,
+            &conversations,
+            &settings,
+            cmd.parallel,
+            &seed,
+            &mut record,
+        );
+        if let Some(e) = failure.borrow_mut().take() {
+            pb.finish_and_clear();
+            return Err(CliError::Usage(e));
+        }
+    }
+    let mut record = |i: usize, mut r: Vec<CaseResult>| -> bool {
+        rb.read(&cases[i], &mut r);
+        record(i, r)
+    };
+    if todo.is_empty() {
+        pb.finish_and_clear();
+        return Ok(answered.into_iter().flatten().collect());
+    }
     if cmd.parallel > 1 {
         if draft.is_some() {
             return Err(CliError::Usage(
@@ -429,7 +532,6 @@ fn answer_all(
             ));
         }
         let mut model = loaded.model;
-        let seed = |i: usize| settings.generate.seed.wrapping_add(i as u64);
         run_cases_batched(
             &mut model,
             cases,
@@ -440,7 +542,7 @@ fn answer_all(
             &mut record,
         );
         pb.finish_and_clear();
-        if let Some(e) = failure {
+        if let Some(e) = failure.into_inner() {
             return Err(CliError::Usage(e));
         }
         return Ok(answered.into_iter().flatten().collect());
@@ -513,14 +615,19 @@ fn answer_all(
         }
     });
     pb.finish_and_clear();
-    if let Some(e) = failure.or(lost) {
+    if let Some(e) = failure.into_inner().or(lost) {
         return Err(CliError::Usage(e));
     }
     Ok(answered.into_iter().flatten().collect())
 }
 
 /// Scores the answers of a results file again.
-fn rescore(cmd: &BfclCmd, path: &Path, cases: &[Case]) -> Result<ExitCode, CliError> {
+fn rescore(
+    cmd: &BfclCmd,
+    path: &Path,
+    mut cases: Vec<Case>,
+    explicit: bool,
+) -> Result<ExitCode, CliError> {
     let value = read_json(path)?;
     let mut saved: Results = serde_json::from_value(value).map_err(|e| {
         CliError::Usage(format!(
@@ -536,8 +643,16 @@ fn rescore(cmd: &BfclCmd, path: &Path, cases: &[Case]) -> Result<ExitCode, CliEr
     let style: &StyleSpec = named_style(&name)?;
     let formats = cmd.format_set(Some(&saved.call_formats));
     saved.call_formats = formats.name().to_string();
+    cases.retain(|c| {
+        saved
+            .results
+            .iter()
+            .any(|r| r.id == c.id && r.category == c.category.name())
+    });
+    let mut rb = bfcl_bridge::open(&cmd.bridge, &name, &mut cases, explicit)?;
+    describe_bridge(&mut saved, &rb);
     let mut missing = 0;
-    for r in saved.results.iter_mut().filter(|r| r.error.is_none()) {
+    for r in saved.results.iter_mut() {
         let Some(case) = cases
             .iter()
             .find(|c| c.id == r.id && c.category.name() == r.category)
@@ -545,10 +660,29 @@ fn rescore(cmd: &BfclCmd, path: &Path, cases: &[Case]) -> Result<ExitCode, CliEr
             missing += 1;
             continue;
         };
-        match offered_tools(case) {
-            Ok((_, tools)) => r.scored = score(case, &tools, style, formats, &r.text),
-            Err(e) => *r = CaseResult::failed(case, r.mode, e),
+        if r.error.is_none() {
+            if case.multi_turn.is_some() {
+                let Some(bridge) = rb.bridge.as_mut() else {
+                    continue;
+                };
+                let mut scorer = Scorer {
+                    bridge,
+                    style,
+                    formats,
+                    handler: rb.handler,
+                };
+                match scorer.score(case, &r.turns) {
+                    Ok((scored, reading)) => (r.scored, r.bfcl) = (scored, reading),
+                    Err(e) => eprintln!("warning: {}: not scored again: {e}", r.id),
+                }
+                continue;
+            }
+            match offered_tools(case) {
+                Ok((_, tools)) => r.scored = score(case, &tools, style, formats, &r.text),
+                Err(e) => *r = CaseResult::failed(case, r.mode, e),
+            }
         }
+        rb.read(case, std::slice::from_mut(r));
     }
     if missing > 0 {
         eprintln!(
@@ -561,10 +695,21 @@ fn rescore(cmd: &BfclCmd, path: &Path, cases: &[Case]) -> Result<ExitCode, CliEr
     finish(cmd, saved)
 }
 
+/// The per-category rows and the leaderboard's summary of `out`'s results.
+fn summarize(out: &mut Results, data: &Path) {
+    out.summary = rows(&out.results);
+    out.leaderboard = leaderboard::summaries(&out.results, &|c| case_count(data, c));
+}
+
 /// Prints the table and writes `--out`.
 fn finish(cmd: &BfclCmd, mut out: Results) -> Result<ExitCode, CliError> {
-    out.summary = rows(&out.results);
-    let text = table(&out.summary);
+    summarize(&mut out, &cmd.data);
+    let mut text = table(&out.summary);
+    text.push('\n');
+    text.push_str(&leaderboard::table(&out.leaderboard));
+    for s in &out.skipped {
+        text.push_str(&format!("Not run: {}: {}\n", s.category, s.reason));
+    }
     if let Some(path) = cmd.out_path() {
         let mut f = AtomicFile::create(path)?;
         f.write_line(&serde_json::to_string_pretty(&out).unwrap_or_default())?;

@@ -5,6 +5,7 @@
 mod agent;
 mod atomic;
 mod bench_cmd;
+mod bfcl_bridge;
 mod bfcl_cmd;
 mod check;
 mod grammar_cmd;

@@ -1,0 +1,440 @@
+//! Running multi-turn cases: many conversations at once on one model ([`Batch`]), their calls
+//! executed by BFCL's backends in the [`Bridge`].
+//!
+//! Each (case, mode) is one conversation, a small state machine: a turn starts by adding its
+//! user messages (or, in a `miss_func` turn, BFCL's message announcing the held-out functions,
+//! which constrained answers may call from then on); each step renders the whole conversation
+//! through the chat template and submits it to the batch (the slot's cache keeps the earlier
+//! steps' prefix, so a step prefills only what is new); when the answer is done, the calls
+//! structgen's reader reads from it are executed and the assistant message and one tool
+//! message per call are added, then the next step starts; an answer without calls ends the
+//! turn; more than [`STEP_LIMIT`] steps in a turn end the conversation. As in BFCL's local
+//! handlers, an answer may take what is left of the context after the prompt (at most
+//! `--max-tokens`); a prompt that leaves no room ends the conversation with an error.
+//!
+//! Invariants: a conversation's answers do not depend on what else is in the batch (the batch
+//! decodes each sequence as alone); its backends live in its own bridge session, ended when it
+//! finishes; a bridge failure is a result for the model (see [`Bridge::execute`]) or, when the
+//! bridge cannot be started again, that conversation's error — never a crashed run.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::bridge::Bridge;
+use super::convert::openai_tools;
+use super::data::{Case, Function};
+use super::lang::Language;
+use super::multi_turn::{finished, tools_with, Scorer, Step, STEP_LIMIT};
+use super::run::{mode_matcher, CaseResult, Mode, Settings};
+use super::score::read_calls;
+use crate::frontend::tools::Tool;
+use crate::runtime::batch::{Batch, BatchOptions, BatchRequest, Event};
+use crate::runtime::request::prompt_tokens;
+use crate::runtime::Model;
+
+/// One conversation in flight.
+struct Conversation {
+    case: usize,
+    mode: usize,
+    session: String,
+    messages: Vec<Value>,
+    /// The tools in the system prompt (the case's initial ones, as BFCL's prompting flow keeps).
+    offered: Vec<Value>,
+    /// The held-out functions announced so far.
+    revealed: Vec<Function>,
+    /// What constrained answers may call, and what the reader reads.
+    tools: Vec<Tool>,
+    turn: usize,
+    turns: Vec<Vec<Step>>,
+    prompt_tokens: usize,
+    compile_ms: f64,
+    grammar_ms: f64,
+    decode_ms: f64,
+    prefill_ms: f64,
+    /// Set when the conversation has ended.
+    end: Option<End>,
+}
+
+enum End {
+    /// Every turn ran, or a turn took too many steps.
+    Done,
+    /// It could not go on.
+    Error(String),
+}
+
+/// Whether assistant messages carry `tool_calls` (the template renders them) or their text.
+fn template_has_tool_calls(model: &Model, settings: &Settings) -> bool {
+    settings
+        .template
+        .as_ref()
+        .or(model.chat_template.as_ref())
+        .is_some_and(|(src, _)| src.contains("tool_calls"))
+}
+
+/// Answers the multi-turn cases `todo` (indices into `cases`) in every mode of `settings`, up to
+/// `parallel` conversations at once on `model`; `seed(i)` seeds case `i`. `done(i, results)` is
+/// called as each case's modes have all finished; returning false stops the run.
+#[allow(clippy::too_many_arguments)]
+pub fn run_conversations(
+    model: &mut Model,
+    bridge: &mut Bridge,
+    handler: Option<&str>,
+    cases: &[Case],
+    todo: &[usize],
+    settings: &Settings,
+    parallel: usize,
+    seed: &dyn Fn(usize) -> u64,
+    done: &mut dyn FnMut(usize, Vec<CaseResult>) -> bool,
+) {
+    let modes = &settings.modes;
+    let tool_calls = template_has_tool_calls(model, settings);
+    let mut batch = Batch::new(
+        model,
+        BatchOptions {
+            max_seqs: parallel.max(1),
+            step_tokens: 512,
+        },
+    );
+    let mut live: HashMap<u64, Conversation> = HashMap::new();
+    let mut results: HashMap<usize, Vec<Option<CaseResult>>> = HashMap::new();
+    let mut waiting: Vec<(usize, usize)> = todo
+        .iter()
+        .flat_map(|&i| (0..modes.len()).map(move |k| (i, k)))
+        .rev()
+        .collect();
+    let mut next_id = 0u64;
+    let mut events = Vec::new();
+    loop {
+        while live.len() < parallel.max(1) {
+            let Some((i, k)) = waiting.pop() else { break };
+            let case = &cases[i];
+            results.entry(i).or_insert_with(|| vec![None; modes.len()]);
+            let mode = modes[k];
+            let mut conv = match start(case, i, k, mode, next_id) {
+                Ok(c) => c,
+                Err(e) => {
+                    let r = CaseResult::failed(case, mode, e);
+                    if !record(&mut results, i, k, r, done) {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let ctx = Ctx {
+                cases,
+                settings,
+                bridge,
+                tool_calls,
+                seed: seed(i),
+            };
+            begin_turn(&mut conv, &mut batch, next_id, ctx);
+            if let Some(r) = ended(&mut conv, cases, settings, bridge, handler) {
+                if !record(&mut results, i, k, r, done) {
+                    return;
+                }
+            } else {
+                live.insert(next_id, conv);
+            }
+            next_id += 1;
+        }
+        if batch.is_idle() {
+            return;
+        }
+        batch.step(&mut events);
+        for (id, ev) in events.drain(..) {
+            let Event::Done(outcome) = ev else { continue };
+            let Some(mut conv) = live.remove(&id) else {
+                continue;
+            };
+            let (i, k) = (conv.case, conv.mode);
+            let ctx = Ctx {
+                cases,
+                settings,
+                bridge,
+                tool_calls,
+                seed: seed(i),
+            };
+            match outcome {
+                Ok(gen) => answered(&mut conv, &mut batch, id, ctx, gen),
+                Err(e) => conv.end = Some(End::Error(format!("generation: {e}"))),
+            }
+            if let Some(r) = ended(&mut conv, cases, settings, bridge, handler) {
+                if !record(&mut results, i, k, r, done) {
+                    return;
+                }
+            } else {
+                live.insert(id, conv);
+            }
+        }
+    }
+}
+
+/// Stores mode `k` of case `i`; calls `done` once every mode of the case is in.
+fn record(
+    results: &mut HashMap<usize, Vec<Option<CaseResult>>>,
+    i: usize,
+    k: usize,
+    r: CaseResult,
+    done: &mut dyn FnMut(usize, Vec<CaseResult>) -> bool,
+) -> bool {
+    let Some(slots) = results.get_mut(&i) else {
+        return true;
+    };
+    slots[k] = Some(r);
+    if slots.iter().all(Option::is_some) {
+        if let Some(slots) = results.remove(&i) {
+            return done(i, slots.into_iter().flatten().collect());
+        }
+    }
+    true
+}
+
+fn start(case: &Case, i: usize, k: usize, mode: Mode, id: u64) -> Result<Conversation, String> {
+    if case.multi_turn.is_none() {
+        return Err(format!("{} is not a multi-turn case", case.id));
+    }
+    Ok(Conversation {
+        case: i,
+        mode: k,
+        session: format!("{}_{}_{id}", case.id, mode.name()),
+        messages: Vec::new(),
+        offered: openai_tools(&case.functions, Language::Python),
+        revealed: Vec::new(),
+        tools: tools_with(case, &[])?,
+        turn: 0,
+        turns: Vec::new(),
+        prompt_tokens: 0,
+        compile_ms: 0.0,
+        grammar_ms: 0.0,
+        decode_ms: 0.0,
+        prefill_ms: 0.0,
+        end: None,
+    })
+}
+
+/// What a step needs besides the conversation.
+struct Ctx<'a, 'b> {
+    cases: &'a [Case],
+    settings: &'a Settings<'b>,
+    bridge: &'a mut Bridge,
+    tool_calls: bool,
+    seed: u64,
+}
+
+/// Starts the conversation's next turn (or ends it after the last).
+fn begin_turn(conv: &mut Conversation, batch: &mut Batch, id: u64, ctx: Ctx) {
+    let case = &ctx.cases[conv.case];
+    let Some(mt) = case.multi_turn.as_deref() else {
+        return;
+    };
+    if conv.turn == mt.turns.len() {
+        conv.end = Some(End::Done);
+        return;
+    }
+    let t = conv.turn;
+    if let Some(held) = mt.holdout.get(&t) {
+        let docs: Vec<Value> = held.iter().map(|f| f.doc.clone()).collect();
+        match ctx.bridge.holdout_message(&docs) {
+            Ok(text) => conv.messages.push(json!({"role": "user", "content": text})),
+            Err(e) => {
+                conv.end = Some(End::Error(format!("turn {t}: {e}")));
+                return;
+            }
+        }
+        conv.revealed.extend(held.iter().cloned());
+        match tools_with(case, &conv.revealed) {
+            Ok(tools) => conv.tools = tools,
+            Err(e) => {
+                conv.end = Some(End::Error(e));
+                return;
+            }
+        }
+    } else {
+        conv.messages.extend(mt.turns[t].iter().cloned());
+    }
+    conv.turns.push(Vec::new());
+    submit_step(conv, batch, id, ctx);
+}
+
+/// Submits the conversation so far for its next answer.
+fn submit_step(conv: &mut Conversation, batch: &mut Batch, id: u64, ctx: Ctx) {
+    let settings = ctx.settings;
+    let ids = match prompt_tokens(
+        batch.model(),
+        settings.template.as_ref(),
+        &conv.messages,
+        &conv.offered,
+        settings.style,
+    ) {
+        Ok((_, ids)) => ids,
+        Err(e) => {
+            conv.end = Some(End::Error(format!("prompt: {e}")));
+            return;
+        }
+    };
+    let context = batch.model().decoder.cfg.context;
+    if ids.len() + 2 > context {
+        conv.end = Some(End::Error(format!(
+            "turn {}: the conversation ({} tokens) fills the model's context of {context}",
+            conv.turn,
+            ids.len()
+        )));
+        return;
+    }
+    let mode = settings.modes[conv.mode];
+    let (matcher, ms) = match mode_matcher(mode, &conv.tools, settings) {
+        Ok(m) => m,
+        Err(e) => {
+            conv.end = Some(End::Error(e));
+            return;
+        }
+    };
+    conv.compile_ms += ms;
+    conv.prompt_tokens = ids.len();
+    let mut opts = settings.generate.clone();
+    opts.seed = ctx.seed;
+    opts.max_tokens = opts.max_tokens.min(context - ids.len() - 2);
+    batch.submit(
+        id,
+        BatchRequest {
+            prompt: ids,
+            matcher,
+            stop_tokens: settings.stop.clone(),
+            opts,
+        },
+    );
+}
+
+/// Takes a finished answer: executes its calls and goes on, or ends the turn.
+fn answered(
+    conv: &mut Conversation,
+    batch: &mut Batch,
+    id: u64,
+    ctx: Ctx,
+    gen: crate::runtime::generate::Generation,
+) {
+    let case = &ctx.cases[conv.case];
+    let settings = ctx.settings;
+    let s = &gen.summary;
+    conv.grammar_ms += s.grammar_ms;
+    conv.decode_ms += s.decode_ms;
+    conv.prefill_ms += s.prefill_ms;
+    let mut functions = case.functions.clone();
+    functions.extend(conv.revealed.iter().cloned());
+    let (calls, _) = read_calls(
+        &functions,
+        &conv.tools,
+        settings.style,
+        settings.formats,
+        &gen.text,
+    );
+    let mut step = Step {
+        text: gen.text.clone(),
+        executed: Vec::new(),
+        results: Vec::new(),
+        tokens: s.tokens_generated,
+        stop: s.stop_reason.clone(),
+        prompt_tokens: s.prompt_tokens,
+        prompt_reused: s.prompt_reused,
+        prefill_ms: s.prefill_ms,
+        decode_ms: s.decode_ms,
+    };
+    let turn = conv.turns.len() - 1;
+    if calls.is_empty() {
+        conv.messages
+            .push(json!({"role": "assistant", "content": gen.text}));
+        conv.turns[turn].push(step);
+        conv.turn += 1;
+        begin_turn(conv, batch, id, ctx);
+        return;
+    }
+    let as_json: Vec<Value> = calls
+        .iter()
+        .map(|c| json!({"name": c.name, "arguments": c.arguments}))
+        .collect();
+    match ctx.bridge.execute(&conv.session, &mt_entry(case), &as_json) {
+        Ok((executed, results)) => {
+            step.executed = executed;
+            step.results = results;
+        }
+        Err(e) => {
+            conv.turns[turn].push(step);
+            conv.end = Some(End::Error(format!("executing the calls: {e}")));
+            return;
+        }
+    }
+    conv.messages.push(if ctx.tool_calls {
+        let tool_calls: Vec<Value> = as_json
+            .iter()
+            .map(|c| json!({"type": "function", "function": c}))
+            .collect();
+        json!({"role": "assistant", "content": "", "tool_calls": tool_calls})
+    } else {
+        json!({"role": "assistant", "content": gen.text})
+    });
+    for (call, result) in step.executed.iter().zip(&step.results) {
+        conv.messages
+            .push(json!({"role": "tool", "name": call, "content": result}));
+    }
+    conv.turns[turn].push(step);
+    if conv.turns[turn].len() > STEP_LIMIT {
+        // BFCL's forced quit: the conversation ends in this turn.
+        conv.end = Some(End::Done);
+        return;
+    }
+    submit_step(conv, batch, id, ctx);
+}
+
+fn mt_entry(case: &Case) -> Value {
+    case.multi_turn
+        .as_deref()
+        .map(|m| m.entry.clone())
+        .unwrap_or(Value::Null)
+}
+
+/// The result of a conversation that has ended (`None` while it goes on).
+fn ended(
+    conv: &mut Conversation,
+    cases: &[Case],
+    settings: &Settings,
+    bridge: &mut Bridge,
+    handler: Option<&str>,
+) -> Option<CaseResult> {
+    let end = conv.end.take()?;
+    let case = &cases[conv.case];
+    let mode = settings.modes[conv.mode];
+    bridge.end(&conv.session);
+    let turns = std::mem::take(&mut conv.turns);
+    let mut r = match end {
+        End::Error(e) => {
+            let mut r = finished(case, mode, turns, Default::default(), None);
+            r.scored.verdict = format!("error: {e}");
+            r.error = Some(e);
+            r
+        }
+        End::Done => {
+            let mut scorer = Scorer {
+                bridge,
+                style: settings.style,
+                formats: settings.formats,
+                handler,
+            };
+            match scorer.score(case, &turns) {
+                Ok((scored, reading)) => finished(case, mode, turns, scored, reading),
+                Err(e) => {
+                    let mut r = finished(case, mode, turns, Default::default(), None);
+                    r.scored.verdict = format!("error: scoring: {e}");
+                    r.error = Some(format!("scoring: {e}"));
+                    r
+                }
+            }
+        }
+    };
+    r.prompt_tokens = conv.prompt_tokens;
+    r.compile_ms = conv.compile_ms;
+    r.grammar_ms = conv.grammar_ms;
+    r.decode_ms = conv.decode_ms;
+    r.latency_ms = conv.compile_ms + conv.prefill_ms + conv.decode_ms;
+    Some(r)
+}
