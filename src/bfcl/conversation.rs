@@ -274,6 +274,15 @@ fn submit_step(conv: &mut Conversation, batch: &mut Batch, id: u64, ctx: Ctx) {
         }
     };
     let context = batch.model().decoder.cfg.context;
+    if settings.strict && ids.len() + settings.generate.max_tokens > context {
+        conv.end = Some(End::Error(format!(
+            "turn {}: the conversation ({} tokens) plus --max-tokens {} exceeds the model's context of {context}",
+            conv.turn,
+            ids.len(),
+            settings.generate.max_tokens
+        )));
+        return;
+    }
     if ids.len() + 2 > context {
         conv.end = Some(End::Error(format!(
             "turn {}: the conversation ({} tokens) fills the model's context of {context}",

@@ -180,6 +180,10 @@ fn canonical() -> String {
     "canonical".to_string()
 }
 
+fn yes() -> bool {
+    true
+}
+
 /// Which cases a run answers, so that a resumed run can check it continues the same one.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Selection {
@@ -218,6 +222,10 @@ pub struct Results {
     /// The call formats recognised (`all` or `canonical`; files from before formats: `canonical`).
     #[serde(default = "canonical")]
     pub call_formats: String,
+    /// `--strict-failures`: failed cases wrong everywhere, no shrinking of `max_tokens` (files
+    /// from before it: true, the only handling then).
+    #[serde(default = "yes")]
+    pub strict_failures: bool,
     /// The case selection: categories (empty: all), `--limit`, `--shuffle`, and the mode.
     #[serde(default)]
     pub selection: Selection,

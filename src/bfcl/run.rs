@@ -9,7 +9,10 @@
 //! calls in the style, which checks the data, the parser and the checker end to end.
 //!
 //! A case that cannot run (a tool list our tool parser refuses, a prompt longer than the model's
-//! context, a generation error) gets a result with `error` set and counts as wrong.
+//! context, a generation error) gets a result with `error` set and counts as wrong, except where
+//! BFCL's handling is asked for ([`failure_as_bfcl`]: right in the irrelevance categories). The
+//! answer may take what the context leaves after the prompt, at most `--max-tokens`, as BFCL's
+//! local handlers allow; [`Settings::strict`] refuses such a prompt instead.
 
 use std::time::Instant;
 
@@ -77,6 +80,9 @@ pub struct Settings<'a> {
     pub formats: FormatSet,
     /// Tokens a draft model (when the run has one) proposes per verification pass.
     pub draft_tokens: usize,
+    /// structgen's stricter handling: a prompt that leaves less than `max_tokens` of the
+    /// context is an error (BFCL's local handlers let the answer take what is left).
+    pub strict: bool,
 }
 
 /// One case answered in one mode.
@@ -319,7 +325,7 @@ pub fn run_case(
             .map(|&m| CaseResult::failed(case, m, e.clone()))
             .collect()
     };
-    let (tools, ids) = match prepare(model, case, settings) {
+    let (tools, ids, max_tokens) = match prepare(model, case, settings) {
         Ok(p) => p,
         Err(e) => return fail_all(e),
     };
@@ -331,6 +337,7 @@ pub fn run_case(
             let prompted = Prompted {
                 tools: &tools,
                 ids: &ids,
+                max_tokens,
             };
             let draft = draft.as_deref_mut();
             answer(
@@ -347,12 +354,13 @@ pub fn run_case(
         .collect()
 }
 
-/// A case's offered tools and prompt tokens, or why it cannot run.
+/// A case's offered tools, prompt tokens and the most tokens its answer may take, or why it
+/// cannot run.
 fn prepare(
     model: &Model,
     case: &Case,
     settings: &Settings,
-) -> Result<(Vec<Tool>, Vec<u32>), String> {
+) -> Result<(Vec<Tool>, Vec<u32>, usize), String> {
     let (tools_json, tools) = offered_tools(case)?;
     let (_, ids) = prompt_tokens(
         model,
@@ -363,14 +371,32 @@ fn prepare(
     )
     .map_err(|e| format!("prompt: {e}"))?;
     let context = model.decoder.cfg.context;
-    if ids.len() + settings.generate.max_tokens > context {
+    let max_tokens = settings.generate.max_tokens;
+    if settings.strict && ids.len() + max_tokens > context {
         return Err(format!(
-            "the prompt ({} tokens) plus --max-tokens {} exceeds the model's context of {context}",
+            "the prompt ({} tokens) plus --max-tokens {max_tokens} exceeds the model's context of {context}",
             ids.len(),
-            settings.generate.max_tokens
         ));
     }
-    Ok((tools, ids))
+    // As BFCL's local handlers: the answer may take what the context has left (2 spare).
+    if ids.len() + 2 > context {
+        return Err(format!(
+            "the prompt ({} tokens) leaves no room in the model's context of {context}",
+            ids.len()
+        ));
+    }
+    let room = context - ids.len() - 2;
+    Ok((tools, ids, max_tokens.min(room)))
+}
+
+/// BFCL's reading of a case that could not run: it stores the error text as the answer, which
+/// decodes to no call, so the case is right in the irrelevance categories.
+pub fn failure_as_bfcl(case: &Case, r: &mut CaseResult) {
+    if r.error.is_some() && case.category.check_kind() == CheckKind::NoCall {
+        r.scored.correct = true;
+        r.scored.verdict =
+            "correct: the case could not run, which BFCL reads as no call".to_string();
+    }
 }
 
 /// The matcher of a mode (none for free answers) and its compile time.
@@ -444,6 +470,7 @@ pub fn run_cases_batched(
     struct Pending {
         tools: Vec<Tool>,
         ids: Vec<u32>,
+        max_tokens: usize,
         compile_ms: Vec<f64>,
         results: Vec<Option<CaseResult>>,
         /// The next mode to start.
@@ -473,6 +500,7 @@ pub fn run_cases_batched(
                     p.compile_ms[k] = ms;
                     let mut opts = settings.generate.clone();
                     opts.seed = seed;
+                    opts.max_tokens = p.max_tokens;
                     let req = BatchRequest {
                         prompt: p.ids.clone(),
                         matcher,
@@ -503,7 +531,7 @@ pub fn run_cases_batched(
             let i = todo[next];
             next += 1;
             let case = &cases[i];
-            let (tools, ids) = match prepare(batch.model(), case, settings) {
+            let (tools, ids, max_tokens) = match prepare(batch.model(), case, settings) {
                 Ok(p) => p,
                 Err(e) => {
                     let r = modes
@@ -518,6 +546,7 @@ pub fn run_cases_batched(
             let mut p = Pending {
                 tools,
                 ids,
+                max_tokens,
                 compile_ms: vec![0.0; modes.len()],
                 results: vec![None; modes.len()],
                 next: 0,
@@ -547,6 +576,7 @@ pub fn run_cases_batched(
             let prompted = Prompted {
                 tools: &p.tools,
                 ids: &p.ids,
+                max_tokens: p.max_tokens,
             };
             p.results[k] = Some(match result {
                 Ok(gen) => {
@@ -580,6 +610,7 @@ pub fn run_cases_batched(
 struct Prompted<'a> {
     tools: &'a [Tool],
     ids: &'a [u32],
+    max_tokens: usize,
 }
 
 fn answer(
@@ -596,6 +627,7 @@ fn answer(
     }
     let (matcher, compile_ms) = mode_matcher(mode, prompted.tools, settings)?;
     let mut opts = settings.generate.clone();
+    opts.max_tokens = prompted.max_tokens;
     opts.seed = seed;
     let draft = match draft {
         Some(d) => Some(Draft::new(d, model, settings.draft_tokens).map_err(|e| e.to_string())?),

@@ -29,7 +29,9 @@ use crate::bfcl::data::{case_count, CheckKind};
 use crate::bfcl::leaderboard;
 use crate::bfcl::multi_turn::{self, Scorer};
 use crate::bfcl::report::{rows, table, Results, Selection};
-use crate::bfcl::run::{ground_truth, offered_tools, run_case, run_cases_batched, Settings};
+use crate::bfcl::run::{
+    failure_as_bfcl, ground_truth, offered_tools, run_case, run_cases_batched, Settings,
+};
 use crate::bfcl::score::score;
 use crate::bfcl::{load, Case, CaseResult, Category, Mode};
 use crate::frontend::tools::FormatSet;
@@ -52,6 +54,12 @@ pub struct BfclCmd {
     /// Only these cases (BFCL ids, comma-separated), of the --categories (default: all).
     #[arg(long, value_delimiter = ',', value_name = "IDS")]
     ids: Vec<String>,
+    /// structgen's stricter handling: a case that could not run is wrong in every category, and
+    /// a prompt that leaves less than --max-tokens of the context is an error. By default, as
+    /// BFCL's local-model handler: the answer may take what the context leaves, and a case that
+    /// could not run reads as no call (right in the irrelevance categories).
+    #[arg(long)]
+    strict_failures: bool,
     /// Draw the --limit cases at random (with --seed) instead of taking the first.
     #[arg(long, requires = "limit")]
     shuffle: bool,
@@ -263,6 +271,7 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         temperature: cmd.decode.temperature,
         seed: cmd.decode.seed,
         call_formats: formats.name().to_string(),
+        strict_failures: cmd.strict_failures,
         selection: cmd.selection(),
         total_s: 0.0,
         bfcl_eval: None,
@@ -369,6 +378,13 @@ fn resumed(
             return Err(differ(field, format!("{a:?}"), format!("{b:?}")));
         }
     }
+    if saved.strict_failures != run.strict_failures {
+        return Err(differ(
+            "--strict-failures",
+            saved.strict_failures.to_string(),
+            run.strict_failures.to_string(),
+        ));
+    }
     if saved.max_tokens != run.max_tokens {
         return Err(differ(
             "--max-tokens",
@@ -452,6 +468,7 @@ fn answer_all(
         compiler: &compiler,
         formats: cmd.format_set(None),
         draft_tokens: draft.as_ref().map_or(0, |d| d.k),
+        strict: cmd.strict_failures,
     };
     let (conversations, todo): (Vec<usize>, Vec<usize>) = (0..cases.len())
         .filter(|&i| answered[i].is_empty())
@@ -518,6 +535,9 @@ fn answer_all(
         }
     }
     let mut record = |i: usize, mut r: Vec<CaseResult>| -> bool {
+        if !cmd.strict_failures {
+            r.iter_mut().for_each(|r| failure_as_bfcl(&cases[i], r));
+        }
         rb.read(&cases[i], &mut r);
         record(i, r)
     };
@@ -681,6 +701,9 @@ fn rescore(
                 Ok((_, tools)) => r.scored = score(case, &tools, style, formats, &r.text),
                 Err(e) => *r = CaseResult::failed(case, r.mode, e),
             }
+        }
+        if !saved.strict_failures {
+            failure_as_bfcl(case, r);
         }
         rb.read(case, std::slice::from_mut(r));
     }
