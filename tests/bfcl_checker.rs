@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use structgen::bfcl::checker::{answer_defects, check, Call};
 use structgen::bfcl::data::{Case, Category, CheckKind, Expected, Function, Param};
 use structgen::bfcl::lang::Language;
-use structgen::bfcl::run::ground_truth;
+use structgen::bfcl::run::{failure_as_bfcl, ground_truth};
 use structgen::bfcl::{load, Mode};
 use structgen::frontend::tools::style;
 use structgen::frontend::tools::FormatSet;
@@ -400,4 +400,68 @@ fn parallel_calls_match_in_any_order() {
         "no_match"
     );
     assert_eq!(check(&c, &[one]).unwrap_err().kind, "wrong_count");
+}
+
+#[test]
+fn a_failed_case_reads_as_bfcl_reads_it() {
+    let f = || function("f", &[("x", "integer", None)], &["x"]);
+    let none = case(Category::Irrelevance, vec![f()], json!([]));
+    let simple = case(
+        Category::SimplePython,
+        vec![f()],
+        json!([{"f": {"x": [1]}}]),
+    );
+    for (c, right) in [(&none, true), (&simple, false)] {
+        let mut r = structgen::bfcl::CaseResult::failed(c, Mode::Free, "out of memory".into());
+        assert!(
+            !r.scored.correct,
+            "structgen's rule: every failure is wrong"
+        );
+        failure_as_bfcl(c, &mut r);
+        // BFCL stores the error text as the answer; it decodes to no call.
+        assert_eq!(r.scored.correct, right, "{:?}", c.category);
+        assert_eq!(r.error.as_deref(), Some("out of memory"));
+    }
+}
+
+#[test]
+fn the_summary_combines_categories_as_bfcl_eval_does() {
+    use structgen::bfcl::leaderboard::summaries;
+    let f = || function("f", &[("x", "integer", None)], &["x"]);
+    let mut results = Vec::new();
+    // (category, correct answers, wrong answers)
+    for (category, right, wrong) in [
+        (Category::SimplePython, 1, 1),
+        (Category::LiveSimple, 1, 0),
+        (Category::LiveMultiple, 0, 3),
+        (Category::Irrelevance, 1, 0),
+        (Category::MultiTurnBase, 1, 1),
+    ] {
+        let c = case(category, vec![f()], json!([]));
+        for k in 0..right + wrong {
+            let mut r = structgen::bfcl::CaseResult::failed(&c, Mode::Free, "x".into());
+            r.scored.correct = k < right;
+            results.push(r);
+        }
+    }
+    // Absent live categories weigh their full size in the data.
+    let size = |c: &str| match c {
+        "live_parallel" => 16,
+        "live_parallel_multiple" => 24,
+        _ => 100,
+    };
+    let s = &summaries(&results, &size)[0];
+    let close = |a: f64, b: f64| assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    // simple = mean(0.5, java 0, javascript 0); non-live = mean(simple, 0, 0, 0).
+    close(s.non_live, 0.5 / 3.0 / 4.0);
+    // live = (1·1 + 0·3 + 0·16 + 0·24) / 44.
+    close(s.live, 1.0 / 44.0);
+    close(s.irrelevance, 0.5);
+    close(s.multi_turn, 0.5 / 4.0);
+    close(s.agentic, 0.0);
+    let overall = (s.non_live * 10.0 + s.live * 10.0 + 0.5 * 10.0 + 0.125 * 30.0) / 100.0;
+    close(s.overall, overall);
+    assert!(s.absent.contains(&"simple_java".to_string()));
+    assert!(!s.absent.contains(&"live_simple".to_string()));
+    close(s.correct_call_rate, 4.0 / 9.0);
 }

@@ -98,11 +98,10 @@ pub fn run_conversations(
     );
     let mut live: HashMap<u64, Conversation> = HashMap::new();
     let mut results: HashMap<usize, Vec<Option<CaseResult>>> = HashMap::new();
-    let mut waiting: Vec<(usize, usize)> = todo
-        .iter()
-        .flat_map(|&i| (0..modes.len()).map(move |k| (i, k)))
-        .rev()
-        .collect();
+    // A case's modes run one after another, so that the next mode finds the conversation's
+    // opening (tools, system prompt, first turn: thousands of tokens) in the cache of the slot
+    // the last one freed; other cases fill the other slots. A stack: the last pushed goes next.
+    let mut waiting: Vec<(usize, usize)> = todo.iter().rev().map(|&i| (i, 0)).collect();
     let mut next_id = 0u64;
     let mut events = Vec::new();
     loop {
@@ -118,6 +117,9 @@ pub fn run_conversations(
                     if !record(&mut results, i, k, r, done) {
                         return;
                     }
+                    if k + 1 < modes.len() {
+                        waiting.push((i, k + 1));
+                    }
                     continue;
                 }
             };
@@ -132,6 +134,9 @@ pub fn run_conversations(
             if let Some(r) = ended(&mut conv, cases, settings, bridge, handler) {
                 if !record(&mut results, i, k, r, done) {
                     return;
+                }
+                if k + 1 < modes.len() {
+                    waiting.push((i, k + 1));
                 }
             } else {
                 live.insert(next_id, conv);
@@ -162,6 +167,9 @@ pub fn run_conversations(
             if let Some(r) = ended(&mut conv, cases, settings, bridge, handler) {
                 if !record(&mut results, i, k, r, done) {
                     return;
+                }
+                if k + 1 < modes.len() {
+                    waiting.push((i, k + 1));
                 }
             } else {
                 live.insert(id, conv);
