@@ -22,7 +22,7 @@
 //! |---|---|
 //! | [`engine`], [`grammar`], [`frontend`], [`vocab`], [`util`] | the engine crate |
 //! | [`runtime`] | the runtime crate: models on Candle and our kernels, chat templates, constrained and batched generation |
-//! | [`bench`] | `structgen bench`: workloads, engines side by side, reports |
+//! | [`bench`](mod@bench) | `structgen bench`: workloads, engines side by side, reports |
 //! | [`bfcl`] | `structgen bfcl`: BFCL data, prompts, the AST checker, accuracy reports |
 //! | [`json_lines`] | reading JSON Lines inputs with line numbers |
 //! | [`serve`] | `structgen serve`: the OpenAI-compatible server on the batched runtime |

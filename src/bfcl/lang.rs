@@ -1,7 +1,7 @@
 //! Java and JavaScript arguments as BFCL reads them.
 //!
 //! In the `simple_java` and `simple_javascript` categories every parameter is offered to the model
-//! as a string ([`prepare_doc`]: BFCL's language-specific preprocessing of the function document),
+//! as a string ([`prepare_properties`]: BFCL's language-specific preprocessing of the function document),
 //! and the model writes each value in the language's own syntax: `"new ArrayList<>(Arrays.asList(1,
 //! 2))"`, `"3.5f"`, `"{key: 'v'}"`. Before the AST checker compares values, BFCL's type converters
 //! turn such a string back into a Python value according to the parameter's *declared* type

@@ -4,16 +4,24 @@
 //!
 //! ```text
 //! bfcl_eval/data ──data──► Case ──convert──► OpenAI tools ──run──► answer text (per mode)
+//!                            │                                         │
+//!                            └─ multi-turn ──conversation──► steps ◄──► bridge (BFCL's backends)
 //!                                                                      │
-//!                   report ◄── CaseResult ◄── score (parse calls, jsonschema, checker)
+//!   report, leaderboard ◄── CaseResult ◄── score / multi_turn (+ reading: BFCL's decoder)
 //! ```
 //!
 //! - [`data`]: question and possible-answer files → typed [`data::Case`]s;
 //! - [`convert`]: BFCL function documents → OpenAI tools (BFCL's type mapping, `.` → `_`);
-//! - [`run`]: one case on a model in each mode (prompt prefilled once), or its ground truth;
+//! - [`run`]: one single-turn case on a model in each mode (prompt prefilled once), or its
+//!   ground truth;
+//! - [`conversation`]: multi-turn cases, many conversations at once on the batch runtime;
+//! - [`multi_turn`]: their data, ground truth and scoring by BFCL's `multi_turn_checker`;
+//! - [`bridge`]: the Python process running bfcl-eval's own code (backends, checker, decoders);
 //! - [`score`]: answer text → calls, schema validity, parse failures, verdict;
+//! - [`reading`]: the verdict under the BFCL handler of the model's family;
 //! - [`checker`]: the AST checker with BFCL's semantics;
-//! - [`report`]: rows per category and mode, the table, the results file.
+//! - [`report`]: rows per category and mode, the table, the results file;
+//! - [`leaderboard`]: bfcl-eval's group and overall scores.
 
 pub mod bridge;
 pub mod checker;
