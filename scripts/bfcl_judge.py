@@ -6,7 +6,8 @@ imported as it is. Its module imports `MODEL_CONFIG_MAPPING`, whose module pulls
 handler and their SDKs; only `underscore_to_dot` is read from it, so that one module is replaced
 by a mapping whose entries say False (the calls handed over carry BFCL's original names, dots
 included). Relevance categories are judged by eval_runner's rule: irrelevance is right when no
-call was made, relevance when at least one was.
+call was made, relevance when at least one was. Multi-turn results are judged by BFCL's
+multi_turn_checker and memory results by its agentic_checker, on the saved steps.
 
 For every result: the calls we read from the answer go to BFCL's checker, with the case's
 function documents (as in the data: the checker reads Java and JavaScript types from them) and
@@ -98,6 +99,39 @@ def multi_turn_verdict(handler, result, questions, answers):
 judged = 0
 
 
+def memory_verdicts(handler, result, answers):
+    """eval_runner's agentic rule (agentic_checker on the last step that is not a call) on the
+    saved steps, as structgen read them (a step whose calls were executed is a call) and as the
+    handler decodes them."""
+    from bfcl_eval.eval_checker.agentic_eval.agentic_checker import agentic_checker
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import is_empty_execute_response
+
+    if result.get("error"):
+        return (False, "did not run"), (False, "did not run")
+    gt = answers[result["id"]]["ground_truth"]
+    steps = (result.get("turns") or [[]])[0]
+
+    def judge(last):
+        if last is None:
+            return False, "no last message"
+        v = agentic_checker(last, gt)
+        return bool(v["valid"]), v.get("error_message", "")
+
+    ours = judge(next((s["text"] for s in reversed(steps) if not s.get("executed")), None))
+    if handler is None:
+        return ours, None
+    last = None
+    for s in steps:
+        try:
+            calls = handler.decode_execute(s["text"], has_tool_call_tag=False)
+        except Exception:
+            last = s["text"]
+            continue
+        if is_empty_execute_response(calls):
+            last = s["text"]
+    return ours, judge(last)
+
+
 def handler_verdict(checker, language, handler, result, questions, answers):
     """eval_runner's single-turn rules on the handler's decode_ast of the answer."""
     from bfcl_eval.utils import is_empty_output
@@ -126,14 +160,21 @@ def handler_verdict(checker, language, handler, result, questions, answers):
     return bool(verdict["valid"]), "; ".join(map(str, verdict.get("error", [])))
 
 
-def read_jsonl(path):
+def read_jsonl(path, category=None):
+    """The entries of a data file by id; the memory categories' shared file's ids renamed as
+    bfcl-eval renames them (`memory_0-…` → `memory_kv_0-…`)."""
     with open(path, encoding="utf-8") as f:
-        return {e["id"]: e for e in (json.loads(line) for line in f if line.strip())}
+        entries = [json.loads(line) for line in f if line.strip()]
+    if category and category.startswith("memory"):
+        return {e["id"].replace("memory", category): e for e in entries}
+    return {e["id"]: e for e in entries}
 
 
 def category_file(data, folder, category):
     """The highest-version file of a category (v3's `simple` name included)."""
     v3 = {"simple_python": "simple", "simple_java": "java", "simple_javascript": "javascript"}
+    if category.startswith("memory"):
+        category = "memory"
     names = [category] + ([v3[category]] if category in v3 else [])
     found = []
     for n in names:
@@ -195,10 +236,10 @@ def main():
             q = category_file(args.data, "", category)
             if q is None:
                 sys.exit(f"{args.data}: no question file for {category}")
-            questions.update(read_jsonl(q))
+            questions.update(read_jsonl(q, category))
             a = category_file(args.data, "possible_answer", category)
             if a is not None:
-                answers.update(read_jsonl(a))
+                answers.update(read_jsonl(a, category))
         if r["id"] not in questions:
             missing.append(r["id"])
             continue
@@ -214,6 +255,15 @@ def main():
             if ok != ours or (r["mode"] == "ground-truth" and ok != bool(r["correct"])):
                 tally[category][1] += 1
                 disagreements.append((r["id"], r["mode"], r["correct"], ok, why))
+            continue
+        if category.startswith("memory"):
+            (ok, why), theirs = memory_verdicts(handler, r, answers)
+            if ok != bool(r["correct"]):
+                tally[category][1] += 1
+                disagreements.append((r["id"], r["mode"], r["correct"], ok, why))
+            if theirs is not None and "bfcl" in r and theirs[0] != bool(r["bfcl"]["correct"]):
+                tally[category][1] += 1
+                disagreements.append((r["id"], r["mode"] + ", BFCL reading", r["bfcl"]["correct"], *theirs))
             continue
         ok, why = bfcl_verdict(checker, language, r, questions, answers)
         if ok != bool(r["correct"]):

@@ -8,7 +8,10 @@
 //!   state is replayed into it;
 //! - a real conversation: SmolLM2-135M answers a multi-turn case under the grammar with a call
 //!   required in every answer, its calls run on the backends and their results come back, every
-//!   call is schema-valid, and BFCL's step limit ends the conversation.
+//!   call is schema-valid, and BFCL's step limit ends the conversation;
+//! - the memory categories: a prerequisite conversation's memory carries over to the next and
+//!   is restored into a fresh bridge; SmolLM2 runs a question's whole prerequisite chain, in
+//!   order, before the question, which BFCL's agentic checker scores.
 
 mod common;
 
@@ -296,4 +299,159 @@ fn smollm2_runs_a_conversation_under_the_grammar() {
         "{}",
         r["bfcl"]
     );
+}
+
+/// A memory entry of `category`'s backend class `class` for the bridge, its snapshots under
+/// `dir`.
+fn memory_entry(id: &str, class: &str, dir: &Path) -> Value {
+    let test_category = id.rsplit_once('_').unwrap().0;
+    json!({
+        "id": id,
+        "category": "memory_kv",
+        "initial_config": {class: {
+            "scenario": "notetaker",
+            "test_id": id,
+            "test_category": test_category,
+            "model_result_dir": dir.display().to_string(),
+        }},
+        "involved_classes": [class],
+    })
+}
+
+#[test]
+fn memory_snapshots_carry_over_and_restore() {
+    let test = "memory_snapshots_carry_over_and_restore";
+    let Some(py) = bfcl_python(test) else {
+        return;
+    };
+    let class = "MemoryAPI_kv";
+    let mut bridge = Bridge::start(&py, Duration::from_secs(60)).unwrap();
+    let dir = bridge.memory_dir("free");
+    let first = memory_entry("memory_kv_prereq_0-notetaker-0", class, &dir);
+    let add = json!({"name": "core_memory_add", "arguments": {"key": "user_name", "value": "Ada"}});
+    let (_, results) = bridge.execute("p0", &first, &[add]).unwrap();
+    assert!(results[0].contains("added"), "{results:?}");
+    let snapshot = bridge.memory_flush("p0", &first).unwrap();
+    bridge.end("p0");
+    assert_eq!(snapshot["core_memory"]["user_name"], "Ada", "{snapshot}");
+    // The next conversation of the scenario loads it, and its system prompt shows it.
+    let question = memory_entry("memory_kv_130-notetaker-0", class, &dir);
+    let turn = [json!({"role": "user", "content": "What is my name?"})];
+    let first_turn = bridge.memory_prompt("q", &question, &turn).unwrap();
+    assert_eq!(first_turn.len(), 2);
+    let system = first_turn[0]["content"].as_str().unwrap();
+    assert!(system.contains("Ada"), "{system}");
+    assert!(system.contains("'answer'"), "the answer format: {system}");
+    let all = json!({"name": "core_memory_retrieve_all", "arguments": {}});
+    let (_, got) = bridge
+        .execute("q", &question, std::slice::from_ref(&all))
+        .unwrap();
+    assert!(got[0].contains("Ada"), "{got:?}");
+    bridge.end("q");
+    // A fresh bridge (a resumed run) starts empty until the snapshot is restored.
+    let mut fresh = Bridge::start(&py, Duration::from_secs(60)).unwrap();
+    let question = memory_entry(
+        "memory_kv_130-notetaker-0",
+        class,
+        &fresh.memory_dir("free"),
+    );
+    let (_, empty) = fresh
+        .execute("a", &question, std::slice::from_ref(&all))
+        .unwrap();
+    assert!(!empty[0].contains("Ada"), "{empty:?}");
+    fresh.end("a");
+    fresh.memory_restore(&question, Some(&snapshot)).unwrap();
+    let (_, got) = fresh
+        .execute("b", &question, std::slice::from_ref(&all))
+        .unwrap();
+    assert!(got[0].contains("Ada"), "{got:?}");
+    // BFCL's agentic checker judges the final answer.
+    let (ok, _) = fresh
+        .agentic_check(
+            "{'answer': 'Ada', 'context': 'core memory'}",
+            &["Ada".into()],
+        )
+        .unwrap();
+    let (wrong, why) = fresh
+        .agentic_check("{'answer': 'I do not know'}", &["Ada".into()])
+        .unwrap();
+    assert!(ok && !wrong, "{why}");
+}
+
+#[test]
+fn smollm2_answers_a_memory_question_after_its_chain() {
+    let test = "smollm2_answers_a_memory_question_after_its_chain";
+    let (Some(data), Some(_), Some(py)) = (
+        common::bfcl_data(test),
+        common::model_file(test),
+        bfcl_python(test),
+    ) else {
+        return;
+    };
+    let py = py.to_string_lossy().into_owned();
+    let run = run_json(
+        &[
+            "bfcl",
+            "--model",
+            "smollm2-135m",
+            "--mode",
+            "free",
+            "--categories",
+            "memory_kv",
+            "--ids",
+            "memory_kv_130-notetaker-0",
+            "--max-tokens",
+            "8",
+            "--parallel",
+            "2",
+            "--bfcl-python",
+            &py,
+        ],
+        &temp("memory.json"),
+    );
+    // The notetaker chain ran first, in order, each conversation whole and saving its memory.
+    let chain: Vec<Value> =
+        std::fs::read_to_string(data.join("memory_prereq_conversation/memory_notetaker.json"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let prereqs = run["prereqs"].as_array().unwrap();
+    assert_eq!(prereqs.len(), chain.len());
+    for (p, c) in prereqs.iter().zip(&chain) {
+        let id = c["id"].as_str().unwrap().replace("memory", "memory_kv");
+        assert_eq!(p["id"], id.as_str());
+        assert_eq!(p["category"], "memory_kv_prereq");
+        assert!(p["error"].is_null(), "{}", p["error"]);
+        assert_eq!(
+            p["turns"].as_array().unwrap().len(),
+            c["question"].as_array().unwrap().len(),
+            "{id}"
+        );
+        assert!(
+            p["memory"]["core_memory"].is_object(),
+            "{id}: {}",
+            p["memory"]
+        );
+    }
+    // The question is scored by BFCL's agentic checker under both readers; the summary counts
+    // it in the agentic group and leaves the unscored chain out.
+    let results = run["results"].as_array().unwrap();
+    assert_eq!(results.len(), 1);
+    let r = &results[0];
+    assert!(r["error"].is_null(), "{}", r["error"]);
+    let verdict = r["verdict"].as_str().unwrap();
+    assert!(
+        verdict == "correct" || verdict.starts_with("agentic:"),
+        "{verdict}"
+    );
+    assert!(r["bfcl"]["verdict"].is_string(), "{}", r["bfcl"]);
+    let all = run["summary"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["category"] == "all")
+        .unwrap();
+    assert_eq!(all["cases"], 1);
 }

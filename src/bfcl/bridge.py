@@ -24,15 +24,30 @@ backends print goes to stderr, so stdout carries answers only.
       method's signature) -> {"ok": true, "turns": [[{"name", "arguments"}]]}
   {"op": "holdout_message", "functions": [doc]}
       -> {"ok": true, "text": BFCL's user message announcing the functions}
+  {"op": "memory_prompt", "session": S, "entry": E, "first_turn": [message]}
+      the first turn of a memory entry as BFCL's handler sends it: the memory backend's
+      instructions with its core memory as loaded (and, outside the prerequisite
+      conversations, the agentic answer format) as the system message
+      -> {"ok": true, "messages": [message]}
+  {"op": "memory_flush", "session": S, "entry": E}
+      saves S's memory as the snapshot the scenario's next entries load
+      -> {"ok": true, "snapshot": {"core_memory", "archival_memory", ...}}
+  {"op": "memory_restore", "entry": E, "snapshot": snapshot | null}
+      makes `snapshot` the one E's scenario loads next (null: none, memory starts empty)
+  {"op": "agentic_check", "text": T, "answers": [text]}
+      BFCL's agentic_checker -> {"ok": true, "valid": bool, "error_type", "error_message"}
 
-E is {"id", "category", "initial_config", "involved_classes"}.
+E is {"id", "category", "initial_config", "involved_classes"}. A memory backend's initial_config
+names "model_result_dir", the folder its snapshots live under (structgen's, per mode).
 """
 
 import ast
 import collections
+import copy
 import importlib
 import inspect
 import json
+import pathlib
 import re
 import sys
 import types
@@ -106,6 +121,28 @@ def long_context(entry):
     return "long_context" in category or "composite" in category
 
 
+def initial_config(entry):
+    """E's initial_config with a memory backend's folder as the Path BFCL's backends expect."""
+    config = copy.deepcopy(entry["initial_config"])
+    for c in config.values():
+        if isinstance(c, dict) and isinstance(c.get("model_result_dir"), str):
+            c["model_result_dir"] = pathlib.Path(c["model_result_dir"])
+    return config
+
+
+def instances(session, entry, calls=()):
+    """Runs `calls` on the session's backends (made on first use): (results, instances)."""
+    return multi_turn_utils.execute_multi_turn_func_call(
+        list(calls),
+        initial_config(entry),
+        entry["involved_classes"],
+        f"{MODEL}_{session}",
+        entry["id"],
+        long_context=long_context(entry),
+        is_evaL_run=False,
+    )
+
+
 def calls_text(calls):
     return convert_to_function_call([{c["name"]: c["arguments"]} for c in calls])
 
@@ -113,15 +150,7 @@ def calls_text(calls):
 def op_execute(req):
     entry = req["entry"]
     calls = calls_text(req["calls"])
-    results, _ = multi_turn_utils.execute_multi_turn_func_call(
-        calls,
-        entry["initial_config"],
-        entry["involved_classes"],
-        f"{MODEL}_{req['session']}",
-        entry["id"],
-        long_context=long_context(entry),
-        is_evaL_run=False,
-    )
+    results, _ = instances(req["session"], entry, calls)
     return {"calls": calls, "results": [str(r) for r in results]}
 
 
@@ -149,7 +178,8 @@ def op_decode(req):
         fmt = ReturnFormat[req.get("language", "python").upper()]
         calls = h.decode_ast(req["text"], fmt, has_tool_call_tag=False)
         return {"calls": calls, "empty": bool(is_empty_output(calls))}
-    return {"calls": h.decode_execute(req["text"], has_tool_call_tag=False)}
+    calls = h.decode_execute(req["text"], has_tool_call_tag=False)
+    return {"calls": calls, "empty": bool(multi_turn_utils.is_empty_execute_response(calls))}
 
 
 def op_check(req):
@@ -207,6 +237,71 @@ def op_holdout_message(req):
     return {"text": text}
 
 
+def memory_instance(session, entry):
+    _, made = instances(session, entry)
+    if len(made) != 1:
+        raise ValueError(f"{entry['id']}: a memory entry has one backend, not {list(made)}")
+    return next(iter(made.values()))
+
+
+def op_memory_prompt(req):
+    from bfcl_eval.constants.default_prompts import (
+        ADDITIONAL_SYSTEM_PROMPT_FOR_AGENTIC_RESPONSE_FORMAT,
+    )
+    from bfcl_eval.model_handler.utils import add_memory_instruction_system_prompt
+    from bfcl_eval.utils import is_memory_prereq
+
+    entry = req["entry"]
+    first = copy.deepcopy(req["first_turn"])
+    # As bfcl-eval's loader (process_agentic_test_case) and handler (inference_multi_turn) do.
+    if not is_memory_prereq(entry["id"]):
+        first.insert(
+            0, {"role": "system", "content": ADDITIONAL_SYSTEM_PROMPT_FOR_AGENTIC_RESPONSE_FORMAT}
+        )
+    scenario = next(iter(entry["initial_config"].values()))["scenario"]
+    prompts = add_memory_instruction_system_prompt(
+        [first],
+        entry["id"].rsplit("_", 1)[0],
+        scenario,
+        memory_instance(req["session"], entry),
+    )
+    return {"messages": prompts[0]}
+
+
+def op_memory_flush(req):
+    memory = memory_instance(req["session"], req["entry"])
+    memory._flush_memory_to_local_file()
+    with open(memory.latest_snapshot_file) as f:
+        return {"snapshot": json.load(f)}
+
+
+def op_memory_restore(req):
+    entry = req["entry"]
+    (cls_name,) = entry["involved_classes"]
+    module = importlib.import_module(CLASS_FILE_PATH_MAPPING[cls_name])
+    memory = getattr(module, cls_name)()
+    # Sets the snapshot paths as the backend will when it loads.
+    memory._prepare_snapshot(initial_config(entry)[cls_name])
+    path = memory.latest_snapshot_file
+    if req["snapshot"] is None:
+        path.unlink(missing_ok=True)
+    else:
+        with open(path, "w") as f:
+            json.dump(req["snapshot"], f, indent=4)
+    return {}
+
+
+def op_agentic_check(req):
+    from bfcl_eval.eval_checker.agentic_eval.agentic_checker import agentic_checker
+
+    verdict = agentic_checker(req["text"], req["answers"])
+    return {
+        "valid": bool(verdict.get("valid")),
+        "error_type": verdict.get("error_type", ""),
+        "error_message": verdict.get("error_message", ""),
+    }
+
+
 def op_hello(_req):
     from importlib.metadata import version
 
@@ -221,6 +316,10 @@ OPS = {
     "check": op_check,
     "truth": op_truth,
     "holdout_message": op_holdout_message,
+    "memory_prompt": op_memory_prompt,
+    "memory_flush": op_memory_flush,
+    "memory_restore": op_memory_restore,
+    "agentic_check": op_agentic_check,
 }
 
 

@@ -13,12 +13,15 @@
 //! - a process that died or was killed is started again on the next request, and every open
 //!   session's executed calls are replayed into it first, so the backends' state survives;
 //!   the step that hung or crashed gets an error text for each of its calls, as BFCL gives a
-//!   call that raises.
+//!   call that raises;
+//! - the memory backends' snapshots live in a folder of the bridge's own ([`Bridge::memory_dir`]),
+//!   kept across restarts and removed when the bridge is dropped.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -100,6 +103,13 @@ pub struct Bridge {
     process: Option<Process>,
     sessions: BTreeMap<String, Session>,
     version: String,
+    memory: PathBuf,
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.memory);
+    }
 }
 
 impl std::fmt::Debug for Bridge {
@@ -115,15 +125,26 @@ impl std::fmt::Debug for Bridge {
 impl Bridge {
     /// Starts the bridge on `python` and checks that bfcl-eval imports.
     pub fn start(python: &Path, timeout: Duration) -> Result<Bridge, BridgeError> {
+        static BRIDGES: AtomicUsize = AtomicUsize::new(0);
+        let n = BRIDGES.fetch_add(1, Ordering::Relaxed);
+        let memory =
+            std::env::temp_dir().join(format!("structgen-bfcl-{}-{n}", std::process::id()));
         let mut b = Bridge {
             python: python.to_path_buf(),
             timeout,
             process: None,
             sessions: BTreeMap::new(),
             version: String::new(),
+            memory,
         };
         b.spawn()?;
         Ok(b)
+    }
+
+    /// The folder the memory backends of runs in mode `mode` keep their snapshots under (BFCL's
+    /// `model_result_dir`).
+    pub fn memory_dir(&self, mode: &str) -> PathBuf {
+        self.memory.join(mode)
     }
 
     /// The bfcl-eval version the bridge runs.
@@ -355,6 +376,61 @@ impl Bridge {
     pub fn holdout_message(&mut self, functions: &[Value]) -> Result<String, BridgeError> {
         let a = self.request(&json!({"op": "holdout_message", "functions": functions}))?;
         Ok(a["text"].as_str().unwrap_or_default().to_string())
+    }
+
+    /// The first turn of memory entry `entry` as BFCL sends it: `first_turn` after a system
+    /// message with the memory backend's instructions and its core memory as session `session`
+    /// loads it (and, for a question, the answer format).
+    pub fn memory_prompt(
+        &mut self,
+        session: &str,
+        entry: &Value,
+        first_turn: &[Value],
+    ) -> Result<Vec<Value>, BridgeError> {
+        // Makes the session's backend (loading the snapshot), kept for a replay.
+        self.execute(session, entry, &[])?;
+        let req = json!({"op": "memory_prompt", "session": session, "entry": entry, "first_turn": first_turn});
+        let a = self.request(&req)?;
+        Ok(a["messages"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Saves session `session`'s memory as the snapshot its scenario's next entries load, and
+    /// returns it.
+    pub fn memory_flush(&mut self, session: &str, entry: &Value) -> Result<Value, BridgeError> {
+        if !self.sessions.contains_key(session) {
+            return Err(BridgeError::Failed(format!(
+                "memory session {session} is not open"
+            )));
+        }
+        let a = self.request(&json!({"op": "memory_flush", "session": session, "entry": entry}))?;
+        Ok(a["snapshot"].clone())
+    }
+
+    /// Makes `snapshot` the one `entry`'s scenario loads next (`None`: memory starts empty).
+    pub fn memory_restore(
+        &mut self,
+        entry: &Value,
+        snapshot: Option<&Value>,
+    ) -> Result<(), BridgeError> {
+        self.request(&json!({"op": "memory_restore", "entry": entry, "snapshot": snapshot}))?;
+        Ok(())
+    }
+
+    /// BFCL's `agentic_checker`: whether `text` mentions one of `answers` (as it normalizes
+    /// them), and why not.
+    pub fn agentic_check(
+        &mut self,
+        text: &str,
+        answers: &[String],
+    ) -> Result<(bool, String), BridgeError> {
+        let a = self.request(&json!({"op": "agentic_check", "text": text, "answers": answers}))?;
+        let valid = a["valid"] == Value::Bool(true);
+        let why = format!(
+            "{}: {}",
+            a["error_type"].as_str().unwrap_or(""),
+            a["error_message"].as_str().unwrap_or("")
+        );
+        Ok((valid, if valid { "correct".into() } else { why }))
     }
 }
 

@@ -12,12 +12,17 @@
 //! handlers, an answer may take what is left of the context after the prompt (at most
 //! `--max-tokens`); a prompt that leaves no room ends the conversation with an error.
 //!
+//! Memory conversations ([`memory`]) run the same way, with the memory backend's system prompt
+//! (from the bridge, as the backend loaded its snapshot) opening the first turn; a prerequisite
+//! conversation that ends saves its memory for the next, and a conversation starts only after
+//! the one it needs ([`memory::needs`]) has ended in the same mode.
+//!
 //! Invariants: a conversation's answers do not depend on what else is in the batch (the batch
 //! decodes each sequence as alone); its backends live in its own bridge session, ended when it
 //! finishes; a bridge failure is a result for the model (see [`Bridge::execute`]) or, when the
 //! bridge cannot be started again, that conversation's error — never a crashed run.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{json, Value};
 
@@ -25,7 +30,8 @@ use super::bridge::Bridge;
 use super::convert::openai_tools;
 use super::data::{Case, Function};
 use super::lang::Language;
-use super::multi_turn::{finished, tools_with, Scorer, Step, STEP_LIMIT};
+use super::memory;
+use super::multi_turn::{finished, tools_for, Scorer, Step, STEP_LIMIT};
 use super::run::{mode_matcher, CaseResult, Mode, Settings};
 use super::score::read_calls;
 use crate::frontend::tools::Tool;
@@ -38,12 +44,14 @@ struct Conversation {
     case: usize,
     mode: usize,
     session: String,
+    /// The bridge's entry for its backends (a memory backend's with the mode's folder).
+    entry: Value,
     messages: Vec<Value>,
     /// The tools in the system prompt (the case's initial ones, as BFCL's prompting flow keeps).
     offered: Vec<Value>,
-    /// The held-out functions announced so far.
-    revealed: Vec<Function>,
-    /// What constrained answers may call, and what the reader reads.
+    /// The case's functions, then the held-out ones announced so far: what the reader reads.
+    functions: Vec<Function>,
+    /// `functions` as tools: what constrained answers may call.
     tools: Vec<Tool>,
     turn: usize,
     turns: Vec<Vec<Step>>,
@@ -97,28 +105,20 @@ pub fn run_conversations(
         },
     );
     let mut live: HashMap<u64, Conversation> = HashMap::new();
-    let mut results: HashMap<usize, Vec<Option<CaseResult>>> = HashMap::new();
-    // A case's modes run one after another, so that the next mode finds the conversation's
-    // opening (tools, system prompt, first turn: thousands of tokens) in the cache of the slot
-    // the last one freed; other cases fill the other slots. A stack: the last pushed goes next.
-    let mut waiting: Vec<(usize, usize)> = todo.iter().rev().map(|&i| (i, 0)).collect();
+    let mut queue = Queue::new(todo, modes.len(), memory::needs(cases, todo));
     let mut next_id = 0u64;
     let mut events = Vec::new();
     loop {
         while live.len() < parallel.max(1) {
-            let Some((i, k)) = waiting.pop() else { break };
+            let Some((i, k)) = queue.next() else { break };
             let case = &cases[i];
-            results.entry(i).or_insert_with(|| vec![None; modes.len()]);
             let mode = modes[k];
-            let mut conv = match start(case, i, k, mode, next_id) {
+            let dir = bridge.memory_dir(mode.name());
+            let mut conv = match start(case, i, k, (mode, &dir), next_id) {
                 Ok(c) => c,
                 Err(e) => {
-                    let r = CaseResult::failed(case, mode, e);
-                    if !record(&mut results, i, k, r, done) {
+                    if !queue.finish(i, k, CaseResult::failed(case, mode, e), done) {
                         return;
-                    }
-                    if k + 1 < modes.len() {
-                        waiting.push((i, k + 1));
                     }
                     continue;
                 }
@@ -132,11 +132,8 @@ pub fn run_conversations(
             };
             begin_turn(&mut conv, &mut batch, next_id, ctx);
             if let Some(r) = ended(&mut conv, cases, settings, bridge, handler) {
-                if !record(&mut results, i, k, r, done) {
+                if !queue.finish(i, k, r, done) {
                     return;
-                }
-                if k + 1 < modes.len() {
-                    waiting.push((i, k + 1));
                 }
             } else {
                 live.insert(next_id, conv);
@@ -144,6 +141,9 @@ pub fn run_conversations(
             next_id += 1;
         }
         if batch.is_idle() {
+            if queue.unpark_all() {
+                continue;
+            }
             return;
         }
         batch.step(&mut events);
@@ -165,11 +165,8 @@ pub fn run_conversations(
                 Err(e) => conv.end = Some(End::Error(format!("generation: {e}"))),
             }
             if let Some(r) = ended(&mut conv, cases, settings, bridge, handler) {
-                if !record(&mut results, i, k, r, done) {
+                if !queue.finish(i, k, r, done) {
                     return;
-                }
-                if k + 1 < modes.len() {
-                    waiting.push((i, k + 1));
                 }
             } else {
                 live.insert(id, conv);
@@ -178,38 +175,122 @@ pub fn run_conversations(
     }
 }
 
-/// Stores mode `k` of case `i`; calls `done` once every mode of the case is in.
-fn record(
-    results: &mut HashMap<usize, Vec<Option<CaseResult>>>,
-    i: usize,
-    k: usize,
-    r: CaseResult,
-    done: &mut dyn FnMut(usize, Vec<CaseResult>) -> bool,
-) -> bool {
-    let Some(slots) = results.get_mut(&i) else {
-        return true;
-    };
-    slots[k] = Some(r);
-    if slots.iter().all(Option::is_some) {
-        if let Some(slots) = results.remove(&i) {
-            return done(i, slots.into_iter().flatten().collect());
-        }
-    }
-    true
+/// The (case, mode) pairs still to run, and the results of cases with modes still running.
+///
+/// A case's modes run one after another, so that the next mode finds the conversation's opening
+/// (tools, system prompt, first turn: thousands of tokens) in the cache of the slot the last one
+/// freed; other cases fill the other slots. `waiting` is a stack: the last pushed goes next. A
+/// case that needs another to end first in the same mode ([`memory::needs`]) is parked until it
+/// has.
+struct Queue {
+    waiting: Vec<(usize, usize)>,
+    results: HashMap<usize, Vec<Option<CaseResult>>>,
+    modes: usize,
+    needs: HashMap<usize, usize>,
+    ended: HashSet<(usize, usize)>,
+    parked: HashMap<(usize, usize), Vec<(usize, usize)>>,
 }
 
-fn start(case: &Case, i: usize, k: usize, mode: Mode, id: u64) -> Result<Conversation, String> {
-    if case.multi_turn.is_none() {
-        return Err(format!("{} is not a multi-turn case", case.id));
+impl Queue {
+    fn new(todo: &[usize], modes: usize, needs: HashMap<usize, usize>) -> Self {
+        let mut q = Self {
+            waiting: Vec::new(),
+            results: HashMap::new(),
+            modes,
+            needs,
+            ended: HashSet::new(),
+            parked: HashMap::new(),
+        };
+        for &i in todo.iter().rev() {
+            q.push((i, 0));
+        }
+        q
     }
+
+    fn push(&mut self, (i, k): (usize, usize)) {
+        match self.needs.get(&i) {
+            Some(&j) if !self.ended.contains(&(j, k)) => {
+                self.parked.entry((j, k)).or_default().push((i, k));
+            }
+            _ => self.waiting.push((i, k)),
+        }
+    }
+
+    /// The next (case, mode) to start.
+    fn next(&mut self) -> Option<(usize, usize)> {
+        let (i, k) = self.waiting.pop()?;
+        let modes = self.modes;
+        self.results.entry(i).or_insert_with(|| vec![None; modes]);
+        Some((i, k))
+    }
+
+    /// Makes every parked case ready; whether there was one. Only reached when nothing runs,
+    /// which the order of `needs` rules out: a case is never dropped for it.
+    fn unpark_all(&mut self) -> bool {
+        let parked: Vec<(usize, usize)> = self.parked.drain().flat_map(|(_, v)| v).collect();
+        self.waiting.extend(parked);
+        !self.waiting.is_empty()
+    }
+
+    /// Stores mode `k` of case `i`, readies what waited for it and its next mode (which goes
+    /// first); calls `done` once every mode of the case is in, and returns what it returns
+    /// (false stops the run).
+    fn finish(
+        &mut self,
+        i: usize,
+        k: usize,
+        r: CaseResult,
+        done: &mut dyn FnMut(usize, Vec<CaseResult>) -> bool,
+    ) -> bool {
+        self.ended.insert((i, k));
+        for job in self
+            .parked
+            .remove(&(i, k))
+            .unwrap_or_default()
+            .into_iter()
+            .rev()
+        {
+            self.push(job);
+        }
+        if k + 1 < self.modes {
+            self.push((i, k + 1));
+        }
+        let Some(slots) = self.results.get_mut(&i) else {
+            return true;
+        };
+        slots[k] = Some(r);
+        if slots.iter().all(Option::is_some) {
+            if let Some(slots) = self.results.remove(&i) {
+                return done(i, slots.into_iter().flatten().collect());
+            }
+        }
+        true
+    }
+}
+
+fn start(
+    case: &Case,
+    i: usize,
+    k: usize,
+    (mode, memory_dir): (Mode, &std::path::Path),
+    id: u64,
+) -> Result<Conversation, String> {
+    let Some(mt) = case.multi_turn.as_deref() else {
+        return Err(format!("{} is not a multi-turn case", case.id));
+    };
+    let entry = match &mt.memory {
+        Some(_) => memory::with_dir(&mt.entry, memory_dir),
+        None => mt.entry.clone(),
+    };
     Ok(Conversation {
         case: i,
         mode: k,
         session: format!("{}_{}_{id}", case.id, mode.name()),
+        entry,
         messages: Vec::new(),
         offered: openai_tools(&case.functions, Language::Python),
-        revealed: Vec::new(),
-        tools: tools_with(case, &[])?,
+        functions: case.functions.clone(),
+        tools: tools_for(&case.functions)?,
         turn: 0,
         turns: Vec::new(),
         prompt_tokens: 0,
@@ -250,11 +331,22 @@ fn begin_turn(conv: &mut Conversation, batch: &mut Batch, id: u64, ctx: Ctx) {
                 return;
             }
         }
-        conv.revealed.extend(held.iter().cloned());
-        match tools_with(case, &conv.revealed) {
+        conv.functions.extend(held.iter().cloned());
+        match tools_for(&conv.functions) {
             Ok(tools) => conv.tools = tools,
             Err(e) => {
                 conv.end = Some(End::Error(e));
+                return;
+            }
+        }
+    } else if t == 0 && mt.memory.is_some() {
+        match ctx
+            .bridge
+            .memory_prompt(&conv.session, &conv.entry, &mt.turns[0])
+        {
+            Ok(first) => conv.messages.extend(first),
+            Err(e) => {
+                conv.end = Some(End::Error(format!("the memory's system prompt: {e}")));
                 return;
             }
         }
@@ -331,16 +423,13 @@ fn answered(
     ctx: Ctx,
     gen: crate::runtime::generate::Generation,
 ) {
-    let case = &ctx.cases[conv.case];
     let settings = ctx.settings;
     let s = &gen.summary;
     conv.grammar_ms += s.grammar_ms;
     conv.decode_ms += s.decode_ms;
     conv.prefill_ms += s.prefill_ms;
-    let mut functions = case.functions.clone();
-    functions.extend(conv.revealed.iter().cloned());
     let (calls, _) = read_calls(
-        &functions,
+        &conv.functions,
         &conv.tools,
         settings.style,
         settings.formats,
@@ -370,7 +459,7 @@ fn answered(
         .iter()
         .map(|c| json!({"name": c.name, "arguments": c.arguments}))
         .collect();
-    match ctx.bridge.execute(&conv.session, &mt_entry(case), &as_json) {
+    match ctx.bridge.execute(&conv.session, &conv.entry, &as_json) {
         Ok((executed, results)) => {
             step.executed = executed;
             step.results = results;
@@ -403,13 +492,6 @@ fn answered(
     submit_step(conv, batch, id, ctx);
 }
 
-fn mt_entry(case: &Case) -> Value {
-    case.multi_turn
-        .as_deref()
-        .map(|m| m.entry.clone())
-        .unwrap_or(Value::Null)
-}
-
 /// The result of a conversation that has ended (`None` while it goes on).
 fn ended(
     conv: &mut Conversation,
@@ -418,9 +500,17 @@ fn ended(
     bridge: &mut Bridge,
     handler: Option<&str>,
 ) -> Option<CaseResult> {
-    let end = conv.end.take()?;
+    let mut end = conv.end.take()?;
     let case = &cases[conv.case];
     let mode = settings.modes[conv.mode];
+    // A prerequisite conversation that ran to its end leaves its memory to the next ones.
+    let mut snapshot = None;
+    if memory::memory_of(case).is_some_and(|m| m.prereq.is_some()) && matches!(end, End::Done) {
+        match bridge.memory_flush(&conv.session, &conv.entry) {
+            Ok(s) => snapshot = Some(s),
+            Err(e) => end = End::Error(format!("saving the memory: {e}")),
+        }
+    }
     bridge.end(&conv.session);
     let turns = std::mem::take(&mut conv.turns);
     let mut r = match end {
@@ -453,5 +543,6 @@ fn ended(
     r.grammar_ms = conv.grammar_ms;
     r.decode_ms = conv.decode_ms;
     r.latency_ms = conv.compile_ms + conv.prefill_ms + conv.decode_ms;
+    r.memory = snapshot;
     Some(r)
 }

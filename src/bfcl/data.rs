@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use super::lang::Language;
+pub use super::memory::load_memory;
 pub use super::multi_turn::{load_multi_turn, MultiTurn};
 use crate::json_lines::json_lines;
 
@@ -56,6 +57,10 @@ pub enum Category {
     MultiTurnMissParam,
     /// Multi-turn, with backends holding long contents.
     MultiTurnLongContext,
+    /// Agentic: questions answered from what a key-value memory kept of earlier conversations.
+    MemoryKv,
+    /// Agentic: the same, with a memory that is one recursively summarized text.
+    MemoryRecSum,
 }
 
 /// How a category's answers are compared with the calls made.
@@ -73,11 +78,21 @@ pub enum CheckKind {
     AnyCall,
     /// A conversation, checked by executing it (BFCL's `multi_turn_checker`).
     MultiTurn,
+    /// A conversation over a memory backend, checked on its final answer's text (BFCL's
+    /// `agentic_checker`).
+    Agentic,
+}
+
+impl CheckKind {
+    /// Whether its cases are conversations run with the bridge (multi-turn and agentic).
+    pub fn is_conversation(self) -> bool {
+        matches!(self, CheckKind::MultiTurn | CheckKind::Agentic)
+    }
 }
 
 impl Category {
     /// Every category, in BFCL's order.
-    pub const ALL: [Category; 17] = [
+    pub const ALL: [Category; 19] = [
         Category::SimplePython,
         Category::SimpleJava,
         Category::SimpleJavascript,
@@ -95,6 +110,8 @@ impl Category {
         Category::MultiTurnMissFunc,
         Category::MultiTurnMissParam,
         Category::MultiTurnLongContext,
+        Category::MemoryKv,
+        Category::MemoryRecSum,
     ];
 
     /// BFCL's name of the category (`simple_python`, ...).
@@ -117,16 +134,20 @@ impl Category {
             Category::MultiTurnMissFunc => "multi_turn_miss_func",
             Category::MultiTurnMissParam => "multi_turn_miss_param",
             Category::MultiTurnLongContext => "multi_turn_long_context",
+            Category::MemoryKv => "memory_kv",
+            Category::MemoryRecSum => "memory_rec_sum",
         }
     }
 
-    /// The category's name in BFCL v3's file names where it differed (`BFCL_v3_simple.json`).
-    fn v3_name(self) -> Option<&'static str> {
+    /// Other names its data files may have after `BFCL_vN_` than its own: BFCL v3's where it
+    /// differed (`BFCL_v3_simple.json`), the memory backends' shared `memory`.
+    fn other_file_names(self) -> &'static [&'static str] {
         match self {
-            Category::SimplePython => Some("simple"),
-            Category::SimpleJava => Some("java"),
-            Category::SimpleJavascript => Some("javascript"),
-            _ => None,
+            Category::SimplePython => &["simple"],
+            Category::SimpleJava => &["java"],
+            Category::SimpleJavascript => &["javascript"],
+            Category::MemoryKv | Category::MemoryRecSum => &["memory"],
+            _ => &[],
         }
     }
 
@@ -153,6 +174,7 @@ impl Category {
             | Category::MultiTurnMissFunc
             | Category::MultiTurnMissParam
             | Category::MultiTurnLongContext => CheckKind::MultiTurn,
+            Category::MemoryKv | Category::MemoryRecSum => CheckKind::Agentic,
             Category::Parallel
             | Category::ParallelMultiple
             | Category::LiveParallel
@@ -232,6 +254,23 @@ pub struct Case {
     pub multi_turn: Option<Box<MultiTurn>>,
 }
 
+impl Case {
+    /// The category its results carry: the category's name, or, for a memory prerequisite
+    /// conversation, BFCL's `<name>_prereq`.
+    pub fn result_category(&self) -> String {
+        let prereq = self
+            .multi_turn
+            .as_deref()
+            .and_then(|mt| mt.memory.as_ref())
+            .is_some_and(|m| m.prereq.is_some());
+        if prereq {
+            format!("{}_prereq", self.category.name())
+        } else {
+            self.category.name().to_string()
+        }
+    }
+}
+
 /// Data that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
@@ -293,6 +332,11 @@ pub fn load(dir: &Path, categories: &[Category]) -> Result<Vec<Case>, DataError>
         if category.check_kind() == CheckKind::MultiTurn {
             let answers = answers.unwrap_or_default();
             cases.extend(load_multi_turn(dir, category, &questions, &answers)?);
+            continue;
+        }
+        if category.check_kind() == CheckKind::Agentic {
+            let answers = answers.unwrap_or_default();
+            cases.extend(load_memory(dir, category, &questions, &answers)?);
             continue;
         }
         let mut expected: HashMap<String, Vec<Expected>> = HashMap::new();
@@ -361,9 +405,8 @@ pub fn case_count(dir: &Path, name: &str) -> usize {
 
 /// The question file of `category` (the highest `BFCL_vN_` version) and its answer file.
 fn files(dir: &Path, category: Category) -> Result<(PathBuf, Option<PathBuf>), DataError> {
-    let suffixes: Vec<String> = [Some(category.name()), category.v3_name()]
-        .into_iter()
-        .flatten()
+    let suffixes: Vec<String> = std::iter::once(category.name())
+        .chain(category.other_file_names().iter().copied())
         .map(|n| format!("_{n}.json"))
         .collect();
     let entries = std::fs::read_dir(dir).map_err(|source| match source.kind() {

@@ -5,7 +5,7 @@
 //! ```text
 //! bfcl_eval/data ──data──► Case ──convert──► OpenAI tools ──run──► answer text (per mode)
 //!                            │                                         │
-//!                            └─ multi-turn ──conversation──► steps ◄──► bridge (BFCL's backends)
+//!                            └─ multi-turn, memory ──conversation──► steps ◄──► bridge (BFCL's backends)
 //!                                                                      │
 //!   report, leaderboard ◄── CaseResult ◄── score / multi_turn (+ reading: BFCL's decoder)
 //! ```
@@ -16,6 +16,8 @@
 //!   ground truth;
 //! - [`conversation`]: multi-turn cases, many conversations at once on the batch runtime;
 //! - [`multi_turn`]: their data, ground truth and scoring by BFCL's `multi_turn_checker`;
+//! - [`memory`]: the memory categories: questions, the prerequisite conversations that fill the
+//!   memory, scoring by BFCL's `agentic_checker`;
 //! - [`bridge`]: the Python process running bfcl-eval's own code (backends, checker, decoders);
 //! - [`score`]: answer text → calls, schema validity, parse failures, verdict;
 //! - [`reading`]: the verdict under the BFCL handler of the model's family;
@@ -30,6 +32,7 @@ pub mod convert;
 pub mod data;
 pub mod lang;
 pub mod leaderboard;
+pub mod memory;
 pub mod multi_turn;
 pub mod reading;
 pub mod report;

@@ -24,6 +24,7 @@ use super::bridge::{Bridge, BridgeError};
 use super::convert::openai_tools;
 use super::data::{function, read_lines, Case, Category, DataError, Function, Loc};
 use super::lang::Language;
+use super::memory::{self, Memory};
 use super::run::{CaseResult, Mode, Reading};
 use super::score::{read_calls, Scored, ScoredCall};
 use crate::frontend::tool_calls::render_calls;
@@ -53,8 +54,10 @@ pub struct MultiTurn {
     pub turns: Vec<Vec<Value>>,
     /// Turn index → the functions announced in that turn (`miss_func`).
     pub holdout: BTreeMap<usize, Vec<Function>>,
-    /// Per turn, BFCL's ground-truth call texts.
+    /// Per turn, BFCL's ground-truth call texts (none in a memory conversation).
     pub ground_truth: Vec<Vec<String>>,
+    /// A memory conversation's scenario and answers.
+    pub memory: Option<Memory>,
 }
 
 impl MultiTurn {
@@ -222,24 +225,23 @@ pub fn load_multi_turn(
                 turns,
                 holdout,
                 ground_truth,
+                memory: None,
             })),
         });
     }
     Ok(cases)
 }
 
-fn function_docs(path: &Path) -> Result<Vec<Function>, DataError> {
+pub(super) fn function_docs(path: &Path) -> Result<Vec<Function>, DataError> {
     read_lines(path)?
         .into_iter()
         .map(|(line, v)| function(&Loc { path, line }, &v, ""))
         .collect()
 }
 
-/// The tools a case offers once `revealed` of its held-out functions have been announced.
-pub fn tools_with(case: &Case, revealed: &[Function]) -> Result<Vec<Tool>, String> {
-    let mut functions = case.functions.clone();
-    functions.extend(revealed.iter().cloned());
-    let json = openai_tools(&functions, Language::Python);
+/// The tools `functions` (a case's own, then the held-out ones announced so far) offer.
+pub fn tools_for(functions: &[Function]) -> Result<Vec<Tool>, String> {
+    let json = openai_tools(functions, Language::Python);
     parse_tools(&Value::Array(json)).map_err(|e| format!("tools: {e}"))
 }
 
@@ -269,9 +271,11 @@ impl Scorer<'_> {
                 case.id
             )));
         };
+        if let Some(m) = &mt.memory {
+            return memory::score(self, case, m, turns);
+        }
         let functions = mt.all_functions(case);
-        let tools =
-            tools_with(case, &functions[case.functions.len()..]).map_err(BridgeError::Failed)?;
+        let tools = tools_for(&functions).map_err(BridgeError::Failed)?;
         let mut calls: Vec<ScoredCall> = Vec::new();
         let mut parse_errors = Vec::new();
         let mut ours: Vec<Vec<Vec<String>>> = Vec::new();
@@ -365,6 +369,11 @@ pub fn ground_truth(case: &Case, scorer: &mut Scorer) -> CaseResult {
                 case.id
             )));
         };
+        if let Some(m) = &mt.memory {
+            let turns = vec![vec![memory::ground_truth_step(m)]];
+            let (scored, reading) = scorer.score(case, &turns)?;
+            return Ok(finished(case, Mode::GroundTruth, turns, scored, reading));
+        }
         let truth = scorer.bridge.truth(&mt.entry, &mt.ground_truth)?;
         let turns: Vec<Vec<Step>> = truth
             .iter()

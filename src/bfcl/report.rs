@@ -247,6 +247,10 @@ pub struct Results {
     pub leaderboard: Vec<Summary>,
     /// Every case in every mode.
     pub results: Vec<CaseResult>,
+    /// The memory categories' prerequisite conversations (not scored; their snapshots are
+    /// what a resumed run restores).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prereqs: Vec<CaseResult>,
 }
 
 /// A category a run did not answer, and why.

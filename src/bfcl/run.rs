@@ -127,6 +127,10 @@ pub struct CaseResult {
     /// A multi-turn case's conversation: per turn, its steps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<Vec<Step>>,
+    /// A memory prerequisite conversation's snapshot of the memory when it ended (what the
+    /// scenario's next conversations load).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Value>,
 }
 
 /// An answer as a BFCL handler decodes it, and the verdict on that.
@@ -146,7 +150,7 @@ impl CaseResult {
     fn new(case: &Case, mode: Mode, text: String, scored: Scored) -> CaseResult {
         CaseResult {
             id: case.id.clone(),
-            category: case.category.name().to_string(),
+            category: case.result_category(),
             mode,
             text,
             scored,
@@ -161,7 +165,13 @@ impl CaseResult {
             speculation: None,
             bfcl: None,
             turns: Vec::new(),
+            memory: None,
         }
+    }
+
+    /// Whether it is a memory prerequisite conversation's (kept apart from the scored results).
+    pub fn is_prereq(&self) -> bool {
+        self.category.ends_with("_prereq")
     }
 
     /// A case that could not run in `mode`.

@@ -8,13 +8,12 @@ use clap::Args;
 
 use super::CliError;
 use crate::bfcl::bridge::Bridge;
-use crate::bfcl::data::CheckKind;
 use crate::bfcl::reading::{handler_for, single_turn};
 use crate::bfcl::report::Skipped;
 use crate::bfcl::{Case, CaseResult};
 
 /// The BFCL categories of the same data that `structgen bfcl` does not run, and why.
-const NOT_RUN: [(&str, &str); 4] = [
+const NOT_RUN: [(&str, &str); 2] = [
     (
         "web_search",
         "its backend queries SerpAPI and fetches web pages, which needs the network and an API key",
@@ -22,14 +21,6 @@ const NOT_RUN: [(&str, &str); 4] = [
     (
         "memory_vector",
         "its backend embeds with a sentence-transformers model from the Hugging Face hub",
-    ),
-    (
-        "memory_kv",
-        "the agentic memory categories (prerequisite conversations, then questions scored by BFCL's agentic checker) are not implemented yet",
-    ),
-    (
-        "memory_rec_sum",
-        "the agentic memory categories (prerequisite conversations, then questions scored by BFCL's agentic checker) are not implemented yet",
     ),
 ];
 
@@ -57,8 +48,8 @@ pub struct RunBridge {
     pub skipped: Vec<Skipped>,
 }
 
-/// Starts the bridge if `cases` has multi-turn cases or `style` has a BFCL handler. Without it,
-/// multi-turn cases are dropped from `cases` (an error when `explicit`: the user asked for
+/// Starts the bridge if `cases` has multi-turn or memory cases or `style` has a BFCL handler.
+/// Without it, those cases are dropped from `cases` (an error when `explicit`: the user asked for
 /// them) and said in `skipped`, and the reading is left out.
 pub fn open(
     args: &BridgeArgs,
@@ -90,7 +81,7 @@ pub fn open(
             skipped,
         }),
         Err(e) if multi_turn && explicit => Err(CliError::Usage(format!(
-            "the multi-turn categories need BFCL's backends: {e}"
+            "the multi-turn and memory categories need BFCL's backends: {e}"
         ))),
         Err(e) => {
             let mut dropped: Vec<&'static str> = Vec::new();
@@ -130,7 +121,7 @@ impl RunBridge {
         let (Some(bridge), Some(handler)) = (self.bridge.as_mut(), self.handler) else {
             return;
         };
-        if case.category.check_kind() == CheckKind::MultiTurn {
+        if case.category.check_kind().is_conversation() {
             return;
         }
         for r in rs {

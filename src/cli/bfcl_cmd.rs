@@ -25,14 +25,14 @@ use super::source::call_formats_arg;
 use super::{read_json, CliError};
 use crate::bfcl::checker::answer_defects;
 use crate::bfcl::conversation::run_conversations;
-use crate::bfcl::data::{case_count, CheckKind};
-use crate::bfcl::leaderboard;
+use crate::bfcl::data::case_count;
 use crate::bfcl::multi_turn::{self, Scorer};
 use crate::bfcl::report::{rows, table, Results, Selection};
 use crate::bfcl::run::{
     failure_as_bfcl, ground_truth, offered_tools, run_case, run_cases_batched, Settings,
 };
 use crate::bfcl::score::score;
+use crate::bfcl::{leaderboard, memory};
 use crate::bfcl::{load, Case, CaseResult, Category, Mode};
 use crate::frontend::tools::FormatSet;
 use crate::frontend::tools::{StyleSpec, ToolChoice};
@@ -251,15 +251,16 @@ fn accuracy_line(modes: &[Mode], correct: &[usize], done: usize) -> String {
 /// Runs `structgen bfcl`.
 pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
     let categories = categories(&cmd.categories)?;
-    let explicit = !cmd.categories.is_empty()
-        && categories
-            .iter()
-            .any(|c| c.check_kind() == CheckKind::MultiTurn);
+    let explicit =
+        !cmd.categories.is_empty() && categories.iter().any(|c| c.check_kind().is_conversation());
     let cases = load(&cmd.data, &categories)?;
     if let Some(path) = &cmd.rescore {
         return rescore(&cmd, path, cases, explicit);
     }
     let mut cases = select(cases, &cmd)?;
+    if cmd.mode != RunMode::GroundTruth {
+        memory::add_prerequisites(&cmd.data, &mut cases)?;
+    }
     let start = Instant::now();
     let formats = cmd.format_set(None);
     let mut run = Results {
@@ -280,6 +281,7 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
         summary: Vec::new(),
         leaderboard: Vec::new(),
         results: Vec::new(),
+        prereqs: Vec::new(),
     };
     if cmd.mode == RunMode::GroundTruth {
         let style = named_style(&run.style)?;
@@ -328,7 +330,8 @@ pub fn run(cmd: BfclCmd) -> Result<ExitCode, CliError> {
             run: &run,
             start,
         };
-        run.results = answer_all(&cmd, (loaded, draft), &mut rb, answering, answered)?;
+        let all = answer_all(&cmd, (loaded, draft), &mut rb, answering, answered)?;
+        (run.prereqs, run.results) = all.into_iter().partition(CaseResult::is_prereq);
         run.total_s += start.elapsed().as_secs_f64();
     }
     finish(&cmd, run)
@@ -412,7 +415,8 @@ fn resumed(
         answered[i] = saved
             .results
             .iter()
-            .filter(|r| r.id == c.id && r.category == c.category.name())
+            .chain(&saved.prereqs)
+            .filter(|r| r.id == c.id && r.category == c.result_category())
             .cloned()
             .collect();
     }
@@ -432,8 +436,14 @@ fn save(
     answered: &[Vec<CaseResult>],
     start: Instant,
 ) -> Result<(), CliError> {
+    let (prereqs, results) = answered
+        .iter()
+        .flatten()
+        .cloned()
+        .partition(CaseResult::is_prereq);
     let mut snapshot = Results {
-        results: answered.iter().flatten().cloned().collect(),
+        results,
+        prereqs,
         total_s: run.total_s + start.elapsed().as_secs_f64(),
         ..run.clone()
     };
@@ -486,11 +496,19 @@ fn answer_all(
     let pb = progress(cases.len() * modes.len());
     pb.set_position((done * modes.len()) as u64);
     let failure: RefCell<Option<String>> = RefCell::new(None);
+    if let Some(bridge) = rb.bridge.as_mut().filter(|_| !conversations.is_empty()) {
+        memory::restore(bridge, cases, &answered, &modes)
+            .map_err(|e| CliError::Usage(format!("restoring the memory snapshots: {e}")))?;
+    }
+    // Prerequisite conversations are not scored: the accuracy leaves them out.
+    let is_prereq = |r: &[CaseResult]| r.iter().any(CaseResult::is_prereq);
+    let mut unscored = answered.iter().filter(|r| is_prereq(r)).count();
     let mut record = |i: usize, r: Vec<CaseResult>| -> bool {
         pb.inc(r.len() as u64);
         for (k, result) in r.iter().enumerate() {
             correct[k] += usize::from(result.scored.correct);
         }
+        unscored += usize::from(is_prereq(&r));
         answered[i] = r;
         done += 1;
         if let Some(path) = cmd.out_path() {
@@ -499,7 +517,7 @@ fn answer_all(
                 return false;
             }
         }
-        let line = accuracy_line(&modes, &correct, done);
+        let line = accuracy_line(&modes, &correct, done - unscored);
         if pb.is_hidden() && (done.is_multiple_of(25) || done == cases.len()) {
             eprintln!("{done}/{} cases: {line}", cases.len());
         }
@@ -510,12 +528,12 @@ fn answer_all(
     if !conversations.is_empty() {
         if draft.is_some() || cmd.jobs > 1 {
             return Err(CliError::Usage(
-                "the multi-turn categories run on one model (use --parallel, not --jobs or --draft-model)".into(),
+                "the multi-turn and memory categories run on one model (use --parallel, not --jobs or --draft-model)".into(),
             ));
         }
         let Some(bridge) = rb.bridge.as_mut() else {
             return Err(CliError::Usage(
-                "the multi-turn categories need the BFCL bridge".into(),
+                "the multi-turn and memory categories need the BFCL bridge".into(),
             ));
         };
         run_conversations(
@@ -667,7 +685,7 @@ fn rescore(
         saved
             .results
             .iter()
-            .any(|r| r.id == c.id && r.category == c.category.name())
+            .any(|r| r.id == c.id && r.category == c.result_category())
     });
     let mut rb = bfcl_bridge::open(&cmd.bridge, &name, &mut cases, explicit)?;
     describe_bridge(&mut saved, &rb);
@@ -675,7 +693,7 @@ fn rescore(
     for r in saved.results.iter_mut() {
         let Some(case) = cases
             .iter()
-            .find(|c| c.id == r.id && c.category.name() == r.category)
+            .find(|c| c.id == r.id && c.result_category() == r.category)
         else {
             missing += 1;
             continue;

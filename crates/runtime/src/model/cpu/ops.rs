@@ -104,12 +104,24 @@ pub(super) fn attention(pool: &Pool, g: &Geometry, segs: &[AttnSeg], qkv: &[f32]
         let blocks = seg.rows.div_ceil(ROWS);
         let (hd, b) = ((c - starts[at]) / blocks, (c - starts[at]) % blocks);
         let rows = b * ROWS..((b + 1) * ROWS).min(seg.rows);
-        // SAFETY: the rows of `rows` at head hd belong to this chunk alone.
-        let outs: Vec<&mut [f32]> = rows
-            .clone()
-            .map(|i| unsafe { out.slice((seg.first + i) * qd + hd * g.d, g.d) })
-            .collect();
-        SCORES.with(|sc| attend_block(g, seg, hd / rep, hd, rows, outs, qkv, &mut sc.borrow_mut()));
+        // The block's output rows; those past its last row stay empty.
+        let mut outs: [&mut [f32]; ROWS] = Default::default();
+        for (o, i) in outs.iter_mut().zip(rows.clone()) {
+            // SAFETY: the rows of `rows` at head hd belong to this chunk alone.
+            *o = unsafe { out.slice((seg.first + i) * qd + hd * g.d, g.d) };
+        }
+        SCORES.with(|sc| {
+            attend_block(
+                g,
+                seg,
+                hd / rep,
+                hd,
+                rows,
+                &mut outs,
+                qkv,
+                &mut sc.borrow_mut(),
+            )
+        });
     });
 }
 
@@ -118,7 +130,8 @@ const ROWS: usize = 8;
 /// Key positions per tile.
 const KEY_TILE: usize = 64;
 
-/// The attention of `rows` of `seg` at query head `hd` (key/value head `kvh`) into `outs`.
+/// The attention of `rows` of `seg` at query head `hd` (key/value head `kvh`) into the first
+/// `rows.len()` of `outs`.
 #[allow(clippy::too_many_arguments)]
 fn attend_block(
     g: &Geometry,
@@ -126,7 +139,7 @@ fn attend_block(
     kvh: usize,
     hd: usize,
     rows: std::ops::Range<usize>,
-    mut outs: Vec<&mut [f32]>,
+    outs: &mut [&mut [f32]; ROWS],
     qkv: &[f32],
     scores: &mut Vec<f32>,
 ) {
@@ -138,7 +151,7 @@ fn attend_block(
     let n = rows.len();
     let mut max = [f32::NEG_INFINITY; ROWS];
     let mut sum = [0f32; ROWS];
-    for o in outs.iter_mut() {
+    for o in outs.iter_mut().take(n) {
         o.fill(0.0);
     }
     let (first_lo, _) = span(rows.start);
