@@ -7,7 +7,9 @@ handler and their SDKs; only `underscore_to_dot` is read from it, so that one mo
 by a mapping whose entries say False (the calls handed over carry BFCL's original names, dots
 included). Relevance categories are judged by eval_runner's rule: irrelevance is right when no
 call was made, relevance when at least one was. Multi-turn results are judged by BFCL's
-multi_turn_checker and memory results by its agentic_checker, on the saved steps.
+multi_turn_checker and memory results by its agentic_checker, on the saved steps. The
+leaderboard summary is computed again by eval_runner_helper.generate_leaderboard_csv from the
+same verdicts and compared with the one saved.
 
 For every result: the calls we read from the answer go to BFCL's checker, with the case's
 function documents (as in the data: the checker reads Java and JavaScript types from them) and
@@ -33,6 +35,9 @@ def load_checker():
 
     class _Config:
         underscore_to_dot = False
+        # What eval_runner_helper's leaderboard tables print for a model.
+        display_name, url, org, license = "structgen", "", "", ""
+        input_price = output_price = None
 
     class _FcConfig:
         underscore_to_dot = True
@@ -216,6 +221,52 @@ def bfcl_verdict(checker, language, result, questions, answers):
     return bool(verdict["valid"]), "; ".join(map(str, verdict.get("error", [])))
 
 
+# The leaderboard summary's fields and eval_runner_helper's data_overall.csv columns for them.
+SUMMARY_COLUMNS = [
+    ("overall", "Overall Acc"),
+    ("non_live", "Non-Live AST Acc"),
+    ("live", "Live Acc"),
+    ("multi_turn", "Multi Turn Acc"),
+    ("relevance", "Relevance Detection"),
+    ("irrelevance", "Irrelevance Detection"),
+]
+
+
+def summary_disagreements(saved):
+    """bfcl-eval's own summary (eval_runner_helper.generate_leaderboard_csv, fed each
+    category's accuracy and count) against the `leaderboard` structgen saved, per mode and
+    reader: the overall score and the group scores the CSV prints as numbers."""
+    import tempfile
+    from pathlib import Path
+
+    from bfcl_eval.eval_checker import eval_runner_helper
+
+    out = []
+    for s in saved.get("leaderboard", []):
+        per = {}
+        for r in saved["results"]:
+            if r["mode"] != s["mode"]:
+                continue
+            ok = r["correct"] if s["reader"] == "structgen" else (r.get("bfcl") or {}).get("correct")
+            n_ok = per.setdefault(r["category"], [0, 0])
+            n_ok[0] += 1
+            n_ok[1] += bool(ok)
+        table = {"structgen": {c: {"accuracy": ok / n, "total_count": n} for c, (n, ok) in per.items()}}
+        with tempfile.TemporaryDirectory() as tmp:
+            eval_runner_helper.generate_leaderboard_csv(table, Path(tmp))
+            with open(Path(tmp) / "data_overall.csv", encoding="utf-8") as f:
+                header, row = [line.rstrip("\n").split(",") for line in f][:2]
+        theirs = dict(zip(header, row))
+        for field, column in SUMMARY_COLUMNS:
+            value = theirs[column]
+            if value == "N/A":
+                continue
+            ours = f"{s[field] * 100:.2f}%"
+            if ours != value:
+                out.append(f"{s['mode']}, {s['reader']}: {column} ours {ours}, bfcl-eval's {value}")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("results")
@@ -276,6 +327,7 @@ def main():
             if ok != bool(r["bfcl"]["correct"]):
                 tally[category][1] += 1
                 disagreements.append((r["id"], r["mode"] + ", BFCL reading", r["bfcl"]["correct"], ok, why))
+    summary = summary_disagreements(saved) if "leaderboard" in saved else []
     print(f"{'category':<24} {'cases':>6} {'disagree':>9}")
     for category, (n, bad) in tally.items():
         print(f"{category:<24} {n:>6} {bad:>9}")
@@ -289,7 +341,11 @@ def main():
         print(f"DISAGREE {id_} [{mode}]: ours {ours}, BFCL {theirs}: {why}")
     for id_ in missing:
         print(f"MISSING {id_}: not in the data folder or not judged")
-    sys.exit(1 if disagreements or missing else 0)
+    if "leaderboard" in saved:
+        print(f"leaderboard summary: {len(saved['leaderboard'])} mode/reader rows, {len(summary)} disagreements")
+    for line in summary:
+        print(f"DISAGREE summary {line}")
+    sys.exit(1 if disagreements or missing or summary else 0)
 
 
 if __name__ == "__main__":
