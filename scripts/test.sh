@@ -12,11 +12,32 @@ phase() {
   echo "scripts/test.sh: $1 took $((now - last)) s" >&2
   last=$now
 }
-scripts/fetch-models.sh
-scripts/fetch-bfcl.sh
-# BFCL's own Python code (multi-turn backends, checkers, decoders) for the bridge tests and the judge.
-scripts/bfcl-venv.sh >/dev/null
-phase "fetching models and data"
+mkdir -p target
+# Downloads and Python environments wait on the network, not the CPU: they go on in the background
+# while the Rust build runs, and each is awaited where it is first needed (its log printed if it
+# failed). The model and the BFCL data; BFCL's own Python code (multi-turn and memory backends,
+# checkers, decoders) for the bridge tests and the judge; the clients of the serve tests; the
+# Python package's test environment (torch: the largest download).
+background() {
+  local name=$1
+  shift
+  ("$@") >"target/test-$name.log" 2>&1 &
+  eval "job_$name=$!"
+}
+await() {
+  local pid
+  eval "pid=\$job_$1"
+  if ! wait "$pid"; then
+    cat "target/test-$1.log" >&2
+    echo "scripts/test.sh: preparing $1 failed" >&2
+    exit 1
+  fi
+}
+# A failed step leaves no download running behind it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+background data bash -c 'scripts/fetch-models.sh && scripts/fetch-bfcl.sh && scripts/bfcl-venv.sh'
+background serve scripts/serve-venv.sh
+background python scripts/python-venv.sh
 cargo fmt --all --check
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
 # The engine alone, as an embedder without the tokenizer loaders builds it.
@@ -24,6 +45,10 @@ cargo clippy --release -p structgen-engine --no-default-features --locked -- -D 
 # The engine crate's public documentation has no broken or private links.
 RUSTDOCFLAGS="-D warnings" cargo doc -p structgen-engine --no-deps --release --locked
 phase "fmt, clippy and docs"
+cargo test --release --workspace --locked --no-run
+phase "building the tests"
+await data
+phase "waiting for the models and data"
 # Every test must run here: one whose data is missing fails instead of skipping. The fuzz
 # targets mutate their corpus for 10 s each here (30 s by default when run alone).
 STRUCTGEN_TESTS_REQUIRE_DATA=1 STRUCTGEN_FUZZ_SECONDS="${STRUCTGEN_FUZZ_SECONDS:-10}" \
@@ -31,14 +56,16 @@ STRUCTGEN_TESTS_REQUIRE_DATA=1 STRUCTGEN_FUZZ_SECONDS="${STRUCTGEN_FUZZ_SECONDS:
 phase "cargo test"
 # `structgen serve` with real clients: the openai SDK, an agent loop, a load test, fault cases.
 # It tests the binary `cargo test` just built and uplifted to target/release.
+await serve
 STRUCTGEN_BIN="$PWD/target/release/structgen" scripts/serve-tests.sh
 phase "serve tests"
 # BFCL's own checker (bfcl-eval from PyPI) re-scores the ground truth of every category: its
 # verdicts and ours must agree on every case.
 STRUCTGEN_BIN="$PWD/target/release/structgen" scripts/bfcl-judge.sh --ground-truth
 phase "BFCL judge"
-# The Python package: its wheel, installed in a fresh virtual environment, and its tests (torch
+# The Python package: its wheel, installed in its test environment, and its tests (torch
 # included, so none is skipped).
+await python
 STRUCTGEN_TESTS_REQUIRE_DATA=1 scripts/python-tests.sh
 phase "Python package"
 echo "scripts/test.sh: all checks passed in $(( $(date +%s) - start )) s"
