@@ -546,3 +546,53 @@ fn ended(
     r.memory = snapshot;
     Some(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bfcl::data::Category;
+
+    fn result(mode: Mode) -> CaseResult {
+        let case = Case {
+            id: "c".into(),
+            category: Category::MemoryKv,
+            messages: Vec::new(),
+            functions: Vec::new(),
+            answers: Vec::new(),
+            multi_turn: None,
+        };
+        CaseResult::failed(&case, mode, String::new())
+    }
+
+    #[test]
+    fn a_case_waits_for_the_one_it_needs_in_each_mode() {
+        // Case 1 needs case 0 (a chain), case 2 needs case 1 (its question); two modes.
+        let needs = HashMap::from([(1, 0), (2, 1)]);
+        let mut q = Queue::new(&[0, 1, 2], 2, needs);
+        assert_eq!(q.next(), Some((0, 0)));
+        assert_eq!(q.next(), None, "1 and 2 are parked");
+        let mut done = Vec::new();
+        let mut record = |i: usize, r: Vec<CaseResult>| {
+            done.push((i, r.len()));
+            true
+        };
+        assert!(q.finish(0, 0, result(Mode::Constrained), &mut record));
+        // Case 0's next mode goes first (its cache), then case 1 in the first mode.
+        assert_eq!(q.next(), Some((0, 1)));
+        assert_eq!(q.next(), Some((1, 0)));
+        assert_eq!(q.next(), None);
+        assert!(q.finish(1, 0, result(Mode::Constrained), &mut record));
+        // Case 1's second mode waits for case 0's, still running.
+        assert_eq!(q.next(), Some((2, 0)));
+        assert_eq!(q.next(), None);
+        assert!(q.finish(0, 1, result(Mode::Free), &mut record));
+        assert_eq!(q.next(), Some((1, 1)));
+        assert!(q.finish(1, 1, result(Mode::Free), &mut record));
+        assert!(q.finish(2, 0, result(Mode::Constrained), &mut record));
+        assert_eq!(q.next(), Some((2, 1)));
+        assert!(q.finish(2, 1, result(Mode::Free), &mut record));
+        assert_eq!(q.next(), None);
+        assert!(!q.unpark_all());
+        assert_eq!(done, vec![(0, 2), (1, 2), (2, 2)]);
+    }
+}
