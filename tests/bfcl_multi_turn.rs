@@ -51,6 +51,18 @@ fn temp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// `structgen bfcl --model smollm2-135m ARGS` with the bridge, its results file `out` (in the
+/// test's temporary folder); `None` (skipped) without the data, the model or the bridge's venv.
+fn smollm2_bfcl(test: &str, args: &[&str], out: &str) -> Option<Value> {
+    common::bfcl_data(test)?;
+    common::model_file(test)?;
+    let py = bfcl_python(test)?;
+    let py = py.to_string_lossy().into_owned();
+    let mut all = vec!["bfcl", "--model", "smollm2-135m", "--bfcl-python", &py];
+    all.extend_from_slice(args);
+    Some(run_json(&all, &temp(out)))
+}
+
 const CATEGORIES: &str =
     "multi_turn_base,multi_turn_miss_func,multi_turn_miss_param,multi_turn_long_context";
 
@@ -229,20 +241,9 @@ fn a_missing_interpreter_is_a_clear_error() {
 
 #[test]
 fn smollm2_runs_a_conversation_under_the_grammar() {
-    let test = "smollm2_runs_a_conversation_under_the_grammar";
-    let (Some(_), Some(_), Some(py)) = (
-        common::bfcl_data(test),
-        common::model_file(test),
-        bfcl_python(test),
-    ) else {
-        return;
-    };
-    let py = py.to_string_lossy().into_owned();
-    let run = run_json(
+    let Some(run) = smollm2_bfcl(
+        "smollm2_runs_a_conversation_under_the_grammar",
         &[
-            "bfcl",
-            "--model",
-            "smollm2-135m",
             "--mode",
             "constrained",
             "--tool-choice",
@@ -253,11 +254,11 @@ fn smollm2_runs_a_conversation_under_the_grammar() {
             "multi_turn_miss_func_100",
             "--max-tokens",
             "40",
-            "--bfcl-python",
-            &py,
         ],
-        &temp("smollm2.json"),
-    );
+        "smollm2.json",
+    ) else {
+        return;
+    };
     let r = &run["results"][0];
     assert!(r["error"].is_null(), "{}", r["error"]);
     let turns = r["turns"].as_array().unwrap();
@@ -380,20 +381,9 @@ fn memory_snapshots_carry_over_and_restore() {
 
 #[test]
 fn smollm2_answers_a_memory_question_after_its_chain() {
-    let test = "smollm2_answers_a_memory_question_after_its_chain";
-    let (Some(data), Some(_), Some(py)) = (
-        common::bfcl_data(test),
-        common::model_file(test),
-        bfcl_python(test),
-    ) else {
-        return;
-    };
-    let py = py.to_string_lossy().into_owned();
-    let run = run_json(
+    let Some(run) = smollm2_bfcl(
+        "smollm2_answers_a_memory_question_after_its_chain",
         &[
-            "bfcl",
-            "--model",
-            "smollm2-135m",
             "--mode",
             "free",
             "--categories",
@@ -404,11 +394,12 @@ fn smollm2_answers_a_memory_question_after_its_chain() {
             "8",
             "--parallel",
             "2",
-            "--bfcl-python",
-            &py,
         ],
-        &temp("memory.json"),
-    );
+        "memory.json",
+    ) else {
+        return;
+    };
+    let data = common::repo().join("data/bfcl");
     // The notetaker chain ran first, in order, each conversation whole and saving its memory.
     let chain: Vec<Value> =
         std::fs::read_to_string(data.join("memory_prereq_conversation/memory_notetaker.json"))

@@ -344,14 +344,7 @@ impl Bridge {
     ) -> Result<(bool, String), BridgeError> {
         let req =
             json!({"op": "check", "entry": entry, "ground_truth": ground_truth, "steps": steps});
-        let a = self.request(&req)?;
-        let valid = a["valid"] == Value::Bool(true);
-        let why = format!(
-            "{}: {}",
-            a["error_type"].as_str().unwrap_or(""),
-            a["error_message"].as_str().unwrap_or("")
-        );
-        Ok((valid, if valid { "correct".into() } else { why }))
+        Ok(verdict(&self.request(&req)?))
     }
 
     /// The ground truth's calls as `{"name", "arguments"}` with every argument named.
@@ -423,15 +416,20 @@ impl Bridge {
         text: &str,
         answers: &[String],
     ) -> Result<(bool, String), BridgeError> {
-        let a = self.request(&json!({"op": "agentic_check", "text": text, "answers": answers}))?;
-        let valid = a["valid"] == Value::Bool(true);
-        let why = format!(
-            "{}: {}",
-            a["error_type"].as_str().unwrap_or(""),
-            a["error_message"].as_str().unwrap_or("")
-        );
-        Ok((valid, if valid { "correct".into() } else { why }))
+        let req = json!({"op": "agentic_check", "text": text, "answers": answers});
+        Ok(verdict(&self.request(&req)?))
     }
+}
+
+/// A checker's answer: whether it is valid, and `correct` or its `error_type: error_message`.
+fn verdict(a: &Value) -> (bool, String) {
+    let valid = a["valid"] == Value::Bool(true);
+    let why = format!(
+        "{}: {}",
+        a["error_type"].as_str().unwrap_or(""),
+        a["error_message"].as_str().unwrap_or("")
+    );
+    (valid, if valid { "correct".into() } else { why })
 }
 
 fn strings(v: &Value) -> Vec<String> {
