@@ -21,12 +21,12 @@ fn all_cases(test: &str) -> Option<Vec<Case>> {
     Some(load(&dir, &single_turn()).unwrap_or_else(|e| panic!("{e}")))
 }
 
-/// The categories checked by the AST checker (multi-turn ones are BFCL's to check: see
-/// tests/bfcl_multi_turn.rs).
+/// The categories checked by the AST checker (multi-turn and memory conversations are BFCL's
+/// to check: see tests/bfcl_multi_turn.rs).
 fn single_turn() -> Vec<Category> {
     Category::ALL
         .into_iter()
-        .filter(|c| c.check_kind() != CheckKind::MultiTurn)
+        .filter(|c| !c.check_kind().is_conversation())
         .collect()
 }
 
