@@ -335,6 +335,20 @@ impl Bridge {
         Ok((calls, empty))
     }
 
+    /// `handler`'s `decode_execute` of a conversation step's `text` as eval_runner reads it: its
+    /// call texts, or `None` where BFCL sees no call (nothing decoded, or the decoder raising).
+    pub fn decode_step(
+        &mut self,
+        handler: &str,
+        text: &str,
+    ) -> Result<Option<Vec<String>>, BridgeError> {
+        match self.decode_text(handler, text, "execute", "python") {
+            Ok((calls, false)) => Ok(Some(strings(&Value::Array(calls)))),
+            Ok((_, true)) | Err(BridgeError::Failed(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// BFCL's `multi_turn_checker` on `steps` (per turn, per step with calls, the call texts).
     pub fn check(
         &mut self,

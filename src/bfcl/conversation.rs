@@ -505,7 +505,7 @@ fn ended(
     let mode = settings.modes[conv.mode];
     // A prerequisite conversation that ran to its end leaves its memory to the next ones.
     let mut snapshot = None;
-    if memory::memory_of(case).is_some_and(|m| m.prereq.is_some()) && matches!(end, End::Done) {
+    if memory::is_prereq(case) && matches!(end, End::Done) {
         match bridge.memory_flush(&conv.session, &conv.entry) {
             Ok(s) => snapshot = Some(s),
             Err(e) => end = End::Error(format!("saving the memory: {e}")),

@@ -258,12 +258,7 @@ impl Case {
     /// The category its results carry: the category's name, or, for a memory prerequisite
     /// conversation, BFCL's `<name>_prereq`.
     pub fn result_category(&self) -> String {
-        let prereq = self
-            .multi_turn
-            .as_deref()
-            .and_then(|mt| mt.memory.as_ref())
-            .is_some_and(|m| m.prereq.is_some());
-        if prereq {
+        if super::memory::is_prereq(self) {
             format!("{}_prereq", self.category.name())
         } else {
             self.category.name().to_string()
@@ -329,14 +324,12 @@ pub fn load(dir: &Path, categories: &[Category]) -> Result<Vec<Case>, DataError>
     let mut cases = Vec::new();
     for &category in categories {
         let (questions, answers) = files(dir, category)?;
-        if category.check_kind() == CheckKind::MultiTurn {
+        if category.check_kind().is_conversation() {
             let answers = answers.unwrap_or_default();
-            cases.extend(load_multi_turn(dir, category, &questions, &answers)?);
-            continue;
-        }
-        if category.check_kind() == CheckKind::Agentic {
-            let answers = answers.unwrap_or_default();
-            cases.extend(load_memory(dir, category, &questions, &answers)?);
+            cases.extend(match category.check_kind() {
+                CheckKind::Agentic => load_memory(dir, category, &questions, &answers)?,
+                _ => load_multi_turn(dir, category, &questions, &answers)?,
+            });
             continue;
         }
         let mut expected: HashMap<String, Vec<Expected>> = HashMap::new();
@@ -359,13 +352,7 @@ pub fn load(dir: &Path, categories: &[Category]) -> Result<Vec<Case>, DataError>
                 line,
             };
             let id = at.string(&v, "/id")?.to_string();
-            let mut messages = Vec::new();
-            for (t, turn) in at.array(&v, "/question")?.iter().enumerate() {
-                let turn = turn.as_array().ok_or_else(|| {
-                    at.shape(format!("/question/{t}"), "expected an array of messages")
-                })?;
-                messages.extend(turn.iter().cloned());
-            }
+            let messages = at.turns(&v)?.concat();
             let functions = at
                 .array(&v, "/function")?
                 .iter()
@@ -505,6 +492,19 @@ impl Loc<'_> {
         self.get(v, pointer)?
             .as_str()
             .ok_or_else(|| self.shape(pointer.to_string(), "expected a string"))
+    }
+
+    /// `/question`: the conversation's turns, each an array of messages.
+    pub(super) fn turns(&self, v: &Value) -> Result<Vec<Vec<Value>>, DataError> {
+        self.array(v, "/question")?
+            .iter()
+            .enumerate()
+            .map(|(t, turn)| {
+                turn.as_array().cloned().ok_or_else(|| {
+                    self.shape(format!("/question/{t}"), "expected an array of messages")
+                })
+            })
+            .collect()
     }
 
     pub(super) fn array<'v>(

@@ -127,13 +127,7 @@ fn conversations(
         let at = Loc { path, line };
         let data_id = at.string(&v, "/id")?;
         let scenario = at.string(&v, "/scenario")?.to_string();
-        let mut turns = Vec::new();
-        for (t, turn) in at.array(&v, "/question")?.iter().enumerate() {
-            let turn = turn.as_array().ok_or_else(|| {
-                at.shape(format!("/question/{t}"), "expected an array of messages")
-            })?;
-            turns.push(turn.clone());
-        }
+        let turns = at.turns(&v)?;
         if turns.is_empty() {
             return Err(at.shape("/question".into(), "no turn"));
         }
@@ -175,6 +169,11 @@ fn conversations(
 /// The case's memory place, when it is a memory conversation.
 pub fn memory_of(case: &Case) -> Option<&Memory> {
     case.multi_turn.as_deref()?.memory.as_ref()
+}
+
+/// Whether the case is a memory prerequisite conversation.
+pub fn is_prereq(case: &Case) -> bool {
+    memory_of(case).is_some_and(|m| m.prereq.is_some())
 }
 
 /// Adds to `cases` the prerequisite chains of the scenarios its memory questions use, each
@@ -332,13 +331,9 @@ pub fn score(
     let mut last = None;
     let mut decoded = 0;
     for step in steps {
-        match scorer
-            .bridge
-            .decode_text(handler, &step.text, "execute", "python")
-        {
-            Ok((c, false)) => decoded += c.len(),
-            Ok((_, true)) | Err(BridgeError::Failed(_)) => last = Some(step.text.as_str()),
-            Err(e) => return Err(e),
+        match scorer.bridge.decode_step(handler, &step.text)? {
+            Some(calls) => decoded += calls.len(),
+            None => last = Some(step.text.as_str()),
         }
     }
     let (correct, verdict) = check(scorer.bridge, last, &memory.answers)?;

@@ -139,13 +139,7 @@ pub fn load_multi_turn(
             line,
         };
         let id = at.string(&v, "/id")?.to_string();
-        let mut turns = Vec::new();
-        for (t, turn) in at.array(&v, "/question")?.iter().enumerate() {
-            let turn = turn.as_array().ok_or_else(|| {
-                at.shape(format!("/question/{t}"), "expected an array of messages")
-            })?;
-            turns.push(turn.clone());
-        }
+        let turns = at.turns(&v)?;
         let mut functions = Vec::new();
         let classes = at.array(&v, "/involved_classes")?;
         for (k, c) in classes.iter().enumerate() {
@@ -311,21 +305,10 @@ impl Scorer<'_> {
         for turn in turns {
             let mut steps = Vec::new();
             for step in turn {
-                match self
-                    .bridge
-                    .decode_text(handler, &step.text, "execute", "python")
-                {
-                    Ok((c, _)) if !c.is_empty() => {
-                        decoded_calls += c.len();
-                        steps.push(
-                            c.iter()
-                                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-                                .collect(),
-                        );
-                    }
-                    // BFCL skips a step its decoder cannot read, as one without calls.
-                    Ok(_) | Err(BridgeError::Failed(_)) => {}
-                    Err(e) => return Err(e),
+                // BFCL skips a step its decoder cannot read, as one without calls.
+                if let Some(calls) = self.bridge.decode_step(handler, &step.text)? {
+                    decoded_calls += calls.len();
+                    steps.push(calls);
                 }
             }
             theirs.push(steps);
