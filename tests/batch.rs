@@ -168,6 +168,7 @@ fn batched_sequences_decode_exactly_as_alone() {
             BatchOptions {
                 max_seqs: 8,
                 step_tokens: 512,
+                warm_ahead: true,
             },
             &all,
         ),
@@ -176,6 +177,7 @@ fn batched_sequences_decode_exactly_as_alone() {
             BatchOptions {
                 max_seqs: 3,
                 step_tokens: 64,
+                warm_ahead: true,
             },
             &reversed,
         ),
@@ -183,6 +185,7 @@ fn batched_sequences_decode_exactly_as_alone() {
             BatchOptions {
                 max_seqs: 2,
                 step_tokens: 13,
+                warm_ahead: false,
             },
             &all,
         ),
@@ -212,6 +215,7 @@ fn the_runtime_cancels_one_request_and_finishes_the_others() {
         BatchOptions {
             max_seqs: 4,
             step_tokens: 256,
+            warm_ahead: true,
         },
     );
     let handles: Vec<_> = reqs.into_iter().map(|r| rt.submit(r).unwrap()).collect();

@@ -102,6 +102,7 @@ pub fn run_conversations(
         BatchOptions {
             max_seqs: parallel.max(1),
             step_tokens: 512,
+            ..BatchOptions::default()
         },
     );
     let mut live: HashMap<u64, Conversation> = HashMap::new();

@@ -532,6 +532,7 @@ pub fn run_cases_batched(
         BatchOptions {
             max_seqs: parallel.max(1),
             step_tokens: 512,
+            ..BatchOptions::default()
         },
     );
     let mut events = Vec::new();

@@ -26,7 +26,7 @@ use crate::engine::GrammarCompiler;
 use crate::frontend::tools::ToolOptions;
 use crate::runtime::batch::{Batch, BatchOptions, BatchRequest, Event};
 use crate::runtime::generate::GenerateOptions;
-use crate::runtime::request::tools_matcher;
+use crate::runtime::request::{grammar_compiler, tools_matcher};
 use crate::runtime::trace::percentile;
 
 /// Points of another system to draw beside ours: `NAME=B:TOKS,B:TOKS,..`.
@@ -60,7 +60,18 @@ pub fn reference_arg(s: &str) -> Result<Reference, String> {
     })
 }
 
+/// How the batch of a measurement runs.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchKnobs {
+    /// [`BatchOptions::warm_ahead`].
+    pub warm_ahead: bool,
+    /// Compile the requests' grammars in a compiler of their own, so that every mask starts
+    /// cold (tool lists a server has not seen); else in the shared one.
+    pub cold_grammars: bool,
+}
+
 /// One (batch size, mode) measurement.
+#[allow(clippy::too_many_arguments)]
 pub fn measure(
     loaded: &mut LoadedModel,
     compiler: &GrammarCompiler,
@@ -69,7 +80,15 @@ pub fn measure(
     batch: usize,
     mode: Mode,
     base: &GenerateOptions,
+    knobs: BatchKnobs,
 ) -> Result<Value, CliError> {
+    let own;
+    let compiler = if knobs.cold_grammars {
+        own = grammar_compiler(&loaded.model);
+        &own
+    } else {
+        compiler
+    };
     let mut reqs = Vec::with_capacity(batch);
     for i in 0..batch {
         let (req, prompt) = &requests[i % requests.len()];
@@ -105,6 +124,7 @@ pub fn measure(
         BatchOptions {
             max_seqs: batch,
             step_tokens: budget.max(batch * 4),
+            warm_ahead: knobs.warm_ahead,
         },
     );
     let start = Instant::now();
@@ -153,6 +173,9 @@ pub fn measure(
     let steady_ms: f64 = steady.iter().map(|p| p.step_ms).sum();
     let steps: Vec<f64> = decode.iter().map(|p| p.step_ms).collect();
     let waits: Vec<f64> = decode.iter().map(|p| p.mask_wait_us).collect();
+    let slowest: Vec<f64> = decode.iter().map(|p| p.mask_fill_max_us).collect();
+    let ahead_masks: u64 = passes.iter().map(|p| p.ahead_masks).sum();
+    let ahead_ms: f64 = passes.iter().map(|p| p.ahead_us).sum::<f64>() / 1e3;
     let step_total_ms: f64 = passes.iter().map(|p| p.step_ms).sum();
     let wait_total_us: f64 = passes.iter().map(|p| p.mask_wait_us).sum();
     let overhead = (wait_total_us + grammar_us_by_pass) / 1e3 / step_total_ms.max(1e-9) * 100.0;
@@ -175,6 +198,10 @@ pub fn measure(
         "step_ms_p99": percentile(&steps, 0.99),
         "mask_fill_us_p50": constrained.then(|| percentile(&masks, 0.5)),
         "mask_fill_us_p99": constrained.then(|| percentile(&masks, 0.99)),
+        "slowest_fill_us_p99": constrained.then(|| percentile(&slowest, 0.99)),
+        "slowest_fill_us_max": constrained.then(|| slowest.iter().copied().fold(0.0, f64::max)),
+        "masks_warmed_ahead": constrained.then_some(ahead_masks),
+        "warm_ahead_ms": constrained.then_some(ahead_ms),
         "mask_wait_us_p50": constrained.then(|| percentile(&waits, 0.5)),
         "mask_wait_us_p99": constrained.then(|| percentile(&waits, 0.99)),
         "grammar_overhead_pct": if constrained { overhead } else { 0.0 },
@@ -187,7 +214,7 @@ pub fn measure(
 pub fn table(model: &str, rows: &[Value]) -> String {
     let num = |v: &Value, p: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.p$}"));
     let mut t = format!(
-        "model: {model}\n\n| batch | mode | decode tok/s | vs free | output tok/s (prefill incl.) | step ms p50 | step ms p99 | mask fill µs p50 | mask fill µs p99 | mask wait µs p50 | mask wait µs p99 | grammar overhead | valid calls | cut at max tokens |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n"
+        "model: {model}\n\n| batch | mode | decode tok/s | vs free | output tok/s (prefill incl.) | step ms p50 | step ms p99 | mask fill µs p50 | mask fill µs p99 | slowest fill µs p99 / max | masks warmed ahead | mask wait µs p50 | mask wait µs p99 | grammar overhead | valid calls | cut at max tokens |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n"
     );
     for r in rows {
         let free = rows
@@ -199,7 +226,7 @@ pub fn table(model: &str, rows: &[Value]) -> String {
             _ => "-".into(),
         };
         t += &format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}% | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {}% | {} | {} |\n",
             r["batch"],
             r["mode"].as_str().unwrap_or_default(),
             num(&r["decode_tokens_per_s"], 1),
@@ -209,6 +236,11 @@ pub fn table(model: &str, rows: &[Value]) -> String {
             num(&r["step_ms_p99"], 2),
             num(&r["mask_fill_us_p50"], 1),
             num(&r["mask_fill_us_p99"], 1),
+            num(&r["slowest_fill_us_p99"], 1),
+            num(&r["slowest_fill_us_max"], 1),
+            r["masks_warmed_ahead"]
+                .as_u64()
+                .map_or("-".into(), |m| m.to_string()),
             num(&r["mask_wait_us_p50"], 1),
             num(&r["mask_wait_us_p99"], 1),
             num(&r["grammar_overhead_pct"], 2),

@@ -75,6 +75,13 @@ pub struct LatencyCmd {
     /// Batch sizes (comma-separated): the throughput table, B requests decoded at once per size.
     #[arg(long, value_delimiter = ',', value_name = "B,..")]
     batch: Vec<usize>,
+    /// With --batch: compute every mask when its step needs it, not ahead while the model runs.
+    #[arg(long, requires = "batch")]
+    no_warm_ahead: bool,
+    /// With --batch: compile each measurement's grammars in a compiler of its own, so that its
+    /// masks start cold (tool lists a server has not seen), not in the one all runs share.
+    #[arg(long, requires = "batch")]
+    cold_grammars: bool,
     /// With --batch: draw tokens/s against batch size into FILE (SVG).
     #[arg(long, value_name = "FILE.svg", requires = "batch")]
     plot: Option<PathBuf>,
@@ -389,6 +396,10 @@ fn run_batched(
         prepared.push((r, prompt));
     }
     let base = cmd.decode.options();
+    let knobs = latency_batch::BatchKnobs {
+        warm_ahead: !cmd.no_warm_ahead,
+        cold_grammars: cmd.cold_grammars,
+    };
     let smallest = cmd.batch.iter().copied().min().unwrap_or(1);
     for _ in 0..cmd.warmup {
         latency_batch::measure(
@@ -399,6 +410,7 @@ fn run_batched(
             smallest,
             cmd.modes[0],
             &base,
+            knobs,
         )?;
     }
     let mut out = match &cmd.out {
@@ -409,8 +421,9 @@ fn run_batched(
     let mut measure = || -> Result<(), CliError> {
         for &b in &cmd.batch {
             for &mode in &cmd.modes {
-                let mut row =
-                    latency_batch::measure(loaded, compiler, options, &prepared, b, mode, &base)?;
+                let mut row = latency_batch::measure(
+                    loaded, compiler, options, &prepared, b, mode, &base, knobs,
+                )?;
                 row["model"] = json!(loaded.model.description);
                 eprintln!(
                     "batch {b:>4} {:<12} {:>8.1} tok/s decoding, {:>8.1} with prefill  step p50 {:>7.2} ms",

@@ -68,6 +68,9 @@ pub struct ServeCmd {
     /// Sample every token, even text the grammar forces (for comparison).
     #[arg(long)]
     no_jump_forward: bool,
+    /// Compute every mask when its step needs it, not ahead while the model runs.
+    #[arg(long)]
+    no_warm_ahead: bool,
 }
 
 /// Runs `structgen serve`.
@@ -87,6 +90,7 @@ pub fn run(cmd: ServeCmd) -> Result<ExitCode, CliError> {
             Policy::Refuse => SchemaPolicy::Refuse,
         },
         jump_forward: !cmd.no_jump_forward,
+        warm_ahead: !cmd.no_warm_ahead,
     };
     let served = ServedModel {
         name: cmd.served_model_name.unwrap_or(loaded.name),

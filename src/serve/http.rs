@@ -51,6 +51,8 @@ pub struct ServeConfig {
     pub policy: SchemaPolicy,
     /// Feed grammar-forced text without sampling it.
     pub jump_forward: bool,
+    /// Compute the masks requests are about to need while the model runs.
+    pub warm_ahead: bool,
 }
 
 /// The model the server answers with.
@@ -142,6 +144,7 @@ async fn run(m: ServedModel, cfg: ServeConfig) -> Result<(), ServeError> {
         BatchOptions {
             max_seqs: cfg.parallel.max(1),
             step_tokens: cfg.step_tokens,
+            warm_ahead: cfg.warm_ahead,
         },
         Box::new(move |p| observer.pass(p)),
     );

@@ -22,7 +22,11 @@
 //! mask (`mask_wait_us`: 0 when the mask was ready first) is the grammar's real cost on the
 //! critical path. On a GPU the forward pass is queued asynchronously and the device is
 //! synchronized to know when its logits are ready, then the mask is applied and the token drawn
-//! there (one bitmask upload, one id back). Without overlap the mask is filled after the logits,
+//! there (one bitmask upload, one id back). With overlap, once the mask is filled the states the
+//! grammar can reach within a few bytes go to a [`Warmer`] thread, which computes the masks no
+//! earlier step needed (a call's first argument value, a key, a string's contents) while the
+//! model runs, so that the step reaching them does not compute them cold
+//! ([`structgen_engine::engine::ahead`]). Without overlap the mask is filled after the logits,
 //! and all of it is waited for.
 
 mod seq;
@@ -31,6 +35,7 @@ mod speculate;
 use std::time::Instant;
 
 use candle_core::Tensor;
+use structgen_engine::engine::ahead::{Warmer, DEFAULT_REACH};
 
 use super::model::{reusable_prefix, Model};
 use super::sampler::Sampling;
@@ -115,7 +120,8 @@ pub struct GenerateOptions {
     /// Check every sampled token, and a random sample of allowed and refused ones, against
     /// `accept_token` on a fork of the matcher ([`MaskVerifier`]).
     pub verify_masks: bool,
-    /// Fill the next mask on another thread while the forward pass runs.
+    /// Fill the next mask on another thread while the forward pass runs, and the masks after it
+    /// on a warming thread.
     pub overlap: bool,
     /// Mask and sample with tensor ops on the model's device, as on a GPU, even on the CPU (the
     /// GPU path, testable without a GPU). Always on for other devices.
@@ -164,6 +170,8 @@ pub struct Session<'m> {
     model: &'m mut Model,
     seq: Seq,
     draft: Option<Draft<'m>>,
+    /// Warms upcoming masks (with a grammar and overlap; none if its thread could not start).
+    warmer: Option<Warmer>,
 }
 
 pub(crate) fn us_since(t: Instant) -> f64 {
@@ -183,11 +191,15 @@ impl<'m> Session<'m> {
             opts.on_device = true;
             model.decoder.device.set_seed(opts.seed)?;
         }
+        let warmer = (matcher.is_some() && opts.overlap)
+            .then(|| Warmer::new(1).ok())
+            .flatten();
         let seq = Seq::new(matcher, stop_tokens, opts, model.logits_len, 0);
         Ok(Session {
             model,
             seq,
             draft: None,
+            warmer,
         })
     }
 
@@ -358,11 +370,16 @@ impl<'m> Session<'m> {
             return Ok((logits, (ready - t).as_secs_f64() * 1e3));
         };
         let bitmask = &mut seq.bitmask;
+        let warmer = self.warmer.as_ref();
         let (result, mask_us, mask_done) = std::thread::scope(|s| {
             let filler = s.spawn(move || {
                 let t = Instant::now();
                 m.fill_next_token_bitmask(bitmask);
-                (us_since(t), Instant::now())
+                let filled = (us_since(t), Instant::now());
+                if let Some(w) = warmer {
+                    w.submit(m.ahead(DEFAULT_REACH).into_iter().collect());
+                }
+                filled
             });
             let result = forward(decoder);
             let (mask_us, done) = match filler.join() {

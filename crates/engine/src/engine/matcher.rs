@@ -18,7 +18,7 @@ use super::earley::EarleyParser;
 use super::end_memo;
 use super::mask;
 use crate::util::marker::{token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
-use crate::util::{LimitError, StateId, TokenBitmask, TokenBitmaskMut, TokenId};
+use crate::util::{LimitError, RuleId, StateId, TokenBitmask, TokenBitmaskMut, TokenId};
 use crate::vocab::TokenKind;
 
 /// Scans `bytes` as one step; on refusal (or empty input) the parser is restored and `false` returned.
@@ -58,6 +58,9 @@ fn complete_utf8_len(bytes: &[u8]) -> usize {
     }
     n
 }
+
+/// Most open rule instances [`GrammarMatcher::ahead_starts`] climbs through.
+const MAX_OPEN: usize = 64;
 
 /// Longest jump-forward string searched for, in bytes.
 const MAX_JUMP_FORWARD_BYTES: usize = 4096;
@@ -475,6 +478,37 @@ impl GrammarMatcher {
                 mask.set(t);
             }
         }
+    }
+
+    /// Where [`super::ahead`] walks from: the states of the items live at the current position
+    /// (distance 0), and the states their rules return to in the items that called them, and
+    /// theirs in turn (distance 1, a lower bound: the rule must end first).
+    pub(crate) fn ahead_starts(&self) -> Vec<(StateId, u32)> {
+        let fsm = self.grammar.automaton().fsm();
+        let k = self.parser.num_sets() - 1;
+        let mut out: Vec<(StateId, u32)> = Vec::new();
+        let mut open: Vec<(RuleId, u32)> = Vec::new();
+        for it in self.parser.current() {
+            out.push((it.state, 0));
+            open.push((fsm.rule_of(it.state), it.origin));
+        }
+        let mut seen: Vec<(RuleId, u32)> = Vec::new();
+        while let Some((rule, origin)) = open.pop() {
+            // Callers in the current set are live items themselves.
+            if origin as usize >= k || seen.contains(&(rule, origin)) || seen.len() >= MAX_OPEN {
+                continue;
+            }
+            seen.push((rule, origin));
+            for it in self.parser.set(origin as usize) {
+                for &(callee, ret) in fsm.ref_edges(it.state) {
+                    if callee == rule {
+                        out.push((ret, 1));
+                        open.push((fsm.rule_of(it.state), it.origin));
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// Undoes the last `n` steps.

@@ -19,8 +19,10 @@
 //! - `repetition`: large `{min,max}` repetitions as counted rules (a run-time iteration count).
 //! - `matcher`: [`GrammarMatcher`], the per-sequence state and its public API.
 //! - [`batch`]: masks of many sequences filled in parallel with rayon.
+//! - [`ahead`]: the masks a matcher is about to need, computed while the model runs.
 //! - [`check`]: stepping a token sequence with a mask before every token (`structgen check`).
 
+pub mod ahead;
 pub mod automaton;
 pub mod batch;
 mod bitsets;

@@ -12,7 +12,11 @@
 //! 3. runs one forward pass over the rows of all of them: each decoding sequence's new tokens,
 //!    then chunks of waiting prompts up to [`BatchOptions::step_tokens`] rows in all;
 //! 4. fills, while that pass runs, the next mask of every constrained sequence in it, in parallel,
-//!    and records how long the logits then waited for the slowest of them.
+//!    and records how long the logits then waited for the slowest of them; then hands the
+//!    states each of them will reach within a few bytes to a [`Warmer`], whose threads compute
+//!    the masks of those no request has needed yet for the rest of the pass and beyond (a call's
+//!    first argument value, a key, a string's contents: the cold masks that would otherwise
+//!    gate a later step), shared by every sequence whose grammar has the same structure.
 //!
 //! Invariants:
 //! - a sequence's tokens are those it would get decoded alone: the decoder computes each
@@ -34,6 +38,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 use serde::Serialize;
+use structgen_engine::engine::ahead::{Warmer, DEFAULT_REACH};
 use structgen_engine::engine::GrammarMatcher;
 
 use crate::generate::{us_since, GenerateError, GenerateOptions, Generation, ReadyMask, Seq};
@@ -50,6 +55,9 @@ pub struct BatchOptions {
     pub max_seqs: usize,
     /// Most rows of one pass: every decoding sequence's new tokens, then prompt chunks up to this.
     pub step_tokens: usize,
+    /// Computes the masks the sequences are about to need while the model runs (see the module
+    /// documentation); off, each mask is computed when its step needs it.
+    pub warm_ahead: bool,
 }
 
 impl Default for BatchOptions {
@@ -57,6 +65,7 @@ impl Default for BatchOptions {
         BatchOptions {
             max_seqs: 8,
             step_tokens: 512,
+            warm_ahead: true,
         }
     }
 }
@@ -108,6 +117,10 @@ pub struct PassStats {
     pub host_us: f64,
     /// The whole step (ms): host work, pass and wait.
     pub step_ms: f64,
+    /// Masks the warmer computed ahead of need since the pass before.
+    pub ahead_masks: u64,
+    /// The time its threads spent on them (µs).
+    pub ahead_us: f64,
 }
 
 enum Phase {
@@ -135,6 +148,8 @@ pub struct Batch<'m> {
     /// Requests cancelled while waiting, to report at the next step.
     dropped: Vec<(u64, Seq)>,
     passes: Vec<PassStats>,
+    /// Computes upcoming masks beside the passes (with [`BatchOptions::warm_ahead`]).
+    warmer: Option<Warmer>,
 }
 
 /// What one sequence feeds in a pass.
@@ -149,17 +164,25 @@ struct Pending {
 impl<'m> Batch<'m> {
     /// An empty batch on `model`.
     pub fn new(model: &'m mut Model, opts: BatchOptions) -> Batch<'m> {
+        // One warming thread per eight cores (at least one): the passes' kernels and the mask
+        // fills keep the others. A warmer that cannot start costs only the warming.
+        let warmer = opts
+            .warm_ahead
+            .then(|| Warmer::new(ahead_threads()).ok())
+            .flatten();
         Batch {
             model,
             opts: BatchOptions {
                 max_seqs: opts.max_seqs.max(1),
                 step_tokens: opts.step_tokens.max(PACK_MIN_ROWS),
+                warm_ahead: warmer.is_some(),
             },
             queue: VecDeque::new(),
             active: Vec::new(),
             free_slots: vec![0],
             dropped: Vec::new(),
             passes: Vec::new(),
+            warmer,
         }
     }
 
@@ -381,7 +404,13 @@ impl<'m> Batch<'m> {
         events: &mut Vec<(u64, Event)>,
         finished: &mut Vec<(usize, Result<StopReason, GenerateError>)>,
     ) -> PassStats {
-        let Batch { model, active, .. } = self;
+        let Batch {
+            model,
+            active,
+            warmer,
+            ..
+        } = self;
+        let warmer = warmer.as_ref();
         let segs: Vec<Feed> = feeds
             .iter()
             .map(|f| Feed {
@@ -407,7 +436,7 @@ impl<'m> Batch<'m> {
         let dec = &mut model.decoder;
         let (result, fills, ready) = std::thread::scope(|s| {
             let filler = s.spawn(move || {
-                filling
+                let fills = filling
                     .par_iter_mut()
                     .map(|(i, seq)| {
                         let t = Instant::now();
@@ -416,7 +445,15 @@ impl<'m> Batch<'m> {
                         }
                         (*i, us_since(t), Instant::now())
                     })
-                    .collect::<Vec<_>>()
+                    .collect::<Vec<_>>();
+                if let Some(w) = warmer {
+                    let work = filling
+                        .iter()
+                        .filter_map(|(_, seq)| seq.matcher.as_ref()?.ahead(DEFAULT_REACH))
+                        .collect();
+                    w.submit(work);
+                }
+                fills
             });
             let t = Instant::now();
             let result = dec
@@ -430,10 +467,13 @@ impl<'m> Batch<'m> {
             (result, fills, (t, ready))
         });
         let forward_ms = (ready.1 - ready.0).as_secs_f64() * 1e3;
+        let ahead = warmer.map(Warmer::take_stats).unwrap_or_default();
         let mut stats = PassStats {
             seqs: feeds.len(),
             forward_ms,
             masks: fills.len(),
+            ahead_masks: ahead.computed,
+            ahead_us: ahead.us,
             ..PassStats::default()
         };
         for f in feeds {
@@ -519,6 +559,11 @@ impl Drop for Batch<'_> {
             }
         }
     }
+}
+
+/// Threads of a batch's [`Warmer`]: one per eight cores, at least one.
+fn ahead_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 8).max(1))
 }
 
 /// Rows of a prompt chunk with `rest` rows left and room for `budget`: all of them when they

@@ -208,6 +208,21 @@ impl CompiledGrammar {
         self.masks[s.index()].get_or_init(|| shared.clone())
     }
 
+    /// Whether `s`'s mask is computed (by a matcher or ahead of one, [`super::ahead`]).
+    pub(crate) fn has_state_mask(&self, s: StateId) -> bool {
+        self.masks[s.index()].get().is_some()
+    }
+
+    /// Computes `s`'s mask now unless it is computed already, exactly as the matcher's first use
+    /// would ([`Self::state_mask`]); returns whether it was not computed when asked.
+    pub(crate) fn warm_state_mask(&self, s: StateId) -> bool {
+        if self.has_state_mask(s) {
+            return false;
+        }
+        self.state_mask(s);
+        true
+    }
+
     /// The state whose mask `s` shares: for a wide state (whose cold mask walks most of the
     /// vocabulary) of a rule with another wide state met before, the first of the states of its
     /// rule that no token tells apart from it ([`token_equiv`], computed once per rule);
