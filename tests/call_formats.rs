@@ -82,6 +82,17 @@ fn samples() -> Vec<Sample> {
             "markdown",
             vec![paris(), tokyo()],
         ),
+        // Several calls in one block, one object after another (BFCL's parallel answers).
+        (
+            "```json\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}\n{\"name\": \"get_forecast\", \"arguments\": {\"location\": \"Tokyo\", \"days\": 5}}\n```".into(),
+            "markdown",
+            vec![paris(), tokyo()],
+        ),
+        (
+            "```json\n{\n  \"name\": \"get_weather\",\n  \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}\n},\n{\n  \"name\": \"get_forecast\",\n  \"arguments\": {\"location\": \"Tokyo\", \"days\": 5}\n}\n```".into(),
+            "markdown",
+            vec![paris(), tokyo()],
+        ),
         (
             "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"celsius\"}}".into(),
             "json",
@@ -290,7 +301,8 @@ fn canonical_only_turns_the_other_formats_off() {
 #[test]
 fn single_call_and_no_call_options_hold_in_every_format() {
     let tools = weather_tools();
-    let two = &samples()[6].0;
+    let two = &samples()[8].0;
+    let block_of_two = &samples()[4].0;
     let one = "[{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}]";
     let bare = "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}";
     for spec in styles_with_extras() {
@@ -298,6 +310,11 @@ fn single_call_and_no_call_options_hold_in_every_format() {
         assert!(
             !accepted(spec, &tools, &single, two),
             "{}: two calls",
+            spec.name
+        );
+        assert!(
+            !accepted(spec, &tools, &single, block_of_two),
+            "{}: two calls in one block",
             spec.name
         );
         assert!(

@@ -97,6 +97,16 @@ fn array_rest(tools: &[&Tool], one: bool) -> Value {
     json!({"type": "sequence", "elements": elements})
 }
 
+/// More call objects in a code block after its first call (or array), one after another with
+/// whitespace or a comma between, as models write several calls in one block.
+fn block_rest(tools: &[&Tool]) -> Value {
+    let w = gap();
+    json!({"type": "star", "content": {"type": "sequence", "elements": [
+        regex(format!("{w}(,{w})?")),
+        object(tools),
+    ]}})
+}
+
 /// The texts that open a call: `{` and `"name"` with each of [`BARE_GAPS`] between, then `[{` and
 /// `"name"` with each of the array gaps; `(text, is_array)`.
 fn opening_texts() -> impl Iterator<Item = (String, bool)> {
@@ -132,9 +142,14 @@ pub fn extra_call_tags(style: &StyleSpec, tools: &[&Tool], one: bool) -> (Vec<St
             match format {
                 CallFormat::Canonical => {}
                 CallFormat::Markdown => {
+                    let mut content = vec![rest.clone()];
+                    if !one {
+                        content.push(block_rest(tools));
+                    }
+                    content.push(regex(w.clone()));
                     for fence in MARKDOWN_OPENS {
                         tags.push(json!({"type": "tag", "begin": format!("{fence}\n{open}"), "end": FENCE,
-                            "content": {"type": "sequence", "elements": [rest, regex(w.clone())]}}));
+                            "content": {"type": "sequence", "elements": content}}));
                     }
                 }
                 CallFormat::PythonTag => tags.push(
@@ -261,10 +276,33 @@ fn markdown_at(text: &str, at: usize) -> Attempt {
     if !looks_like_call(&text[p..]) {
         return None;
     }
-    let (mut calls, end) = match json_at(text, at, p, CallFormat::Markdown)? {
+    let (mut calls, mut end) = match json_at(text, at, p, CallFormat::Markdown)? {
         Ok(read) => read,
         Err(e) => return Some(Err(e)),
     };
+    // Further calls in the same block, after whitespace or a comma.
+    loop {
+        let mut next = skip_ws(text, end);
+        if text[next..].starts_with(',') {
+            next = skip_ws(text, next + 1);
+        }
+        if text[next..].starts_with('[') || !looks_like_call(&text[next..]) {
+            break;
+        }
+        match json_at(text, next, next, CallFormat::Markdown) {
+            Some(Ok((more, more_end))) => {
+                if let Some(first) = more.first() {
+                    if let Some(last) = calls.last_mut() {
+                        last.span.end = first.span.start;
+                    }
+                }
+                calls.extend(more);
+                end = more_end;
+            }
+            Some(Err(e)) => return Some(Err(e)),
+            None => break,
+        }
+    }
     let close = skip_ws(text, end);
     let end = if text[close..].starts_with(FENCE) {
         close + FENCE.len()
