@@ -71,9 +71,11 @@ impl GrammarMatcher {
         if self.is_terminated() {
             return None;
         }
+        // Each state once, at its least distance; then nearest first.
         let mut from = self.ahead_starts();
-        from.sort_unstable_by_key(|&(s, d)| (d, s));
+        from.sort_unstable();
         from.dedup_by_key(|&mut (s, _)| s);
+        from.sort_by_key(|&(_, d)| d);
         Some(Ahead {
             grammar: Arc::clone(self.grammar()),
             from,
