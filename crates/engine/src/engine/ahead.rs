@@ -11,13 +11,13 @@
 //! one byte on too. Distances are lower bounds, so every state the parse can reach within
 //! `reach` bytes is on the way. It computes the mask of every state on the way that an item may
 //! consult and that no one computed yet, nearest first, until `stop` says to stop; a
-//! TagDispatch's free-text states only within [`DISPATCH_REACH`] bytes (every partial trigger
+//! TagDispatch's free-text states only within 2 bytes (every partial trigger
 //! is a state whose mask walks the whole vocabulary, and text passes through few of them).
 //! [`Warmer`] runs the latest [`Ahead`]s of a batch's sequences on threads of its own.
 //!
 //! Invariants:
 //! - no mask changes: a state's mask is computed into the same per-state cache the matcher
-//!   fills on first use ([`CompiledGrammar::state_mask`]), only earlier;
+//!   fills on first use, only earlier;
 //! - a state's mask is computed once per grammar: a matcher that needs a state while it is
 //!   being computed here waits for that computation instead of starting its own;
 //! - the walk's order is by distance, so a run that was stopped has done the nearest states;
