@@ -6,11 +6,12 @@
 //! caller holds a reference to that array for the whole call, so the memory stays valid while the
 //! GIL is released. Nothing here keeps an address past the call.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rayon::prelude::*;
+use structgen_engine::engine::ahead::{Warmer, DEFAULT_REACH};
 use structgen_engine::engine::check::MaskVerifier;
 use structgen_engine::{GrammarMatcher, TokenBitmask, TokenId};
 
@@ -234,11 +235,27 @@ impl Matcher {
     }
 }
 
+/// The process's warmer for batch fills: one thread per eight cores (at least one), shared by
+/// every `BatchGrammarMatcher` (a serving engine fills one batch a step); `None` if its thread
+/// could not start.
+fn warmer() -> Option<&'static Warmer> {
+    static WARMER: OnceLock<Option<Warmer>> = OnceLock::new();
+    WARMER
+        .get_or_init(|| {
+            let threads = std::thread::available_parallelism().map_or(1, |n| (n.get() / 8).max(1));
+            Warmer::new(threads).ok()
+        })
+        .as_ref()
+}
+
 /// Fills the rows `rows[i]` of a bitmask (`addr`: its first word; `row_words` words per row,
 /// `total` words in all) for `matchers[i]`, in parallel; per matcher, whether any token is
-/// masked out.
+/// masked out. With `warm_ahead`, the states each matcher can reach next then go to the
+/// process's warmer, which computes the masks no fill has needed yet in the background
+/// (`structgen_engine::engine::ahead`), replacing the work of the batch before.
 #[pyfunction]
-#[pyo3(signature = (matchers, addr, row_words, total, rows, pool=None))]
+#[pyo3(signature = (matchers, addr, row_words, total, rows, pool=None, warm_ahead=false))]
+#[allow(clippy::too_many_arguments)]
 pub fn batch_fill(
     py: Python<'_>,
     matchers: Vec<PyRefMut<'_, Matcher>>,
@@ -247,6 +264,7 @@ pub fn batch_fill(
     total: usize,
     rows: Vec<usize>,
     pool: Option<PyRef<'_, Pool>>,
+    warm_ahead: bool,
 ) -> PyResult<Vec<bool>> {
     if matchers.len() != rows.len() {
         return Err(error(format!(
@@ -272,7 +290,8 @@ pub fn batch_fill(
         .collect();
     let fill = move || -> PyResult<Vec<bool>> {
         let mut jobs = jobs;
-        jobs.par_iter_mut()
+        let filled = jobs
+            .par_iter_mut()
             .map(|(m, row)| {
                 let raw = Raw {
                     addr: addr + *row * row_words * 4,
@@ -284,7 +303,15 @@ pub fn batch_fill(
                 let size = m.vocab_size();
                 fill_row(&mut m.inner, words, size)
             })
-            .collect()
+            .collect();
+        if let Some(w) = warm_ahead.then(warmer).flatten() {
+            w.submit(
+                jobs.iter()
+                    .filter_map(|(m, _)| m.inner.ahead(DEFAULT_REACH))
+                    .collect(),
+            );
+        }
+        filled
     };
     let pool = pool.as_deref().map(|p| &p.inner);
     py.detach(|| match pool {

@@ -138,6 +138,31 @@ def test_jump_forward_and_batch(llama3):
             sg.BatchGrammarMatcher(max_threads=bad)
 
 
+def test_batch_warm_ahead_changes_no_mask(llama3):
+    """Batch fills that warm the masks ahead (the default) give, at every step of a tool call,
+    the masks of fills that never warm, on a compiler of their own (cold caches)."""
+    info, tok = llama3
+    text = '<function=get_time>{"zone": "UTC"}</function>'
+    ids = tok.encode(text, add_special_tokens=False).ids
+    runs = {}
+    for warm in (True, False):
+        g = sg.GrammarCompiler(info).compile_tools(TOOLS, "llama", tool_choice="required")
+        matchers = [sg.GrammarMatcher(g) for _ in range(2)]
+        batch = sg.BatchGrammarMatcher(warm_ahead=warm)
+        masks = []
+        for t in ids:
+            bitmask = np.zeros(sg.get_bitmask_shape(2, info.vocab_size), dtype=np.int32)
+            batch.batch_fill_next_token_bitmask(matchers, bitmask)
+            masks.append(bitmask.copy())
+            # Give the warmer time to compute ahead of the next fill.
+            time.sleep(0.002)
+            assert all(m.accept_token(t) for m in matchers)
+        runs[warm] = masks
+    assert len(runs[True]) == len(ids)
+    for step, (a, b) in enumerate(zip(runs[True], runs[False])):
+        assert np.array_equal(a, b), f"step {step}"
+
+
 def test_limits_and_mask_self_check(llama3):
     info, tok = llama3
     limits = sg.default_limits()

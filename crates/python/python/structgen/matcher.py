@@ -218,15 +218,19 @@ class GrammarMatcher:
 
 class BatchGrammarMatcher:
     """Batch operations over many matchers; masks are filled in parallel, on `max_threads`
-    threads of this object's own, or with `"auto"` on one shared thread per core."""
+    threads of this object's own, or with `"auto"` on one shared thread per core. With
+    `warm_ahead` (the default), each fill then hands the states the matchers can reach next to a
+    background thread of the process, which computes the masks no fill has needed yet while the
+    model runs (the same masks, computed earlier; each batch's work replaces the one before)."""
 
-    def __init__(self, max_threads: Union[int, str] = "auto") -> None:
+    def __init__(self, max_threads: Union[int, str] = "auto", warm_ahead: bool = True) -> None:
         if max_threads != "auto" and (
             isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1
         ):
             raise RuntimeError(f"max_threads must be 'auto' or a positive integer, got {max_threads!r}")
         self._max_threads = max_threads
         self._pool = None if max_threads == "auto" else _core.Pool(max_threads)
+        self._warm_ahead = bool(warm_ahead)
 
     def batch_fill_next_token_bitmask(
         self,
@@ -245,7 +249,13 @@ class BatchGrammarMatcher:
                     "to find the next token mask"
                 )
         _core.batch_fill(
-            [m._handle for m in matchers], addr, row_words, rows * row_words, rows_of, self._pool
+            [m._handle for m in matchers],
+            addr,
+            row_words,
+            rows * row_words,
+            rows_of,
+            self._pool,
+            self._warm_ahead,
         )
 
     @staticmethod
