@@ -235,16 +235,12 @@ impl Matcher {
     }
 }
 
-/// The process's warmer for batch fills: one thread per eight cores (at least one), shared by
-/// every `BatchGrammarMatcher` (a serving engine fills one batch a step); `None` if its thread
-/// could not start.
+/// The process's warmer for batch fills, shared by every `BatchGrammarMatcher` (a serving
+/// engine fills one batch a step); `None` if its thread could not start.
 fn warmer() -> Option<&'static Warmer> {
     static WARMER: OnceLock<Option<Warmer>> = OnceLock::new();
     WARMER
-        .get_or_init(|| {
-            let threads = std::thread::available_parallelism().map_or(1, |n| (n.get() / 8).max(1));
-            Warmer::new(threads).ok()
-        })
+        .get_or_init(|| Warmer::new(Warmer::default_threads()).ok())
         .as_ref()
 }
 

@@ -214,6 +214,12 @@ impl Warmer {
         })
     }
 
+    /// Threads for a warmer beside a model and its mask fills: one per eight cores, at least
+    /// one (the forward pass's kernels and the fills keep the others).
+    pub fn default_threads() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| (n.get() / 8).max(1))
+    }
+
     /// Replaces the work not yet done with `work` (a run in progress stops before its next mask).
     pub fn submit(&self, work: Vec<Ahead>) {
         let mut q = self.shared.lock();

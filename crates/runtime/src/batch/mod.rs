@@ -164,11 +164,10 @@ struct Pending {
 impl<'m> Batch<'m> {
     /// An empty batch on `model`.
     pub fn new(model: &'m mut Model, opts: BatchOptions) -> Batch<'m> {
-        // One warming thread per eight cores (at least one): the passes' kernels and the mask
-        // fills keep the others. A warmer that cannot start costs only the warming.
+        // A warmer that cannot start costs only the warming.
         let warmer = opts
             .warm_ahead
-            .then(|| Warmer::new(ahead_threads()).ok())
+            .then(|| Warmer::new(Warmer::default_threads()).ok())
             .flatten();
         Batch {
             model,
@@ -559,11 +558,6 @@ impl Drop for Batch<'_> {
             }
         }
     }
-}
-
-/// Threads of a batch's [`Warmer`]: one per eight cores, at least one.
-fn ahead_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| (n.get() / 8).max(1))
 }
 
 /// Rows of a prompt chunk with `rest` rows left and room for `budget`: all of them when they
