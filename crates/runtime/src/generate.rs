@@ -192,7 +192,7 @@ impl<'m> Session<'m> {
             model.decoder.device.set_seed(opts.seed)?;
         }
         let warmer = (matcher.is_some() && opts.overlap)
-            .then(|| Warmer::new(1).ok())
+            .then(|| Warmer::new(Warmer::default_threads()).ok())
             .flatten();
         let seq = Seq::new(matcher, stop_tokens, opts, model.logits_len, 0);
         Ok(Session {

@@ -39,7 +39,7 @@ pub const DEFAULT_REACH: usize = 24;
 
 /// Reach in bytes for the states of a TagDispatch's free text: each partial trigger is a state of
 /// its own whose mask walks the whole vocabulary, and text passes through few of them, so only
-/// the next two bytes' are warmed (the name trie after a trigger is a tag rule's, and warmed
+/// the next two bytes are warmed (the name trie after a trigger is a tag rule's, and warmed
 /// as far as any).
 const DISPATCH_REACH: u32 = 2;
 
@@ -85,11 +85,6 @@ impl GrammarMatcher {
 }
 
 impl Ahead {
-    /// The grammar it warms.
-    pub fn grammar(&self) -> &Arc<CompiledGrammar> {
-        &self.grammar
-    }
-
     /// States within the reach whose masks are not computed yet, nearest first.
     pub fn pending(&self) -> Vec<StateId> {
         let g = &self.grammar;

@@ -137,15 +137,15 @@ fn openings(tools: &[&Tool], one: bool) -> Vec<(String, Value)> {
 pub fn extra_call_tags(style: &StyleSpec, tools: &[&Tool], one: bool) -> (Vec<String>, Vec<Value>) {
     let mut tags = Vec::new();
     let w = gap();
+    // With parallel calls, a code block takes more call objects after its first.
+    let more = (!one).then(|| block_rest(tools));
     for (open, rest) in openings(tools, one) {
         for format in style.extras {
             match format {
                 CallFormat::Canonical => {}
                 CallFormat::Markdown => {
                     let mut content = vec![rest.clone()];
-                    if !one {
-                        content.push(block_rest(tools));
-                    }
+                    content.extend(more.clone());
                     content.push(regex(w.clone()));
                     for fence in MARKDOWN_OPENS {
                         tags.push(json!({"type": "tag", "begin": format!("{fence}\n{open}"), "end": FENCE,
