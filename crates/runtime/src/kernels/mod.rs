@@ -1,8 +1,10 @@
 //! Matrix products over quantized GGUF weights on the CPU, our own kernels rather than candle's
 //! (which has no SIMD path for Q4_1, Q5_0 and Q5_1 and re-reads weights per prompt row).
 //!
-//! A [`QWeight`] is a matrix of `rows × cols` stored row by row in one of the block formats of
-//! [`WType`], byte for byte as in the GGUF file. A product `x · Wᵀ` first quantizes the activation
+//! A [`QWeight`] is a matrix of `rows × cols` in one of the block formats of [`WType`], byte for
+//! byte as in the GGUF file, stored row by row, or for Q4_K and Q6_K with its rows interleaved 8
+//! at a time (`interleave.rs`), the layout whose single-row products (`x8.rs`) advance 8 outputs
+//! per byte dot product, as llama.cpp's repacked weights do. A product `x · Wᵀ` first quantizes the activation
 //! rows once ([`ActBuf`]: 8-bit blocks of 32 with their scale and sum for the legacy formats,
 //! blocks of 256 with per-16 sums for the K formats, plain f32 for dense weights), then every
 //! output is an integer dot product per block, scaled once per block, as llama.cpp does. Rows of
@@ -18,14 +20,18 @@
 //! `vpdpbusd`), AVX2 + FMA + F16C, or a portable scalar path. AMX is never used. Every path gives
 //! the same sums up to f32 rounding; the tests hold each one to the dequantized f32 product.
 
+mod interleave;
 #[cfg(target_arch = "x86_64")]
 mod packed;
 mod pool;
 mod quant;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
+mod x8;
+#[cfg(target_arch = "x86_64")]
 mod x86;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use candle_core::quantized::GgmlDType;
@@ -71,8 +77,11 @@ pub const MAX_ROWS: usize = 4;
 pub const PACK_MIN_ROWS: usize = 4;
 
 /// Weight rows of one tile of a product: the rows every activation row goes past while they
-/// stay in L1.
+/// stay in L1 (and one interleaved group).
 const COL_TILE: usize = 8;
+
+/// The largest block of any format, in bytes.
+const MAX_BLOCK: usize = 210;
 
 /// The weight formats the kernels read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,13 +221,17 @@ impl Isa {
     }
 }
 
-/// A weight matrix in one of the block formats, rows contiguous.
+/// A weight matrix in one of the block formats: its rows one after another, except that the
+/// K formats of `interleave.rs` keep their rows interleaved 8 at a time (all but the last
+/// `rows % 8`), the layout the single-row products read.
 #[derive(Debug)]
 pub struct QWeight {
     ty: WType,
     rows: usize,
     cols: usize,
     row_bytes: usize,
+    /// The rows stored interleaved (a multiple of 8, from row 0).
+    x8_rows: usize,
     /// The bytes, in `u64`s so that f32 rows are aligned.
     data: Vec<u64>,
 }
@@ -269,30 +282,41 @@ impl QWeight {
         cols: usize,
         bytes: &[u8],
     ) -> Result<QWeight, WeightError> {
-        let mut w = QWeight::zeroed(ty, rows, cols)?;
-        if bytes.len() != w.bytes().len() {
+        let want = QWeight::byte_len(ty, rows, cols)?;
+        if bytes.len() != want {
             return Err(WeightError::Size {
                 ty,
                 rows,
                 cols,
                 got: bytes.len(),
-                want: w.bytes().len(),
+                want,
             });
         }
-        w.bytes_mut().copy_from_slice(bytes);
-        Ok(w)
-    }
-
-    /// A matrix of zero bytes, to be filled through [`QWeight::bytes_mut`].
-    pub fn zeroed(ty: WType, rows: usize, cols: usize) -> Result<QWeight, WeightError> {
-        let want = QWeight::byte_len(ty, rows, cols)?;
-        Ok(QWeight {
+        let mut w = QWeight {
             ty,
             rows,
             cols,
             row_bytes: want / rows.max(1),
+            x8_rows: 0,
             data: vec![0u64; want.div_ceil(8)],
-        })
+        };
+        let dst = w.bytes_mut();
+        if interleave::interleaved(ty) {
+            let group = interleave::GROUP * want / rows.max(1);
+            let nb = cols / ty.block().0;
+            let whole = rows / interleave::GROUP * group;
+            for (s, d) in bytes[..whole]
+                .chunks_exact(group)
+                .zip(dst[..whole].chunks_exact_mut(group))
+            {
+                interleave::interleave(ty, nb, s, d);
+            }
+            dst[whole..].copy_from_slice(&bytes[whole..]);
+            w.x8_rows = rows / interleave::GROUP * interleave::GROUP;
+        } else {
+            dst.copy_from_slice(bytes);
+        }
+        Ok(w)
     }
 
     /// Its format.
@@ -310,28 +334,69 @@ impl QWeight {
         self.cols
     }
 
-    /// All its bytes.
-    pub fn bytes(&self) -> &[u8] {
+    /// All its bytes, in its layout.
+    fn bytes(&self) -> &[u8] {
         let len = self.rows * self.row_bytes;
         // SAFETY: `data` holds at least `len` initialized bytes; u8 has no alignment needs.
         unsafe { std::slice::from_raw_parts(self.data.as_ptr().cast::<u8>(), len) }
     }
 
     /// All its bytes, to fill.
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
+    fn bytes_mut(&mut self) -> &mut [u8] {
         let len = self.rows * self.row_bytes;
         // SAFETY: as in `bytes`, and `&mut self` makes the borrow unique.
         unsafe { std::slice::from_raw_parts_mut(self.data.as_mut_ptr().cast::<u8>(), len) }
     }
 
-    /// The bytes of row `r`.
-    pub fn row(&self, r: usize) -> &[u8] {
-        &self.bytes()[r * self.row_bytes..(r + 1) * self.row_bytes]
+    /// The bytes of row `r` as the GGUF file has them (put together when it is interleaved).
+    pub fn row(&self, r: usize) -> Cow<'_, [u8]> {
+        let plain = &self.bytes()[r * self.row_bytes..(r + 1) * self.row_bytes];
+        if !self.interleaved_row(r) {
+            return Cow::Borrowed(plain);
+        }
+        let mut row = vec![0u8; self.row_bytes];
+        let bytes = self.ty.block().1;
+        for (b, out) in row.chunks_exact_mut(bytes).enumerate() {
+            out.copy_from_slice(self.block(r, b, &mut [0; MAX_BLOCK]));
+        }
+        Cow::Owned(row)
+    }
+
+    /// Whether row `r` is stored interleaved.
+    fn interleaved_row(&self, r: usize) -> bool {
+        r < self.x8_rows
+    }
+
+    /// Interleaved block `b` of the group whose first row is `r`.
+    #[cfg(target_arch = "x86_64")]
+    fn group_block(&self, r: usize, b: usize) -> *const u8 {
+        debug_assert!(r.is_multiple_of(interleave::GROUP) && self.interleaved_row(r));
+        let bytes = self.ty.block().1;
+        self.bytes()[r * self.row_bytes + b * interleave::GROUP * bytes..].as_ptr()
+    }
+
+    /// Block `b` of row `r` as the GGUF file has it: in place, or put together in `scratch`
+    /// when the row is interleaved.
+    fn block<'a>(&'a self, r: usize, b: usize, scratch: &'a mut [u8; MAX_BLOCK]) -> &'a [u8] {
+        let bytes = self.ty.block().1;
+        if !self.interleaved_row(r) {
+            return &self.bytes()[r * self.row_bytes + b * bytes..][..bytes];
+        }
+        let group = interleave::GROUP;
+        let at = (r / group) * group * self.row_bytes + b * group * bytes;
+        let out = &mut scratch[..bytes];
+        interleave::gather(
+            self.ty,
+            &self.bytes()[at..][..group * bytes],
+            r % group,
+            out,
+        );
+        out
     }
 
     /// Row `r` as f32 values (the embedding lookup).
     pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
-        scalar::dequantize_row(self.ty, self.row(r), &mut out[..self.cols]);
+        scalar::dequantize_row(self.ty, &self.row(r), &mut out[..self.cols]);
     }
 
     /// The activation format of a product of `m` rows on `isa`: the unsigned blocks of the
@@ -393,6 +458,7 @@ impl QWeight {
                     ty: self.ty,
                     w: self.bytes().as_ptr(),
                     row_bytes: self.row_bytes,
+                    x8_rows: self.x8_rows,
                     k: self.cols,
                     cols: tile_cols.clone(),
                     // SAFETY: row `first` of the output lies inside the caller's buffer.
@@ -419,7 +485,7 @@ impl QWeight {
             _ => {
                 for j in tile.cols.clone() {
                     let mut dots = [0f32; MAX_ROWS];
-                    scalar::dot_rows(self.ty, self.row(j), self.cols, acts, first, r, &mut dots);
+                    scalar::dot_rows(self.ty, &self.row(j), self.cols, acts, first, r, &mut dots);
                     for (i, d) in dots[..r].iter().enumerate() {
                         // SAFETY: as above.
                         unsafe { *tile.out.add(i * tile.ld + j) = *d };
@@ -454,7 +520,10 @@ pub fn matmul_side_by_side(
             packed::matmul(w, pool, isa, acts, &mut out[col..], ld);
         } else {
             // Chunks small enough to share out evenly, large enough to amortize.
-            let chunk = (w.rows.div_ceil(pool.threads() * 4)).clamp(8, 256);
+            // Whole tiles, so that an interleaved group is never split.
+            let chunk = (w.rows.div_ceil(pool.threads() * 4))
+                .clamp(8, 256)
+                .next_multiple_of(COL_TILE);
             plan.push((p, col, chunk, chunks));
             chunks += w.rows.div_ceil(chunk);
         }
@@ -479,6 +548,8 @@ struct Tile {
     /// The matrix's first byte.
     w: *const u8,
     row_bytes: usize,
+    /// The matrix's interleaved rows (see `interleave.rs`).
+    x8_rows: usize,
     /// Values per row.
     k: usize,
     cols: std::ops::Range<usize>,

@@ -27,7 +27,7 @@ use std::cell::RefCell;
 use super::pool::{Pool, SharedOut};
 use super::quant::{ActBuf, A8U};
 use super::x86::{f16, legacy_block, load, unpack_q45k, unpack_q6k, Q4_0, Q4_1, Q5_0, Q5_1};
-use super::{Isa, QWeight, WType};
+use super::{x8, Isa, QWeight, WType, MAX_BLOCK};
 
 /// Weight rows per tile: the 8 lanes of a vector of i32.
 const LANES: usize = 8;
@@ -248,12 +248,34 @@ unsafe fn kernel<D: AccDot, const R: usize, const GV: usize, const MIN: bool>(
 #[inline(always)]
 unsafe fn pack_tile(w: &QWeight, rows: [usize; LANES], k0: usize, k1: usize, buf: *mut u8) {
     let ty = w.ty();
-    let (block, bytes) = ty.block();
+    let block = ty.block().0;
     let (gv, min) = shape(ty);
     let stride = group_bytes(gv, min);
-    let at = |l: usize, b: usize| w.row(rows[l]).as_ptr().add(b * bytes);
+    let mut scratch = [0u8; MAX_BLOCK];
+    let mut at = |l: usize, b: usize| w.block(rows[l], b, &mut scratch).as_ptr();
+    // A tile of interleaved rows is one group, already across the lanes.
+    let group = w.interleaved_row(rows[0]);
     let mut out = buf;
     for b in k0 / block..k1 / block {
+        if group {
+            let p = w.group_block(rows[0], b);
+            if ty == WType::Q6K {
+                let (u, scale) = x8::q6k_lanes(p);
+                for (i, t) in u.iter().enumerate() {
+                    for half in 0..2 {
+                        write_group(out, &t[4 * half..4 * half + 4], &scale[2 * i + half], None);
+                        out = out.add(stride);
+                    }
+                }
+            } else {
+                let (u, scale, mins) = x8::q4k_lanes(p);
+                for i in 0..8 {
+                    write_group(out, &u[i], &scale[i], Some(&mins[i]));
+                    out = out.add(stride);
+                }
+            }
+            continue;
+        }
         if block == 32 {
             let mut v = [_mm256_setzero_si256(); LANES];
             let mut scale = [0f32; LANES];

@@ -179,6 +179,57 @@ fn products_agree_with_candles_quantized_matmul() {
     }
 }
 
+/// A decode row's products are the same bits alone as among other rows of one call (up to
+/// [`MAX_ROWS`] and beyond), on every instruction set, interleaved formats included: what lets
+/// a batched sequence decode exactly as it does alone.
+#[test]
+fn a_rows_products_do_not_depend_on_the_other_rows() {
+    let (rows, cols) = (21, 512);
+    let pool = Pool::new(2);
+    for ty in TYPES {
+        let (w, _) = weight(ty, rows, cols, 6);
+        let m = 6;
+        let x = values(m * cols, 7);
+        let mut all = ActBuf::new();
+        all.quantize(&pool, w.ty().act(), &x, m, cols);
+        for isa in Isa::available() {
+            let mut together = vec![0f32; m * rows];
+            w.matmul(&pool, isa, &all, &mut together, rows);
+            for i in 0..m {
+                let mut one = ActBuf::new();
+                one.quantize(&pool, w.ty().act(), &x[i * cols..][..cols], 1, cols);
+                let mut alone = vec![0f32; rows];
+                w.matmul(&pool, isa, &one, &mut alone, rows);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&alone),
+                    bits(&together[i * rows..][..rows]),
+                    "{ty:?} {isa:?} row {i}"
+                );
+            }
+        }
+    }
+}
+
+/// Interleaved rows read back as the file's bytes: a row, and every row's dequantized values.
+#[test]
+fn interleaved_rows_read_back_as_stored() {
+    for ty in [GgmlDType::Q4K, GgmlDType::Q6K] {
+        let t = Tensor::from_vec(values(19 * 512, 8), (19, 512), &Device::Cpu).unwrap();
+        let q = QTensor::quantize(&t, ty).unwrap();
+        let bytes = q.data().unwrap();
+        let w = QWeight::from_bytes(WType::from_ggml(ty).unwrap(), 19, 512, &bytes).unwrap();
+        let row_bytes = bytes.len() / 19;
+        for r in 0..19 {
+            assert_eq!(
+                &*w.row(r),
+                &bytes[r * row_bytes..][..row_bytes],
+                "{ty:?} row {r}"
+            );
+        }
+    }
+}
+
 #[test]
 fn bad_shapes_are_errors() {
     assert!(matches!(

@@ -13,9 +13,18 @@ use super::quant::{ActBuf, A8, A8K};
 use super::{ActKind, Isa, Tile, WType, MAX_ROWS};
 
 /// Unsigned × signed byte products summed in groups of four.
-trait ByteDot {
+pub(super) trait ByteDot {
+    /// Whether the unsigned operand may take all of 0..=255 (no saturating 16-bit pairs).
+    const WIDE: bool;
+
     /// `Σ u[4i..4i+4] · s[4i..4i+4]` for i in 0..8. `u ≤ 127` unless the format says otherwise.
     unsafe fn dot(u: __m256i, s: __m256i) -> __m256i;
+
+    /// `acc + dot(u, s)`.
+    #[inline(always)]
+    unsafe fn dot_acc(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        _mm256_add_epi32(acc, Self::dot(u, s))
+    }
 
     /// `acc + Σ u · s` over 32 bytes, each group of 16 products scaled by its half of `scales`
     /// (pairs of products must stay below 2¹⁵).
@@ -25,10 +34,12 @@ trait ByteDot {
     }
 }
 
-struct Avx2Dot;
-struct VnniDot;
+pub(super) struct Avx2Dot;
+pub(super) struct VnniDot;
 
 impl ByteDot for Avx2Dot {
+    const WIDE: bool = false;
+
     #[inline(always)]
     unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
         _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1))
@@ -36,9 +47,16 @@ impl ByteDot for Avx2Dot {
 }
 
 impl ByteDot for VnniDot {
+    const WIDE: bool = true;
+
     #[inline(always)]
     unsafe fn dot(u: __m256i, s: __m256i) -> __m256i {
         _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s)
+    }
+
+    #[inline(always)]
+    unsafe fn dot_acc(acc: __m256i, u: __m256i, s: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(acc, u, s)
     }
 
     #[inline(always)]
@@ -370,6 +388,9 @@ unsafe fn tile<D: ByteDot, const R: usize>(t: &Tile, acts: &ActBuf, first: usize
         ActKind::Q8K | ActKind::Q8U => {
             let a = std::array::from_fn::<_, R, _>(|r| acts.q8k_row(first + r).as_ptr());
             let nb = k / 256;
+            if t.cols.start < t.x8_rows {
+                return super::x8::group::<D, R>(t, a, nb);
+            }
             match t.ty {
                 WType::Q6K => each!(a, |w, a| q6k::<D, R>(w, a, nb)),
                 WType::Q5K => each!(a, |w, a| q45k::<D, R>(true, w, a, nb)),
