@@ -14,12 +14,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::explain::explaining;
 use common::{encode, shared_dir};
 use serde_json::Value;
 use structgen::engine::check::{check_tokens, MaskVerifier};
-use structgen::frontend::json_schema::{
-    json_schema_grammar, JsonSchemaOptions, PropertyOrder, SchemaWarning,
-};
+use structgen::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
 use structgen::vocab::LoadedVocab;
 use structgen::{compile, Limits};
 
@@ -154,44 +153,6 @@ fn run_line(line: &str, loaded: &LoadedVocab, t: &mut Tally) {
     );
     t.total_ms
         .push((all * 1e3, format!("{id} (checking {:.0} ms)", checks * 1e3)));
-}
-
-/// Whether JSON pointer `a` is `b`, inside it or around it (segment-wise).
-fn related(a: &str, b: &str) -> bool {
-    let inside = |x: &str, y: &str| x.strip_prefix(y).is_some_and(|r| r.starts_with('/'));
-    a == b || inside(a, b) || inside(b, a)
-}
-
-/// The warnings that explain why the grammar accepts `instance`, which the schema refuses: those
-/// at a keyword the `jsonschema` crate reports the instance breaking, inside it (an applicator
-/// such as `anyOf` whose branch holds the unenforced keyword) or around it. An error when no
-/// warning is at a broken keyword.
-fn explaining(
-    reference: Result<&jsonschema::Validator, &String>,
-    instance: &Value,
-    warnings: &[SchemaWarning],
-) -> Result<Vec<String>, String> {
-    let validator =
-        reference.map_err(|e| format!("the reference validator refuses the schema ({e})"))?;
-    let broken: Vec<String> = validator
-        .iter_errors(instance)
-        .map(|e| e.schema_path().as_str().to_string())
-        .collect();
-    if broken.is_empty() {
-        return Err("the reference validator finds it valid".into());
-    }
-    let matching: Vec<String> = warnings
-        .iter()
-        .filter(|w| broken.iter().any(|b| related(&w.path, b)))
-        .map(ToString::to_string)
-        .collect();
-    if matching.is_empty() {
-        let all: Vec<String> = warnings.iter().map(ToString::to_string).collect();
-        return Err(format!(
-            "no warning at a keyword it breaks (breaks {broken:?}; warnings {all:?})"
-        ));
-    }
-    Ok(matching)
 }
 
 fn truncate(v: &Value) -> String {

@@ -236,6 +236,10 @@ pub struct SchemaArgs {
     /// Refuse schemas with keywords that are not enforced exactly instead of warning.
     #[arg(long)]
     pub strict_schema: bool,
+    /// Read `format` as an annotation (draft 2020-12's default: any string passes) instead of
+    /// asserting it
+    #[arg(long)]
+    pub format_annotation: bool,
 }
 
 impl SchemaArgs {
@@ -261,6 +265,7 @@ impl SchemaArgs {
                 PropertyOrder::Schema
             },
             strict_schema: self.strict_schema,
+            format_assertion: !self.format_annotation,
         }
     }
 

@@ -4,6 +4,7 @@
 //! the Hugging Face Hub.
 #![allow(dead_code)]
 
+pub mod explain;
 pub mod hostile;
 pub mod mock_hub;
 

@@ -67,7 +67,7 @@ pub fn json_schema_grammar(
     Ok(SchemaGrammar {
         grammar: builder.build("root")?,
         warnings,
-        post_check: post_check::PostCheck::new(schema, limits),
+        post_check: post_check::PostCheck::with_formats(schema, limits, options.format_assertion),
     })
 }
 

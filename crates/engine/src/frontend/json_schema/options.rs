@@ -22,6 +22,9 @@ pub struct JsonSchemaOptions {
     pub property_order: PropertyOrder,
     /// Treat every warning (keyword not enforced) as an error.
     pub strict_schema: bool,
+    /// `format` as an assertion (the default: generated strings have the format) or, when
+    /// false, as the annotation draft 2020-12 makes it by default (any string passes).
+    pub format_assertion: bool,
 }
 
 impl Default for JsonSchemaOptions {
@@ -34,6 +37,7 @@ impl Default for JsonSchemaOptions {
             strict: true,
             property_order: PropertyOrder::Schema,
             strict_schema: false,
+            format_assertion: true,
         }
     }
 }

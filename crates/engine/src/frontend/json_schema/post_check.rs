@@ -37,14 +37,22 @@ const MAX_VISITS: usize = 1 << 20;
 pub struct PostCheck {
     root: Value,
     limits: Limits,
+    /// Whether `format: "regex"` is checked (formats as assertions).
+    formats: bool,
 }
 
 impl PostCheck {
-    /// A check for `schema`, or `None` when the schema never asks for unique items.
+    /// A check for `schema`, or `None` when the schema never asks for unique items or a regex.
     pub fn new(schema: &Value, limits: &Limits) -> Option<PostCheck> {
-        needs_check(schema).then(|| PostCheck {
+        PostCheck::with_formats(schema, limits, true)
+    }
+
+    /// [`PostCheck::new`], with `format` checked (`formats`) or read as an annotation.
+    pub fn with_formats(schema: &Value, limits: &Limits, formats: bool) -> Option<PostCheck> {
+        needs_check(schema, formats).then(|| PostCheck {
             root: schema.clone(),
             limits: limits.clone(),
+            formats,
         })
     }
 
@@ -83,7 +91,7 @@ impl PostCheck {
                 return Some(found);
             }
         }
-        if s.get("format").and_then(Value::as_str) == Some("regex") {
+        if self.formats && s.get("format").and_then(Value::as_str) == Some("regex") {
             if let Value::String(text) = value {
                 if surely_not_a_regex(text) {
                     return Some(at.to_string());
@@ -239,15 +247,16 @@ fn surely_not_a_regex(text: &str) -> bool {
     }
 }
 
-/// Whether any schema object inside `schema` has `"uniqueItems": true` or `"format": "regex"`.
-fn needs_check(schema: &Value) -> bool {
+/// Whether any schema object inside `schema` has `"uniqueItems": true` or (with `formats`)
+/// `"format": "regex"`.
+fn needs_check(schema: &Value, formats: bool) -> bool {
     match schema {
         Value::Object(m) => {
             m.get("uniqueItems") == Some(&Value::Bool(true))
-                || m.get("format").and_then(Value::as_str) == Some("regex")
-                || m.values().any(needs_check)
+                || (formats && m.get("format").and_then(Value::as_str) == Some("regex"))
+                || m.values().any(|v| needs_check(v, formats))
         }
-        Value::Array(items) => items.iter().any(needs_check),
+        Value::Array(items) => items.iter().any(|v| needs_check(v, formats)),
         _ => false,
     }
 }
@@ -393,6 +402,16 @@ mod tests {
         let schema = json!({"if": {"type": "array"}, "then": {"uniqueItems": true}, "not": {"uniqueItems": true}});
         assert_eq!(check(schema, json!([1, 1])), None);
         assert!(PostCheck::new(&json!({"uniqueItems": false}), &Limits::default()).is_none());
+        // With formats as annotations, a regex format asks for nothing.
+        let regex = json!({"properties": {"re": {"format": "regex"}}});
+        assert!(PostCheck::with_formats(&regex, &Limits::default(), false).is_none());
+        let both = json!({"properties": {"re": {"format": "regex"}, "a": {"uniqueItems": true}}});
+        let check = PostCheck::with_formats(&both, &Limits::default(), false).unwrap();
+        assert_eq!(check.violation(&json!({"re": "(", "a": [1, 2]})), None);
+        assert!(PostCheck::new(&both, &Limits::default())
+            .unwrap()
+            .violation(&json!({"re": "("}))
+            .is_some());
     }
 
     #[test]
