@@ -16,7 +16,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use common::explain::explaining;
@@ -44,6 +44,20 @@ struct Tally {
     /// Schemas compiled to the empty language (no value satisfies them).
     unsatisfiable: usize,
     gaps: Vec<String>,
+}
+
+impl Tally {
+    fn add(&mut self, o: Tally) {
+        self.schemas += o.schemas;
+        self.compiled += o.compiled;
+        self.valid += o.valid;
+        self.valid_ok += o.valid_ok;
+        self.invalid += o.invalid;
+        self.invalid_rejected += o.invalid_rejected;
+        self.invalid_explained += o.invalid_explained;
+        self.unsatisfiable += o.unsatisfiable;
+        self.gaps.extend(o.gaps);
+    }
 }
 
 /// One group of a file: its schema against its tests.
@@ -172,46 +186,26 @@ fn json_schema_test_suite_draft_2020_12() {
         .filter(|p| p.file_stem().is_some_and(|s| s != "refRemote"))
         .collect();
     files.sort();
-    let groups: Vec<(String, Value)> = files
+    let groups: Vec<(String, (String, Value))> = files
         .iter()
         .flat_map(|f| {
             let stem = f.file_stem().unwrap().to_string_lossy().into_owned();
             let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{f:?}: {e}"));
             let groups: Vec<Value> =
                 serde_json::from_str(&text).unwrap_or_else(|e| panic!("{f:?}: {e}"));
-            groups.into_iter().map(move |g| (stem.clone(), g))
+            groups
+                .into_iter()
+                .map(move |g| (stem.clone(), (stem.clone(), g)))
         })
         .collect();
-    let per_file: BTreeMap<String, Tally> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|k| {
-                let (groups, loaded) = (&groups, &loaded);
-                s.spawn(move || {
-                    let mut local: BTreeMap<String, Tally> = BTreeMap::new();
-                    for (file, group) in groups.iter().skip(k).step_by(2) {
-                        run_group(file, group, loaded, local.entry(file.clone()).or_default());
-                    }
-                    local
-                })
-            })
-            .collect();
-        let mut merged: BTreeMap<String, Tally> = BTreeMap::new();
-        for w in workers {
-            for (file, t) in w.join().expect("worker") {
-                let m = merged.entry(file).or_default();
-                m.schemas += t.schemas;
-                m.compiled += t.compiled;
-                m.valid += t.valid;
-                m.valid_ok += t.valid_ok;
-                m.invalid += t.invalid;
-                m.invalid_rejected += t.invalid_rejected;
-                m.invalid_explained += t.invalid_explained;
-                m.unsatisfiable += t.unsatisfiable;
-                m.gaps.extend(t.gaps);
-            }
-        }
-        merged
-    });
+    let per_file = common::tally_on_two_threads(
+        &groups,
+        |group, t: &mut Tally| {
+            let file = group.0.as_str();
+            run_group(file, &group.1, &loaded, t)
+        },
+        |m, t| m.add(t),
+    );
     println!("| file | schemas compiled | valid accepted | invalid rejected | invalid accepted, with a warning |");
     println!("|---|--:|--:|--:|--:|");
     let mut total = Tally::default();
@@ -226,15 +220,10 @@ fn json_schema_test_suite_draft_2020_12() {
             t.invalid,
             t.invalid_explained
         );
-        total.schemas += t.schemas;
-        total.compiled += t.compiled;
-        total.valid += t.valid;
-        total.valid_ok += t.valid_ok;
-        total.invalid += t.invalid;
-        total.invalid_rejected += t.invalid_rejected;
-        total.invalid_explained += t.invalid_explained;
-        total.unsatisfiable += t.unsatisfiable;
-        total.gaps.extend(t.gaps.iter().cloned());
+        total.add(Tally {
+            gaps: t.gaps.clone(),
+            ..*t
+        });
     }
     println!(
         "| total | {}/{} ({:.1}%) | {}/{} ({:.1}%) | {}/{} ({:.1}%) | {} |",

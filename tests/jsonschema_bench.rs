@@ -11,7 +11,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::explain::explaining;
@@ -201,27 +200,11 @@ fn jsonschemabench_soundness_and_completeness() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    let per_cat: BTreeMap<String, Tally> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..2)
-            .map(|k| {
-                let (lines, loaded) = (&lines, &loaded);
-                s.spawn(move || {
-                    let mut local: BTreeMap<String, Tally> = BTreeMap::new();
-                    for (cat, line) in lines.iter().skip(k).step_by(2) {
-                        run_line(line, loaded, local.entry(cat.clone()).or_default());
-                    }
-                    local
-                })
-            })
-            .collect();
-        let mut merged: BTreeMap<String, Tally> = BTreeMap::new();
-        for w in workers {
-            for (cat, t) in w.join().expect("worker") {
-                merged.entry(cat).or_default().add(t);
-            }
-        }
-        merged
-    });
+    let per_cat = common::tally_on_two_threads(
+        &lines,
+        |line, t: &mut Tally| run_line(line, &loaded, t),
+        |m, t| m.add(t),
+    );
     let mut total = Tally::default();
     println!("| category | schemas | compiled % | valid accepted % | invalid rejected % | by the grammar alone % |");
     println!("|---|--:|--:|--:|--:|--:|");

@@ -253,3 +253,34 @@ pub fn structgen(args: &[&str]) -> std::process::Output {
         .output()
         .expect("run structgen")
 }
+
+/// `run(item, tally of its key)` for every `(key, item)`, the items dealt out to two threads, each
+/// keeping a tally per key; the threads' tallies merged per key with `merge`.
+pub fn tally_on_two_threads<I: Sync, T: Default + Send>(
+    items: &[(String, I)],
+    run: impl Fn(&I, &mut T) + Sync,
+    merge: impl Fn(&mut T, T),
+) -> std::collections::BTreeMap<String, T> {
+    use std::collections::BTreeMap;
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|k| {
+                let run = &run;
+                s.spawn(move || {
+                    let mut local: BTreeMap<String, T> = BTreeMap::new();
+                    for (key, item) in items.iter().skip(k).step_by(2) {
+                        run(item, local.entry(key.clone()).or_default());
+                    }
+                    local
+                })
+            })
+            .collect();
+        let mut merged: BTreeMap<String, T> = BTreeMap::new();
+        for w in workers {
+            for (key, t) in w.join().expect("worker") {
+                merge(merged.entry(key).or_default(), t);
+            }
+        }
+        merged
+    })
+}
