@@ -300,22 +300,23 @@ impl QWeight {
             x8_rows: 0,
             data: vec![0u64; want.div_ceil(8)],
         };
-        let dst = w.bytes_mut();
+        // Whole groups of rows are interleaved; the rest (all rows of other formats) is copied.
         if interleave::interleaved(ty) {
-            let group = interleave::GROUP * want / rows.max(1);
-            let nb = cols / ty.block().0;
-            let whole = rows / interleave::GROUP * group;
-            for (s, d) in bytes[..whole]
-                .chunks_exact(group)
-                .zip(dst[..whole].chunks_exact_mut(group))
-            {
-                interleave::interleave(ty, nb, s, d);
-            }
-            dst[whole..].copy_from_slice(&bytes[whole..]);
             w.x8_rows = rows / interleave::GROUP * interleave::GROUP;
-        } else {
-            dst.copy_from_slice(bytes);
         }
+        let (whole, group, nb) = (
+            w.x8_rows * w.row_bytes,
+            (interleave::GROUP * w.row_bytes).max(1),
+            cols / ty.block().0,
+        );
+        let dst = w.bytes_mut();
+        for (s, d) in bytes[..whole]
+            .chunks_exact(group)
+            .zip(dst[..whole].chunks_exact_mut(group))
+        {
+            interleave::interleave(ty, nb, s, d);
+        }
+        dst[whole..].copy_from_slice(&bytes[whole..]);
         Ok(w)
     }
 
@@ -350,9 +351,8 @@ impl QWeight {
 
     /// The bytes of row `r` as the GGUF file has them (put together when it is interleaved).
     pub fn row(&self, r: usize) -> Cow<'_, [u8]> {
-        let plain = &self.bytes()[r * self.row_bytes..(r + 1) * self.row_bytes];
         if !self.interleaved_row(r) {
-            return Cow::Borrowed(plain);
+            return Cow::Borrowed(&self.bytes()[r * self.row_bytes..][..self.row_bytes]);
         }
         let mut row = vec![0u8; self.row_bytes];
         let bytes = self.ty.block().1;
@@ -367,12 +367,12 @@ impl QWeight {
         r < self.x8_rows
     }
 
-    /// Interleaved block `b` of the group whose first row is `r`.
-    #[cfg(target_arch = "x86_64")]
-    fn group_block(&self, r: usize, b: usize) -> *const u8 {
-        debug_assert!(r.is_multiple_of(interleave::GROUP) && self.interleaved_row(r));
-        let bytes = self.ty.block().1;
-        self.bytes()[r * self.row_bytes + b * interleave::GROUP * bytes..].as_ptr()
+    /// Interleaved block `b` of the group that holds row `r`: the 8 rows' blocks `b`.
+    fn group_block(&self, r: usize, b: usize) -> &[u8] {
+        debug_assert!(self.interleaved_row(r));
+        let (group, bytes) = (interleave::GROUP, self.ty.block().1);
+        let first = r / group * group;
+        &self.bytes()[first * self.row_bytes + b * group * bytes..][..group * bytes]
     }
 
     /// Block `b` of row `r` as the GGUF file has it: in place, or put together in `scratch`
@@ -382,15 +382,9 @@ impl QWeight {
         if !self.interleaved_row(r) {
             return &self.bytes()[r * self.row_bytes + b * bytes..][..bytes];
         }
-        let group = interleave::GROUP;
-        let at = (r / group) * group * self.row_bytes + b * group * bytes;
         let out = &mut scratch[..bytes];
-        interleave::gather(
-            self.ty,
-            &self.bytes()[at..][..group * bytes],
-            r % group,
-            out,
-        );
+        let group = interleave::GROUP;
+        interleave::gather(self.ty, self.group_block(r, b), r % group, out);
         out
     }
 

@@ -258,7 +258,7 @@ unsafe fn pack_tile(w: &QWeight, rows: [usize; LANES], k0: usize, k1: usize, buf
     let mut out = buf;
     for b in k0 / block..k1 / block {
         if group {
-            let p = w.group_block(rows[0], b);
+            let p = w.group_block(rows[0], b).as_ptr();
             if ty == WType::Q6K {
                 let (u, scale) = x8::q6k_lanes(p);
                 for (i, t) in u.iter().enumerate() {
