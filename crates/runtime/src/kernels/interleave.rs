@@ -15,11 +15,12 @@
 //!   bytes and the 128 value bytes as 35 units of 4 from byte 32. Unit 0–2 are the three words
 //!   of packed 6-bit scales and minimums; unit `3 + v` holds values `4v..4v + 4` of the low
 //!   nibbles (and `32 + …` of the high ones) of the 64-value chunk `v / 8`.
-//! - Q6_K (210 bytes): the 208 bytes of low bits, high bits and scales as 52 units of 4 from
-//!   byte 0, then `d` as a 2-byte unit from byte 1664.
+//! - Q6_K (210 bytes): `d` as a 2-byte unit from byte 0, the 16 scale bytes as 4 units of 4
+//!   from byte 16, then the 192 bytes of low and high bits as 48 units of 4 from byte 144.
 //!
-//! A group therefore takes exactly the bytes its 8 rows took, and a row outside the groups keeps
-//! its offset. [`gather`] puts one row's block back together for the paths that read blocks
+//! Each block's scales come before its values, so that a product reads the group's bytes in
+//! ascending order (a stream the hardware prefetcher follows from memory). A group therefore
+//! takes exactly the bytes its 8 rows took, and a row outside the groups keeps its offset. [`gather`] puts one row's block back together for the paths that read blocks
 //! whole (dequantizing a row, the packed prompt products, the portable kernels).
 
 use super::WType;
@@ -35,7 +36,7 @@ type Segment = (usize, usize, usize, usize);
 fn segments(ty: WType) -> Option<&'static [Segment]> {
     match ty {
         WType::Q4K => Some(&[(0, 4, 2, 0), (4, 144, 4, 32)]),
-        WType::Q6K => Some(&[(0, 208, 4, 0), (208, 210, 2, 1664)]),
+        WType::Q6K => Some(&[(208, 210, 2, 0), (192, 208, 4, 16), (0, 192, 4, 144)]),
         _ => None,
     }
 }
@@ -51,9 +52,27 @@ pub fn interleaved(ty: WType) -> bool {
 fn each_unit(ty: WType, l: usize, mut f: impl FnMut(usize, usize, usize)) {
     for &(start, end, len, dst) in segments(ty).unwrap_or(&[]) {
         for (u, src) in (start..end).step_by(len).enumerate() {
-            f(src, dst + u * GROUP * len + l * len, len);
+            let place = if ty == WType::Q6K && start == 0 {
+                q6k_place(u)
+            } else {
+                u
+            };
+            f(src, dst + place * GROUP * len + l * len, len);
         }
     }
+}
+
+/// The place of Q6_K value unit `u` (bytes `4u..4u + 4` of the low and high bits) among the
+/// block's 48: in the order the products read them, for each half `n` of the block and each
+/// `c` of 8, the low bits of values `128n + 4c` and `128n + 64 + 4c` and their high bits.
+#[inline(always)]
+fn q6k_place(u: usize) -> usize {
+    let (n, c, k) = if u < 32 {
+        (u / 16, u % 8, u % 16 / 8)
+    } else {
+        ((u - 32) / 8, (u - 32) % 8, 2)
+    };
+    3 * (8 * n + c) + k
 }
 
 /// One group: `src` holds 8 rows one after another (`nb` blocks each), `dst` the same bytes

@@ -5,8 +5,12 @@
 //! broadcast, and one byte dot product (`vpdpbusd`, or `vpmaddubsw` + `vpmaddwd`) adds to the 8
 //! rows' sums of one sub-block. The sums are exact integers: a sub-block's sum is multiplied by
 //! the 8 rows' scales (`vpmulld`) and the block's total converted to f32 once, for 8 outputs at
-//! a time, with no horizontal sum. A row's result does not depend on the other activation rows
-//! of the call, so a decode step gives the same logits alone or in a batch.
+//! a time, with no horizontal sum. Each weight vector is loaded and unpacked once per call and
+//! meets every activation row of the call while it is in a register (the sums of all rows are
+//! live at once), and the bytes a few blocks ahead are prefetched, so a matrix streams from
+//! memory in ascending order. A row's result does not depend on the other activation rows of the
+//! call (its integer sums are exact whatever their order), so a decode step gives the same
+//! logits alone or in a batch.
 //!
 //! The same unpacking gives the packed prompt products (`packed.rs`) their tiles directly
 //! ([`q4k_lanes`], [`q6k_lanes`]), without putting the rows' blocks back together.
@@ -33,6 +37,9 @@ const Q4K_GROUP_BLOCK: usize = GROUP * 144;
 /// Bytes of an interleaved Q6_K block of a group.
 const Q6K_GROUP_BLOCK: usize = GROUP * 210;
 
+/// Where the low and high bits of an interleaved Q6_K block start (after `d` and the scales).
+const Q6K_VALUES: usize = 144;
+
 /// Byte `j` of every 32-bit lane of `v`, zero-extended.
 #[inline(always)]
 unsafe fn byte_u(v: __m256i, j: usize) -> __m256i {
@@ -52,6 +59,19 @@ unsafe fn byte_i(v: __m256i, j: usize) -> __m256i {
         _mm256_setr_epi32(c(0), c(1), c(2), c(3), c(0), c(1), c(2), c(3)),
     );
     _mm256_srai_epi32(top, 24)
+}
+
+/// How many blocks ahead of the one being read a product asks for its bytes: a matrix streamed
+/// from memory then rarely waits for it (decoding the 1.5B model went from 13 to 21 tok/s).
+const PREFETCH: usize = 2;
+
+/// Asks for the `len` bytes from `p` on (a no-op for bytes already cached; `p` may lie past
+/// the matrix, prefetches never fault).
+#[inline(always)]
+unsafe fn prefetch(p: *const u8, len: usize) {
+    for line in (0..len).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line).cast());
+    }
 }
 
 /// 4 activation bytes in every lane.
@@ -107,55 +127,72 @@ unsafe fn q4k<D: ByteDot, const R: usize>(
     let mut acc = [_mm256_setzero_ps(); R];
     for b in 0..nb {
         let p = w.add(b * Q4K_GROUP_BLOCK);
+        prefetch(p.wrapping_add(PREFETCH * Q4K_GROUP_BLOCK), Q4K_GROUP_BLOCK);
         let (d, dmin, sc, mn) = q4k_head(p);
-        let scales: [__m256i; 8] = std::array::from_fn(|j| byte_u(sc[j / 4], j % 4));
+        let ab: [&A8K; R] = std::array::from_fn(|r| &*a[r].add(b));
+        let aq: [*const u8; R] = std::array::from_fn(|r| ab[r].qs.as_ptr().cast::<u8>());
+        let mut tot = [_mm256_setzero_si256(); R];
+        // Each weight vector is loaded once and meets every activation row while in a register.
+        for g in 0..4 {
+            let mut isum = [[_mm256_setzero_si256(); 2]; R];
+            for c in 0..8 {
+                let q = load(p.add(128 + 32 * (8 * g + c)));
+                let lo = _mm256_and_si256(q, low);
+                // Where bytes may reach 255, the high nibbles stay in place (16 times their
+                // value, divided out of the exact sum below).
+                let hi = if D::WIDE {
+                    _mm256_and_si256(q, high)
+                } else {
+                    _mm256_and_si256(_mm256_srli_epi16(q, 4), low)
+                };
+                for r in 0..R {
+                    let at = aq[r].add(64 * g + 4 * c);
+                    isum[r][0] = D::dot_acc(isum[r][0], lo, bcast(at));
+                    isum[r][1] = D::dot_acc(isum[r][1], hi, bcast(at.add(32)));
+                }
+            }
+            let (s0, s1) = (
+                byte_u(sc[g / 2], 2 * g % 4),
+                byte_u(sc[g / 2], 2 * g % 4 + 1),
+            );
+            for r in 0..R {
+                let high_sum = if D::WIDE {
+                    _mm256_srai_epi32(isum[r][1], 4)
+                } else {
+                    isum[r][1]
+                };
+                tot[r] = _mm256_add_epi32(tot[r], _mm256_mullo_epi32(isum[r][0], s0));
+                tot[r] = _mm256_add_epi32(tot[r], _mm256_mullo_epi32(high_sum, s1));
+            }
+        }
         let mins: [__m256i; 8] = std::array::from_fn(|j| byte_u(mn[j / 4], j % 4));
         for r in 0..R {
-            let ab = &*a[r].add(b);
-            let aq = ab.qs.as_ptr().cast::<u8>();
-            let mut isum = [_mm256_setzero_si256(); 8];
-            for c in 0..8 {
-                for g in 0..4 {
-                    let q = load(p.add(128 + 32 * (8 * g + c)));
-                    let lo = _mm256_and_si256(q, low);
-                    // Where bytes may reach 255, the high nibbles stay in place (16 times their
-                    // value, divided out of the exact sum below).
-                    let hi = if D::WIDE {
-                        _mm256_and_si256(q, high)
-                    } else {
-                        _mm256_and_si256(_mm256_srli_epi16(q, 4), low)
-                    };
-                    isum[2 * g] = D::dot_acc(isum[2 * g], lo, bcast(aq.add(64 * g + 4 * c)));
-                    let at = aq.add(64 * g + 32 + 4 * c);
-                    isum[2 * g + 1] = D::dot_acc(isum[2 * g + 1], hi, bcast(at));
-                }
-            }
-            if D::WIDE {
-                for g in 0..4 {
-                    isum[2 * g + 1] = _mm256_srai_epi32(isum[2 * g + 1], 4);
-                }
-            }
-            let mut tot = _mm256_setzero_si256();
             let mut mtot = _mm256_setzero_si256();
-            for j in 0..8 {
-                tot = _mm256_add_epi32(tot, _mm256_mullo_epi32(isum[j], scales[j]));
-                let bs = ab.bsums[2 * j] as i32 + ab.bsums[2 * j + 1] as i32;
-                mtot = _mm256_add_epi32(mtot, _mm256_mullo_epi32(mins[j], _mm256_set1_epi32(bs)));
+            for (j, m) in mins.iter().enumerate() {
+                let bs = ab[r].bsums[2 * j] as i32 + ab[r].bsums[2 * j + 1] as i32;
+                mtot = _mm256_add_epi32(mtot, _mm256_mullo_epi32(*m, _mm256_set1_epi32(bs)));
             }
-            let ad = _mm256_set1_ps(ab.d);
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), _mm256_mul_ps(d, ad), acc[r]);
+            let ad = _mm256_set1_ps(ab[r].d);
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot[r]), _mm256_mul_ps(d, ad), acc[r]);
             acc[r] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mtot), _mm256_mul_ps(dmin, ad), acc[r]);
         }
     }
     acc
 }
 
-/// The 8 rows' `d` of an interleaved Q6_K block and their 16 scales (`scales[j]` lane `l`: row
-/// `l`'s scale of sub-block `j`).
+/// The 8 rows' `d` of an interleaved Q6_K block and their 16 scales, 4 to a vector: byte
+/// `j % 4` of lane `l` of vector `j / 4` is row `l`'s scale of sub-block `j`.
+#[inline(always)]
+unsafe fn q6k_head_raw(p: *const u8) -> (__m256, [__m256i; 4]) {
+    let d = _mm256_cvtph_ps(_mm_loadu_si128(p.cast()));
+    (d, std::array::from_fn(|s| load(p.add(16 + 32 * s))))
+}
+
+/// [`q6k_head_raw`] with each scale in a lane of its own (`scales[j]` lane `l`: row `l`'s
+/// scale of sub-block `j`).
 #[inline(always)]
 unsafe fn q6k_head(p: *const u8) -> (__m256, [__m256i; 16]) {
-    let d = _mm256_cvtph_ps(_mm_loadu_si128(p.add(1664).cast()));
-    let sc: [__m256i; 4] = std::array::from_fn(|s| load(p.add(32 * (48 + s))));
+    let (d, sc) = q6k_head_raw(p);
     (d, std::array::from_fn(|j| byte_i(sc[j / 4], j % 4)))
 }
 
@@ -165,9 +202,9 @@ unsafe fn q6k_head(p: *const u8) -> (__m256, [__m256i; 16]) {
 unsafe fn q6k_values(p: *const u8, n: usize, c: usize) -> [__m256i; 4] {
     let low = _mm256_set1_epi8(0xF);
     let three = _mm256_set1_epi8(3);
-    let ql0 = load(p.add(32 * (16 * n + c)));
-    let ql1 = load(p.add(32 * (16 * n + 8 + c)));
-    let qh = load(p.add(32 * (32 + 8 * n + c)));
+    let v = p.add(Q6K_VALUES);
+    let at = v.add(96 * (8 * n + c));
+    let (ql0, ql1, qh) = (load(at), load(at.add(32)), load(at.add(64)));
     let high = |s: i32| {
         let h = _mm256_srl_epi16(qh, _mm_cvtsi32_si128(s));
         _mm256_slli_epi16(_mm256_and_si256(h, three), 4)
@@ -189,32 +226,40 @@ unsafe fn q6k<D: ByteDot, const R: usize>(
     let mut acc = [_mm256_setzero_ps(); R];
     for b in 0..nb {
         let p = w.add(b * Q6K_GROUP_BLOCK);
-        let (d, scales) = q6k_head(p);
-        for r in 0..R {
-            let ab = &*a[r].add(b);
-            let aq = ab.qs.as_ptr().cast::<u8>();
-            let mut tot = _mm256_setzero_si256();
-            for n in 0..2 {
-                for half in 0..2 {
-                    let mut isum = [_mm256_setzero_si256(); 4];
-                    for c in 4 * half..4 * half + 4 {
-                        let u = q6k_values(p, n, c);
+        prefetch(p.wrapping_add(PREFETCH * Q6K_GROUP_BLOCK), Q6K_GROUP_BLOCK);
+        let (d, sc) = q6k_head_raw(p);
+        let ab: [&A8K; R] = std::array::from_fn(|r| &*a[r].add(b));
+        let aq: [*const u8; R] = std::array::from_fn(|r| ab[r].qs.as_ptr().cast::<u8>());
+        let mut tot = [_mm256_setzero_si256(); R];
+        // Each weight vector is unpacked once and meets every activation row in a register.
+        for n in 0..2 {
+            for half in 0..2 {
+                let mut isum = [[_mm256_setzero_si256(); 4]; R];
+                for c in 4 * half..4 * half + 4 {
+                    let u = q6k_values(p, n, c);
+                    for r in 0..R {
                         for (k, uk) in u.iter().enumerate() {
-                            let at = aq.add(128 * n + 32 * k + 4 * c);
-                            isum[k] = D::dot_acc(isum[k], *uk, bcast(at));
+                            let at = aq[r].add(128 * n + 32 * k + 4 * c);
+                            isum[r][k] = D::dot_acc(isum[r][k], *uk, bcast(at));
                         }
                     }
-                    for (k, s) in isum.iter().enumerate() {
-                        let j = 8 * n + 2 * k + half;
+                }
+                let sub = |k: usize| 8 * n + 2 * k + half;
+                let scales: [__m256i; 4] =
+                    std::array::from_fn(|k| byte_i(sc[sub(k) / 4], sub(k) % 4));
+                for r in 0..R {
+                    for (k, (s, scale)) in isum[r].iter().zip(scales).enumerate() {
                         // The values are stored 32 above their signed values.
-                        let off = _mm256_set1_epi32(32 * ab.bsums[j] as i32);
+                        let off = _mm256_set1_epi32(32 * ab[r].bsums[sub(k)] as i32);
                         let signed = _mm256_sub_epi32(*s, off);
-                        tot = _mm256_add_epi32(tot, _mm256_mullo_epi32(signed, scales[j]));
+                        tot[r] = _mm256_add_epi32(tot[r], _mm256_mullo_epi32(signed, scale));
                     }
                 }
             }
-            let s = _mm256_mul_ps(d, _mm256_set1_ps(ab.d));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot), s, acc[r]);
+        }
+        for r in 0..R {
+            let s = _mm256_mul_ps(d, _mm256_set1_ps(ab[r].d));
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot[r]), s, acc[r]);
         }
     }
     acc
