@@ -2,8 +2,8 @@
 //! of each keyword's meaning written by the JSON Schema organization): every file but
 //! `refRemote.json` (which needs the suite's remote server). Each schema is converted with JSON
 //! Schema's own semantics (unlisted properties allowed unless `additionalProperties` says
-//! otherwise, members in any order; `format` as an annotation in `format.json`, as the suite reads
-//! it) and compiled for the SmolLM2 vocabulary; every instance is checked in its compact
+//! otherwise, members in any order, numbers compared by value; `format` as an annotation in
+//! `format.json`, as the suite reads it) and compiled for the SmolLM2 vocabulary; every instance is checked in its compact
 //! serialization, token by token with a mask at every step, and must pass the `uniqueItems` check
 //! on the complete value too.
 //!
@@ -67,6 +67,7 @@ fn run_group(file: &str, group: &Value, loaded: &LoadedVocab, t: &mut Tally) {
         strict: false,
         property_order: PropertyOrder::Flexible,
         format_assertion: file != "format",
+        numbers_by_value: true,
         ..JsonSchemaOptions::default()
     };
     let limits = Limits::default();

@@ -240,6 +240,10 @@ pub struct SchemaArgs {
     /// asserting it
     #[arg(long)]
     pub format_annotation: bool,
+    /// Accept numbers in any plain decimal form of an allowed value, as JSON Schema compares them
+    /// (`1.0` for an integer or for `"const": 1`); by default integers are written as integers
+    #[arg(long)]
+    pub numbers_by_value: bool,
 }
 
 impl SchemaArgs {
@@ -266,6 +270,7 @@ impl SchemaArgs {
             },
             strict_schema: self.strict_schema,
             format_assertion: !self.format_annotation,
+            numbers_by_value: self.numbers_by_value,
         }
     }
 
@@ -279,6 +284,8 @@ impl SchemaArgs {
             || self.no_strict
             || self.any_property_order
             || self.strict_schema
+            || self.format_annotation
+            || self.numbers_by_value
     }
 }
 

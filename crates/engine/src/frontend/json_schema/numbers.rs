@@ -399,6 +399,47 @@ fn has_ref(e: &Expr) -> bool {
     found
 }
 
+/// `.0`, `.00`, ...: a fraction that leaves a number's value as it is.
+fn zero_fraction() -> Expr {
+    seq(vec![
+        lit("."),
+        Expr::Repeat {
+            body: Box::new(lit("0")),
+            min: 1,
+            max: None,
+        },
+    ])
+}
+
+/// Every plain decimal form (no exponent) of the value of `n`: its shortest form with any number
+/// of zeros after its fraction (or a fraction of zeros after an integer), and `-0` for zero.
+pub(super) fn number_value_forms(n: &serde_json::Number) -> Expr {
+    let plain = match (n.as_i64(), n.as_u64(), n.as_f64()) {
+        (Some(i), _, _) => i.to_string(),
+        (_, Some(u), _) => u.to_string(),
+        // Rust writes a float in its shortest round-trip form without an exponent.
+        (_, _, Some(f)) => format!("{f}"),
+        _ => n.to_string(),
+    };
+    let (plain, zero) = match plain.trim_start_matches('-') {
+        "0" => ("0".to_string(), true),
+        _ => (plain, false),
+    };
+    let (whole, zeros) = match plain.split_once('.') {
+        Some(_) => (
+            lit(&plain),
+            Expr::Repeat {
+                body: Box::new(lit("0")),
+                min: 0,
+                max: None,
+            },
+        ),
+        None => (lit(&plain), opt(zero_fraction())),
+    };
+    let sign = if zero { opt(lit("-")) } else { Expr::Empty };
+    seq(vec![sign, whole, zeros])
+}
+
 /// `k` when `m` is 10^-k (k in 1..=12).
 fn decimal_step(m: f64) -> Option<u32> {
     (1..=12u32).find(|&k| (m * 10f64.powi(k as i32) - 1.0).abs() < 1e-9)
@@ -462,12 +503,29 @@ impl Lowerer<'_> {
         }
     }
 
-    /// A number (or integer, with `integer_only`) under the conjunction's number keywords.
+    /// A number (or integer, with `integer_only`) under the conjunction's number keywords; with
+    /// `numbers_by_value`, an integer may be followed by a fraction of zeros (`1.0` is 1) and
+    /// zero may be `-0`.
     pub(super) fn number_expr(
         &mut self,
         c: &Conj,
         integer_only: bool,
     ) -> Result<Expr, SchemaError> {
+        let base = self.number_expr_plain(c, integer_only)?;
+        if integer_only && self.options.numbers_by_value {
+            // Integers are written without a sign on zero; `-0` is zero too.
+            let zero = serde_json::Value::from(0);
+            let base = match self.value_allowed(c, &zero) {
+                true => alt(vec![base, lit("-0")]),
+                false => base,
+            };
+            return Ok(seq(vec![base, opt(zero_fraction())]));
+        }
+        Ok(base)
+    }
+
+    /// [`Self::number_expr`] with integers written as integers.
+    fn number_expr_plain(&mut self, c: &Conj, integer_only: bool) -> Result<Expr, SchemaError> {
         let n = &c.number;
         let bounded = n.lower.is_some() || n.upper.is_some();
         let base = if integer_only {

@@ -21,7 +21,7 @@ use crate::grammar::exprs::{alt, lit, never, seq};
 use crate::grammar::Expr;
 
 /// Most required members tracked exactly when members may come in any order (2^k rules).
-const EXACT_ANY_ORDER: usize = 8;
+pub(super) const EXACT_ANY_ORDER: usize = 8;
 
 impl Lowerer<'_> {
     /// An object under the conjunction's object keywords.

@@ -25,6 +25,13 @@ pub struct JsonSchemaOptions {
     /// `format` as an assertion (the default: generated strings have the format) or, when
     /// false, as the annotation draft 2020-12 makes it by default (any string passes).
     pub format_assertion: bool,
+    /// Numbers in every plain decimal form of an allowed value, as JSON Schema compares them:
+    /// `1.0` and `1.00` for `"type": "integer"` and for `"const": 1`, `-0` for 0, `0.50` for
+    /// `"enum": [0.5]` (for checking JSON written elsewhere). By default generated integers are
+    /// written as integers and `const` / `enum` numbers as the schema writes them, which is what
+    /// tool implementations (and BFCL's checker, which counts `5.0` wrong for an integer) expect.
+    /// Forms with an exponent (`1e0`) are accepted for neither.
+    pub numbers_by_value: bool,
 }
 
 impl Default for JsonSchemaOptions {
@@ -38,6 +45,7 @@ impl Default for JsonSchemaOptions {
             property_order: PropertyOrder::Schema,
             strict_schema: false,
             format_assertion: true,
+            numbers_by_value: false,
         }
     }
 }
