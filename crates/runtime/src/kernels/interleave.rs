@@ -9,19 +9,22 @@
 //! The layout keeps every byte of the GGUF blocks and only moves them: the rows of a matrix are
 //! taken 8 at a time (a *group*; the last `rows % 8` rows stay as they are), and a group is
 //! stored super-block by super-block, each as the 8 rows' blocks cut into units of 2 or 4 bytes,
-//! unit `u` of row `l` at `dst + u · 8 · len + l · len`:
+//! unit `u` of row `l` at `dst + p · 8 · len + l · len`, `p` being the unit's place (`u` itself,
+//! except for the reordered Q6_K values):
 //!
 //! - Q4_K (144 bytes): the two f16 (`d`, `dmin`) as 2-byte units from byte 0, then the 12 scale
 //!   bytes and the 128 value bytes as 35 units of 4 from byte 32. Unit 0–2 are the three words
 //!   of packed 6-bit scales and minimums; unit `3 + v` holds values `4v..4v + 4` of the low
 //!   nibbles (and `32 + …` of the high ones) of the 64-value chunk `v / 8`.
 //! - Q6_K (210 bytes): `d` as a 2-byte unit from byte 0, the 16 scale bytes as 4 units of 4
-//!   from byte 16, then the 192 bytes of low and high bits as 48 units of 4 from byte 144.
+//!   from byte 16, then the 192 bytes of low and high bits as 48 units of 4 from byte 144, in
+//!   the order the products read them (`q6k_place`).
 //!
 //! Each block's scales come before its values, so that a product reads the group's bytes in
 //! ascending order (a stream the hardware prefetcher follows from memory). A group therefore
-//! takes exactly the bytes its 8 rows took, and a row outside the groups keeps its offset. [`gather`] puts one row's block back together for the paths that read blocks
-//! whole (dequantizing a row, the packed prompt products, the portable kernels).
+//! takes exactly the bytes its 8 rows took, and a row outside the groups keeps its offset.
+//! [`gather`] puts one row's block back together for the paths that read blocks whole
+//! (dequantizing a row, the packed prompt products, the portable kernels).
 
 use super::WType;
 
@@ -63,8 +66,9 @@ fn each_unit(ty: WType, l: usize, mut f: impl FnMut(usize, usize, usize)) {
 }
 
 /// The place of Q6_K value unit `u` (bytes `4u..4u + 4` of the low and high bits) among the
-/// block's 48: in the order the products read them, for each half `n` of the block and each
-/// `c` of 8, the low bits of values `128n + 4c` and `128n + 64 + 4c` and their high bits.
+/// block's 48, in the order the products read them: for each half `n` of the block and each `c`
+/// of 8, the unit of low bits of values `128n + 4c..+4` and `128n + 64 + 4c..+4`, the one of
+/// values `128n + 32 + 4c..+4` and `128n + 96 + 4c..+4`, then the unit of their high bits.
 #[inline(always)]
 fn q6k_place(u: usize) -> usize {
     let (n, c, k) = if u < 32 {

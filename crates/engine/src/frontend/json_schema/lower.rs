@@ -12,10 +12,8 @@ use serde_json::Value;
 
 use super::keywords::{Conj, RefId, Schema, Types};
 use super::merge::{Alternative, Merger};
-use super::numbers::number_value_forms;
-use super::objects::EXACT_ANY_ORDER;
 use super::schema::Document;
-use super::{JsonSchemaOptions, PropertyOrder, SchemaError, SchemaWarning};
+use super::{JsonSchemaOptions, SchemaError, SchemaWarning};
 use crate::grammar::exprs::{alt, lit, seq};
 use crate::grammar::{CharClass, Expr, GrammarBuilder};
 use crate::util::{fingerprint, Limits, RuleId};
@@ -244,77 +242,6 @@ impl<'a> Lowerer<'a> {
             }
             Value::Null | Value::Bool(_) => true,
         }
-    }
-
-    /// Exactly one JSON value, laid out like generated values; with `numbers_by_value` its
-    /// numbers in any plain form of their value, and with members in any order its objects'
-    /// members too (up to [`EXACT_ANY_ORDER`] of them; more keep their order, with a warning at
-    /// `path`).
-    pub(super) fn value_expr(
-        &mut self,
-        v: &Value,
-        path: &str,
-        depth: usize,
-    ) -> Result<Expr, SchemaError> {
-        Ok(match v {
-            Value::Array(items) if !items.is_empty() => {
-                let mut parts = vec![self.open('[', depth)];
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        parts.push(self.item_sep(depth));
-                    }
-                    parts.push(self.value_expr(item, path, depth + 1)?);
-                }
-                parts.push(self.close(']', depth));
-                seq(parts)
-            }
-            Value::Object(map) if !map.is_empty() => {
-                let mut members = Vec::with_capacity(map.len());
-                for (k, item) in map {
-                    members.push(seq(vec![
-                        lit(&Value::String(k.clone()).to_string()),
-                        self.key_sep(),
-                        self.value_expr(item, path, depth + 1)?,
-                    ]));
-                }
-                let any_order = self.options.property_order == PropertyOrder::Flexible;
-                if any_order && members.len() > EXACT_ANY_ORDER {
-                    self.warn(
-                        path,
-                        format!(
-                            "an object value of const/enum with more than {EXACT_ANY_ORDER} members must keep their order"
-                        ),
-                    );
-                }
-                let body = if any_order && members.len() > 1 && members.len() <= EXACT_ANY_ORDER {
-                    let sep = self.item_sep(depth);
-                    let tracked: Vec<(Expr, bool)> =
-                        members.iter().map(|m| (m.clone(), true)).collect();
-                    let rules =
-                        self.builder
-                            .unordered("const_members", &tracked, None, Some(&sep))?;
-                    alt(members
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, m)| seq(vec![m, Expr::Ref(rules[1 << i])]))
-                        .collect())
-                } else {
-                    let mut parts = Vec::with_capacity(2 * members.len());
-                    for (i, m) in members.into_iter().enumerate() {
-                        if i > 0 {
-                            parts.push(self.item_sep(depth));
-                        }
-                        parts.push(m);
-                    }
-                    seq(parts)
-                };
-                seq(vec![self.open('{', depth), body, self.close('}', depth)])
-            }
-            Value::Array(_) => self.empty('[', ']'),
-            Value::Object(_) => self.empty('{', '}'),
-            Value::Number(n) if self.options.numbers_by_value => number_value_forms(n),
-            scalar => lit(&scalar.to_string()),
-        })
     }
 
     /// A shared helper rule, created on first use.

@@ -33,6 +33,7 @@ pub mod post_check;
 mod refs;
 mod schema;
 mod strings;
+mod values;
 
 use serde_json::Value;
 

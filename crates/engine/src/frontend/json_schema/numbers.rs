@@ -7,6 +7,7 @@
 
 use super::keywords::{Bound, Conj};
 use super::lower::Lowerer;
+use super::values::zero_fraction;
 use super::SchemaError;
 use crate::grammar::algebra::{dfa_to_rules, product_dfa, to_dfa, Language, Op};
 use crate::grammar::exprs::{alt, lit, never, opt, seq};
@@ -397,47 +398,6 @@ fn has_ref(e: &Expr) -> bool {
     let mut found = false;
     e.for_each_ref(&mut |_| found = true);
     found
-}
-
-/// `.0`, `.00`, ...: a fraction that leaves a number's value as it is.
-fn zero_fraction() -> Expr {
-    seq(vec![
-        lit("."),
-        Expr::Repeat {
-            body: Box::new(lit("0")),
-            min: 1,
-            max: None,
-        },
-    ])
-}
-
-/// Every plain decimal form (no exponent) of the value of `n`: its shortest form with any number
-/// of zeros after its fraction (or a fraction of zeros after an integer), and `-0` for zero.
-pub(super) fn number_value_forms(n: &serde_json::Number) -> Expr {
-    let plain = match (n.as_i64(), n.as_u64(), n.as_f64()) {
-        (Some(i), _, _) => i.to_string(),
-        (_, Some(u), _) => u.to_string(),
-        // Rust writes a float in its shortest round-trip form without an exponent.
-        (_, _, Some(f)) => format!("{f}"),
-        _ => n.to_string(),
-    };
-    let (plain, zero) = match plain.trim_start_matches('-') {
-        "0" => ("0".to_string(), true),
-        _ => (plain, false),
-    };
-    let (whole, zeros) = match plain.split_once('.') {
-        Some(_) => (
-            lit(&plain),
-            Expr::Repeat {
-                body: Box::new(lit("0")),
-                min: 0,
-                max: None,
-            },
-        ),
-        None => (lit(&plain), opt(zero_fraction())),
-    };
-    let sign = if zero { opt(lit("-")) } else { Expr::Empty };
-    seq(vec![sign, whole, zeros])
 }
 
 /// `k` when `m` is 10^-k (k in 1..=12).

@@ -28,9 +28,10 @@ pub struct JsonSchemaOptions {
     /// Numbers in every plain decimal form of an allowed value, as JSON Schema compares them:
     /// `1.0` and `1.00` for `"type": "integer"` and for `"const": 1`, `-0` for 0, `0.50` for
     /// `"enum": [0.5]` (for checking JSON written elsewhere). By default generated integers are
-    /// written as integers and `const` / `enum` numbers as the schema writes them, which is what
+    /// written as integers and `const` / `enum` numbers in their shortest JSON form (`1.5` for
+    /// a schema's `1.50`), which is what
     /// tool implementations (and BFCL's checker, which counts `5.0` wrong for an integer) expect.
-    /// Forms with an exponent (`1e0`) are accepted for neither.
+    /// Forms with an exponent are accepted only where they are a value's own JSON text (`1e-7`).
     pub numbers_by_value: bool,
 }
 
