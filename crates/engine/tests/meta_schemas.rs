@@ -2,39 +2,23 @@
 //! "any valid draft-N schema" accepts schemas and refuses non-schemas, and a pointer into a
 //! meta-schema (`…/draft-07/schema#/definitions/nonNegativeInteger`) is that definition.
 
-use std::sync::Arc;
+mod common;
 
+use common::{accepts, schema_matcher};
 use serde_json::json;
 use structgen_engine::frontend::json_schema::{
     json_schema_grammar, JsonSchemaOptions, PropertyOrder,
 };
-use structgen_engine::{compile, GrammarMatcher, Limits, TokenId, TokenKind, Vocab};
-
-/// A vocabulary of every single byte, and a stop token.
-fn bytes() -> Arc<Vocab> {
-    let entries = (0..=255u32).map(|b| (b, vec![b as u8], TokenKind::Normal));
-    let stop = (256, b"</s>".to_vec(), TokenKind::Special);
-    Arc::new(Vocab::new(257, entries.chain([stop]), vec![TokenId(256)]))
-}
+use structgen_engine::{GrammarMatcher, Limits};
 
 fn matcher(schema: serde_json::Value) -> (GrammarMatcher, Vec<String>) {
-    let limits = Limits::default();
     // JSON Schema's own meaning: members in any order, unlisted ones allowed.
     let options = JsonSchemaOptions {
         strict: false,
         property_order: PropertyOrder::Flexible,
         ..JsonSchemaOptions::default()
     };
-    let out =
-        json_schema_grammar(&schema, &options, &limits).unwrap_or_else(|e| panic!("{schema}: {e}"));
-    let warnings = out.warnings.iter().map(|w| w.to_string()).collect();
-    let compiled = compile(&out.grammar, bytes(), &limits).expect("compiles");
-    (GrammarMatcher::new(compiled), warnings)
-}
-
-fn accepts(m: &GrammarMatcher, text: &str) -> bool {
-    let mut m = m.fork();
-    m.accept_string(text) && m.accept_token(TokenId(256))
+    schema_matcher(&schema, &options)
 }
 
 #[test]

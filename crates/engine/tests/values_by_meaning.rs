@@ -2,23 +2,14 @@
 //! means them (`numbers_by_value`, [`PropertyOrder::Flexible`]), and the generation defaults that
 //! keep integers written as integers and values written as the schema writes them.
 
-use std::sync::Arc;
+mod common;
 
+use common::{accepts, schema_matcher};
 use serde_json::{json, Value};
-use structgen_engine::frontend::json_schema::{
-    json_schema_grammar, JsonSchemaOptions, PropertyOrder,
-};
-use structgen_engine::{compile, GrammarMatcher, Limits, TokenId, TokenKind, Vocab};
-
-/// A vocabulary of every single byte, and a stop token.
-fn bytes() -> Arc<Vocab> {
-    let entries = (0..=255u32).map(|b| (b, vec![b as u8], TokenKind::Normal));
-    let stop = (256, b"</s>".to_vec(), TokenKind::Special);
-    Arc::new(Vocab::new(257, entries.chain([stop]), vec![TokenId(256)]))
-}
+use structgen_engine::frontend::json_schema::{JsonSchemaOptions, PropertyOrder};
+use structgen_engine::GrammarMatcher;
 
 fn matcher(schema: &Value, by_value: bool, order: PropertyOrder) -> (GrammarMatcher, Vec<String>) {
-    let limits = Limits::default();
     let options = JsonSchemaOptions {
         any_whitespace: false,
         separators: Some((",".into(), ":".into())),
@@ -26,16 +17,7 @@ fn matcher(schema: &Value, by_value: bool, order: PropertyOrder) -> (GrammarMatc
         numbers_by_value: by_value,
         ..JsonSchemaOptions::default()
     };
-    let out =
-        json_schema_grammar(schema, &options, &limits).unwrap_or_else(|e| panic!("{schema}: {e}"));
-    let warnings = out.warnings.iter().map(|w| w.to_string()).collect();
-    let compiled = compile(&out.grammar, bytes(), &limits).expect("compiles");
-    (GrammarMatcher::new(compiled), warnings)
-}
-
-fn accepts(m: &GrammarMatcher, text: &str) -> bool {
-    let mut m = m.fork();
-    m.accept_string(text) && m.accept_token(TokenId(256))
+    schema_matcher(schema, &options)
 }
 
 /// A schema, the texts it accepts by value, those it refuses by value, and those among the

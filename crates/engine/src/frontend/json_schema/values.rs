@@ -36,6 +36,7 @@ impl Lowerer<'_> {
             }
             Value::Object(map) if !map.is_empty() => {
                 let any_order = self.options.property_order == PropertyOrder::Flexible;
+                let unordered = any_order && (2..=EXACT_ANY_ORDER).contains(&map.len());
                 let mut members = Vec::with_capacity(map.len());
                 for (k, item) in map {
                     let member = seq(vec![
@@ -44,7 +45,7 @@ impl Lowerer<'_> {
                         self.value_expr(item, path, depth + 1)?,
                     ]);
                     // In any order each member is referred to from 2^(n-1) + 1 places: as a rule.
-                    members.push(match any_order && map.len() > 1 {
+                    members.push(match unordered {
                         true => Expr::Ref(self.builder.add_rule("const_member", member)?),
                         false => member,
                     });
@@ -58,7 +59,7 @@ impl Lowerer<'_> {
                         ),
                     );
                 }
-                let body = if any_order && members.len() > 1 && members.len() <= EXACT_ANY_ORDER {
+                let body = if unordered {
                     let sep = self.item_sep(depth);
                     let tracked: Vec<(Expr, bool)> =
                         members.iter().map(|m| (m.clone(), true)).collect();
