@@ -31,6 +31,7 @@ mod options;
 mod pattern;
 pub mod post_check;
 mod refs;
+mod resources;
 mod schema;
 mod strings;
 mod values;

@@ -15,13 +15,15 @@
 //! `additionalProperties`, `items`, `prefixItems`, `additionalItems`, `allOf`, `$ref`); an
 //! `anyOf` / `oneOf` fails only when every branch fails; `if` / `then` / `else`, `not`,
 //! `dependencies` and `contains` are not followed. Unresolvable references and patterns that do not
-//! compile count as satisfied. References are resolved as the grammar resolves them
-//! (`super::refs`).
+//! compile count as satisfied. References are resolved as the grammar resolves them, with base
+//! URIs (`super::resources`); the walk knows where each schema it visits is for that.
 
 use std::cell::Cell;
 
 use serde_json::{Map, Value};
 
+use super::refs::Doc;
+use super::resources::{Loc, Resources};
 use crate::frontend::regex::is_match;
 use crate::util::Limits;
 
@@ -36,6 +38,7 @@ const MAX_VISITS: usize = 1 << 20;
 #[derive(Debug, Clone)]
 pub struct PostCheck {
     root: Value,
+    resources: Resources,
     limits: Limits,
     /// Whether `format: "regex"` is checked (formats as assertions).
     formats: bool,
@@ -51,6 +54,7 @@ impl PostCheck {
     pub fn with_formats(schema: &Value, limits: &Limits, formats: bool) -> Option<PostCheck> {
         needs_check(schema, formats).then(|| PostCheck {
             root: schema.clone(),
+            resources: Resources::new(schema),
             limits: limits.clone(),
             formats,
         })
@@ -59,7 +63,12 @@ impl PostCheck {
     /// The JSON pointer (in `value`) of the first array whose items must be unique but repeat.
     pub fn violation(&self, value: &Value) -> Option<String> {
         let budget = Cell::new(MAX_VISITS);
+        let root = Loc {
+            doc: Doc::Root,
+            pointer: String::new(),
+        };
         self.walk(
+            &root,
             &self.root,
             value,
             "",
@@ -70,7 +79,15 @@ impl PostCheck {
         )
     }
 
-    fn walk(&self, schema: &Value, value: &Value, at: &str, ctx: &Ctx) -> Option<String> {
+    /// The first violation in `value` of the schema `schema`, which is at `loc`.
+    fn walk(
+        &self,
+        loc: &Loc,
+        schema: &Value,
+        value: &Value,
+        at: &str,
+        ctx: &Ctx,
+    ) -> Option<String> {
         let Value::Object(s) = schema else {
             return None;
         };
@@ -82,12 +99,12 @@ impl PostCheck {
             depth: ctx.depth + 1,
             budget: ctx.budget,
         };
-        if let Some(target) = s
+        if let Some((tloc, target)) = s
             .get("$ref")
             .and_then(Value::as_str)
-            .and_then(|r| self.resolve(r))
+            .and_then(|r| self.resolve(loc, r))
         {
-            if let Some(found) = self.walk(target, value, at, depth) {
+            if let Some(found) = self.walk(&tloc, target, value, at, depth) {
                 return Some(found);
             }
         }
@@ -106,17 +123,27 @@ impl PostCheck {
             }
         }
         if let Some(Value::Array(members)) = s.get("allOf") {
-            if let Some(found) = members.iter().find_map(|m| self.walk(m, value, at, depth)) {
+            let list = loc.child("allOf");
+            if let Some(found) = members
+                .iter()
+                .enumerate()
+                .find_map(|(i, m)| self.walk(&list.child(&i.to_string()), m, value, at, depth))
+            {
                 return Some(found);
             }
         }
         for key in ["anyOf", "oneOf"] {
             if let Some(Value::Array(branches)) = s.get(key) {
                 // Fails when every branch fails: by a repeat, or by a `type` the value lacks.
+                let list = loc.child(key);
                 let mut first = None;
                 let mut every_branch_fails = true;
-                for b in branches.iter().filter(|b| !self.type_excludes(b, value)) {
-                    match self.walk(b, value, at, depth) {
+                for (i, b) in branches.iter().enumerate() {
+                    let bloc = list.child(&i.to_string());
+                    if self.type_excludes(&bloc, b, value) {
+                        continue;
+                    }
+                    match self.walk(&bloc, b, value, at, depth) {
                         Some(found) => {
                             first.get_or_insert(found);
                         }
@@ -132,14 +159,15 @@ impl PostCheck {
             }
         }
         match value {
-            Value::Object(members) => self.walk_members(s, members, at, depth),
-            Value::Array(items) => self.walk_items(s, items, at, depth),
+            Value::Object(members) => self.walk_members(loc, s, members, at, depth),
+            Value::Array(items) => self.walk_items(loc, s, items, at, depth),
             _ => None,
         }
     }
 
     fn walk_members(
         &self,
+        loc: &Loc,
         s: &Map<String, Value>,
         members: &Map<String, Value>,
         at: &str,
@@ -150,14 +178,16 @@ impl PostCheck {
         for (key, v) in members {
             let here = format!("{at}/{}", key.replace('~', "~0").replace('/', "~1"));
             let listed = properties.and_then(|p| p.get(key));
-            if let Some(found) = listed.and_then(|p| self.walk(p, v, &here, depth)) {
+            let ploc = || loc.child("properties").child(key);
+            if let Some(found) = listed.and_then(|p| self.walk(&ploc(), p, v, &here, depth)) {
                 return Some(found);
             }
             let mut matched = false;
             for (pattern, sub) in patterns.into_iter().flatten() {
                 if is_match(pattern, key, &self.limits).unwrap_or(false) {
                     matched = true;
-                    if let Some(found) = self.walk(sub, v, &here, depth) {
+                    let sloc = loc.child("patternProperties").child(pattern);
+                    if let Some(found) = self.walk(&sloc, sub, v, &here, depth) {
                         return Some(found);
                     }
                 }
@@ -165,7 +195,7 @@ impl PostCheck {
             if listed.is_none() && !matched {
                 if let Some(found) = s
                     .get("additionalProperties")
-                    .and_then(|a| self.walk(a, v, &here, depth))
+                    .and_then(|a| self.walk(&loc.child("additionalProperties"), a, v, &here, depth))
                 {
                     return Some(found);
                 }
@@ -176,6 +206,7 @@ impl PostCheck {
 
     fn walk_items(
         &self,
+        loc: &Loc,
         s: &Map<String, Value>,
         items: &[Value],
         at: &str,
@@ -183,21 +214,25 @@ impl PostCheck {
     ) -> Option<String> {
         // Draft 2020-12 `prefixItems` + `items`, or draft 4–2019 `items: [...]` + `additionalItems`.
         let (prefix, rest) = match (s.get("prefixItems"), s.get("items")) {
-            (Some(Value::Array(p)), rest) => (p.as_slice(), rest),
-            (_, Some(Value::Array(p))) => (p.as_slice(), s.get("additionalItems")),
-            (_, rest) => (&[][..], rest),
+            (Some(Value::Array(p)), rest) => ((p.as_slice(), "prefixItems"), (rest, "items")),
+            (_, Some(Value::Array(p))) => (
+                (p.as_slice(), "items"),
+                (s.get("additionalItems"), "additionalItems"),
+            ),
+            (_, rest) => ((&[][..], "prefixItems"), (rest, "items")),
         };
         items.iter().enumerate().find_map(|(i, v)| {
-            let sub = prefix
-                .get(i)
-                .or(if i >= prefix.len() { rest } else { None })?;
-            self.walk(sub, v, &format!("{at}/{i}"), depth)
+            let (sub, sloc) = match prefix.0.get(i) {
+                Some(sub) => (sub, loc.child(prefix.1).child(&i.to_string())),
+                None => (rest.0?, loc.child(rest.1)),
+            };
+            self.walk(&sloc, sub, v, &format!("{at}/{i}"), depth)
         })
     }
 
     /// Whether `schema` (following `$ref`s) has a `type` that `value` is not.
-    fn type_excludes(&self, schema: &Value, value: &Value) -> bool {
-        let mut schema = schema;
+    fn type_excludes(&self, loc: &Loc, schema: &Value, value: &Value) -> bool {
+        let (mut loc, mut schema) = (loc.clone(), schema);
         for _ in 0..MAX_DEPTH {
             if let Some(types) = schema.get("type") {
                 let names: Vec<&str> = match types {
@@ -210,18 +245,21 @@ impl PostCheck {
             match schema
                 .get("$ref")
                 .and_then(Value::as_str)
-                .and_then(|r| self.resolve(r))
+                .and_then(|r| self.resolve(&loc, r))
             {
-                Some(target) => schema = target,
+                Some((l, target)) => (loc, schema) = (l, target),
                 None => return false,
             }
         }
         false
     }
 
-    /// The schema a local `$ref` points to ([`super::refs::resolve`]).
-    fn resolve(&self, r: &str) -> Option<&Value> {
-        super::refs::resolve(&self.root, r).map(|(v, _)| v)
+    /// Where the `$ref` `r` written in the schema at `loc` points, and the schema there.
+    fn resolve(&self, loc: &Loc, r: &str) -> Option<(Loc, &Value)> {
+        let base = self.resources.base_at(loc);
+        let found = self.resources.lookup(&self.root, &base, r).ok()?;
+        let target = found.loc.value(&self.root)?;
+        Some((found.loc, target))
     }
 }
 

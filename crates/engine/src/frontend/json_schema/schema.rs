@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use super::keywords::{tighter_lower, tighter_upper, Bound, RefId, Schema, Spec, Types};
 use super::pattern::Pattern;
 use super::refs;
+use super::resources::{Found, Loc, Resources, Scope, DEFAULT_BASE};
 use super::{SchemaError, SchemaWarning};
 use crate::util::Limits;
 
@@ -33,6 +34,8 @@ pub struct Target {
     /// The parsed target; `None` when the reference points nowhere in the document. An error
     /// reading it is kept and reported where the reference is used.
     pub schema: Option<Result<Schema, SchemaError>>,
+    /// Why the reference points nowhere, when it does.
+    unresolved: Option<String>,
     /// Warnings of reading the target.
     pub warnings: Vec<SchemaWarning>,
 }
@@ -41,19 +44,25 @@ impl Document {
     /// Reads `value` as a schema document: the root, then every `$ref` target not yet read, until
     /// none is left. Fails when the root does; a target's failure is kept for its uses.
     pub fn read(value: &Value, limits: &Limits) -> Result<Document, SchemaError> {
-        let mut parser = Parser::new(limits);
+        let mut parser = Parser::new(value, limits);
         let root = parser.parse(value, "")?;
         let warnings = std::mem::take(&mut parser.warnings);
         let mut targets = Vec::new();
         while targets.len() < parser.refs.len() {
-            let (from, reference) = parser.refs[targets.len()].clone();
-            let schema = refs::resolve_in(from, value, &reference).map(|(doc, v, path)| {
-                parser.doc = doc;
-                parser.parse(v, &path)
-            });
+            let pending = parser.refs[targets.len()].clone();
+            let schema = match &pending.target {
+                Ok((loc, scope)) => loc.value(value).map(|v| {
+                    parser.doc = loc.doc;
+                    parser.base = parser.resources.base_around(loc);
+                    parser.scope = scope.clone();
+                    parser.parse(v, &loc.path())
+                }),
+                Err(_) => None,
+            };
             targets.push(Target {
-                reference,
+                reference: pending.reference,
                 schema,
+                unresolved: pending.target.err(),
                 warnings: std::mem::take(&mut parser.warnings),
             });
         }
@@ -83,26 +92,54 @@ impl Document {
             Some(Err(e)) => Err(e.clone()),
             None => Err(SchemaError::invalid(
                 at,
-                format!("$ref {:?} does not point into this schema", t.reference),
+                format!(
+                    "$ref {:?} does not point into this schema: {}",
+                    t.reference,
+                    t.unresolved
+                        .as_deref()
+                        .unwrap_or("its target is not a schema location")
+                ),
             )),
         }
     }
 }
 
 /// Parses schemas, collecting warnings.
-pub struct Parser {
+pub struct Parser<'v> {
     /// Keywords not enforced.
     pub warnings: Vec<SchemaWarning>,
     limits: Limits,
     /// Schemas being parsed around the current one (bounded by `Limits::max_schema_depth`, so a
     /// deeply nested document is refused instead of overflowing the stack).
     depth: usize,
+    /// The schema being read, and its identifiers.
+    root: &'v Value,
+    resources: Resources,
     /// The document being parsed (the schema, or a bundled meta-schema a `$ref` led to).
     doc: refs::Doc,
-    /// Every distinct `$ref` met so far, by [`RefId`]: the document it is written in and the
-    /// reference as written.
-    refs: Vec<(refs::Doc, String)>,
-    ref_ids: HashMap<(refs::Doc, String), RefId>,
+    /// The base URI where the parser is (references are resolved against it).
+    base: String,
+    /// The dynamic scope where the parser is.
+    scope: Scope,
+    /// Every distinct `$ref` met so far, by [`RefId`].
+    refs: Vec<Pending>,
+    ref_ids: HashMap<RefKey, RefId>,
+}
+
+/// A registered reference: as written, and its target location and dynamic scope (or why it has
+/// none).
+#[derive(Debug, Clone)]
+struct Pending {
+    reference: String,
+    target: Result<(Loc, Scope), String>,
+}
+
+/// What makes two references one target: the same location under the same dynamic scope, or the
+/// same unresolvable text at the same base.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum RefKey {
+    At(Loc, Scope),
+    Nowhere(String, String),
 }
 
 fn child(path: &str, key: &str) -> String {
@@ -152,14 +189,18 @@ fn object<'v>(v: &'v Value, path: &str) -> Result<&'v Map<String, Value>, Schema
         .ok_or_else(|| SchemaError::invalid(path, format!("expected an object, found {v}")))
 }
 
-impl Parser {
-    /// A parser checking patterns against `limits`.
-    pub fn new(limits: &Limits) -> Self {
+impl<'v> Parser<'v> {
+    /// A parser of the schema `root`, checking patterns against `limits`.
+    pub fn new(root: &'v Value, limits: &Limits) -> Self {
         Parser {
             warnings: Vec::new(),
             limits: limits.clone(),
             depth: 0,
+            root,
+            resources: Resources::new(root),
             doc: refs::Doc::Root,
+            base: DEFAULT_BASE.to_string(),
+            scope: Scope::default(),
             refs: Vec::new(),
             ref_ids: HashMap::new(),
         }
@@ -189,7 +230,12 @@ impl Parser {
                     });
                 }
                 self.depth += 1;
+                let outer = self.enter(path);
                 let spec = self.spec(map, path);
+                if let Some((base, scope)) = outer {
+                    self.base = base;
+                    self.scope = scope;
+                }
                 self.depth -= 1;
                 Ok(Schema::Spec(Arc::new(spec?)))
             }
@@ -198,6 +244,19 @@ impl Parser {
                 format!("a schema must be an object or a boolean, found {other}"),
             )),
         }
+    }
+
+    /// Where the schema at `path` is a resource root: makes its URI the base and enters it into
+    /// the dynamic scope, returning the base and scope to restore after it.
+    fn enter(&mut self, path: &str) -> Option<(String, Scope)> {
+        let uri = self.resources.root_uri(self.doc, path)?.to_string();
+        let scope = self
+            .resources
+            .enter(&self.scope, std::slice::from_ref(&uri));
+        Some((
+            std::mem::replace(&mut self.base, uri),
+            std::mem::replace(&mut self.scope, scope),
+        ))
     }
 
     fn list(&mut self, v: &Value, path: &str) -> Result<Vec<Schema>, SchemaError> {
@@ -219,10 +278,15 @@ impl Parser {
                 "type" => spec.keywords.types = spec.keywords.types.and(self.types(v, &at)?),
                 "enum" => spec.keywords.values = Some(array(v, &at)?.clone()),
                 "const" => spec.keywords.values = Some(vec![v.clone()]),
-                "$ref" => spec.reference = Some(self.reference(string(v, &at)?, &at)?),
-                "$recursiveRef" | "$dynamicRef" => {
+                "$ref" => spec.reference = Some(self.reference(string(v, &at)?)),
+                "$dynamicRef" => {
+                    let r = string(v, &at)?;
+                    let found = self.resources.dynamic(self.root, &self.base, r, &self.scope);
+                    spec.reference = Some(self.register(r, found));
+                }
+                "$recursiveRef" => {
                     string(v, &at)?;
-                    if let Some(r) = self.dynamic_reference(key, &at)? {
+                    if let Some(r) = self.recursive_reference(&at) {
                         spec.reference = Some(r);
                     }
                 }
@@ -371,37 +435,45 @@ impl Parser {
         }
     }
 
-    /// Registers a `$ref` written in the document being parsed (one id per distinct document and
-    /// fragment); its target is parsed by [`Document::read`] once the document is.
-    fn reference(&mut self, r: &str, path: &str) -> Result<RefId, SchemaError> {
-        let Some((doc, fragment)) = refs::locate(self.doc, r) else {
-            return Err(SchemaError::invalid(
-                path,
-                format!(
-                    "only local references (`#...`) and the official meta-schemas are supported, not {r:?}"
-                ),
-            ));
-        };
-        let key = (doc, fragment.to_string());
-        if let Some(&id) = self.ref_ids.get(&key) {
-            return Ok(id);
-        }
-        let id = RefId(self.refs.len());
-        self.refs.push((self.doc, r.to_string()));
-        self.ref_ids.insert(key, id);
-        Ok(id)
+    /// Registers a `$ref` written where the parser is (one id per target location and dynamic
+    /// scope); its target is parsed by [`Document::read`] once the document is.
+    fn reference(&mut self, r: &str) -> RefId {
+        let found = self.resources.lookup(self.root, &self.base, r);
+        self.register(r, found)
     }
 
-    /// Inside a 2019-09 / 2020-12 meta-schema, `$recursiveRef` / `$dynamicRef` resolve to the
-    /// draft's top meta-schema (validation starts there); elsewhere they are not enforced.
-    fn dynamic_reference(&mut self, key: &str, path: &str) -> Result<Option<RefId>, SchemaError> {
+    /// Registers the reference `r` that led to `found`.
+    fn register(&mut self, r: &str, found: Result<Found, String>) -> RefId {
+        let target = found.map(|f| {
+            let scope = self.resources.enter(&self.scope, &f.entered);
+            (f.loc, scope)
+        });
+        let key = match &target {
+            Ok((loc, scope)) => RefKey::At(loc.clone(), scope.clone()),
+            Err(_) => RefKey::Nowhere(self.base.clone(), r.to_string()),
+        };
+        if let Some(&id) = self.ref_ids.get(&key) {
+            return id;
+        }
+        let id = RefId(self.refs.len());
+        self.refs.push(Pending {
+            reference: r.to_string(),
+            target,
+        });
+        self.ref_ids.insert(key, id);
+        id
+    }
+
+    /// Inside a 2019-09 meta-schema, `$recursiveRef` resolves to the draft's top meta-schema
+    /// (validation starts there); elsewhere it is not enforced.
+    fn recursive_reference(&mut self, path: &str) -> Option<RefId> {
         if let refs::Doc::Meta(i) = self.doc {
             if let Some(root) = refs::META[i].dynamic_root {
-                return self.reference(root, path).map(Some);
+                return Some(self.reference(root));
             }
         }
-        self.warn(path.to_string(), format!("`{key}` is not enforced"));
-        Ok(None)
+        self.warn(path.to_string(), "`$recursiveRef` is not enforced");
+        None
     }
 
     /// `not`: exact whenever [`negate`] can negate the schema (the forms real schemas use), a
@@ -511,7 +583,7 @@ impl Parser {
 /// `oneOf: [A, B, C]` as `anyOf: [A and not B and not C, ...]`, exact when every branch can be
 /// negated ([`negate`]); `None` otherwise (and for `anyOf`).
 fn exclusive_branches(
-    parser: &mut Parser,
+    parser: &mut Parser<'_>,
     key: &str,
     raw: &Value,
     parsed: &[Schema],
@@ -559,14 +631,27 @@ fn forbidding(path: &str, names: Vec<String>) -> Schema {
 pub(crate) const ANNOTATIONS: &[&str] =
     &["title", "description", "$comment", "examples", "default"];
 
+/// Keywords that name or hold schemas without constraining the value: a negation may ignore them
+/// (it negates no `$ref`, which is all a base URI or a definition could matter to).
+const IDENTIFIERS: &[&str] = &[
+    "$id",
+    "id",
+    "$schema",
+    "$anchor",
+    "$dynamicAnchor",
+    "$defs",
+    "definitions",
+    "$vocabulary",
+];
+
 /// Most `oneOf` branches negated: `not oneOf` needs every pair of branches.
 const MAX_NEGATED_ONE_OF: usize = 4;
 
-impl Parser {
+impl Parser<'_> {
     /// The negation of a schema, for the forms `not` and `if` use in practice: booleans, `type`,
     /// `enum` / `const`, `pattern`, `required`, `properties` (each negated recursively), `anyOf` /
     /// `allOf` of those (De Morgan), small `oneOf`s of those, and `not` (whose negation is the
-    /// schema it holds). Annotations are ignored. `None`
+    /// schema it holds). Annotations and identifiers ([`IDENTIFIERS`]) are ignored. `None`
     /// for anything else (and then no warning of the attempt is kept).
     pub fn negate(&mut self, v: &Value, path: &str) -> Option<Schema> {
         let kept = self.warnings.len();
@@ -578,7 +663,7 @@ impl Parser {
     }
 }
 
-fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
+fn negate(parser: &mut Parser<'_>, v: &Value, path: &str) -> Option<Schema> {
     let map = match v {
         Value::Bool(b) => return Some(Schema::Bool(!b)),
         Value::Object(m) => m,
@@ -592,7 +677,7 @@ fn negate(parser: &mut Parser, v: &Value, path: &str) -> Option<Schema> {
     let mut branches = Vec::new();
     for (key, inner) in map {
         match key.as_str() {
-            k if ANNOTATIONS.contains(&k) => {}
+            k if ANNOTATIONS.contains(&k) || IDENTIFIERS.contains(&k) => {}
             "type" => {
                 let names = match inner {
                     Value::String(n) => vec![n.as_str()],
