@@ -50,6 +50,19 @@ unsafe fn byte_u(v: __m256i, j: usize) -> __m256i {
     )
 }
 
+/// Byte `j` of every 32-bit lane of `v`, zero-extended into both 16-bit halves of the lane.
+#[inline(always)]
+unsafe fn byte_pair(v: __m256i, j: usize) -> __m256i {
+    let c = |i: i32| {
+        let b = 0x8000 | (4 * i + j as i32);
+        (b << 16) | b
+    };
+    _mm256_shuffle_epi8(
+        v,
+        _mm256_setr_epi32(c(0), c(1), c(2), c(3), c(0), c(1), c(2), c(3)),
+    )
+}
+
 /// Byte `j` of every 32-bit lane of `v`, sign-extended.
 #[inline(always)]
 unsafe fn byte_i(v: __m256i, j: usize) -> __m256i {
@@ -165,12 +178,14 @@ unsafe fn q4k<D: ByteDot, const R: usize>(
                 tot[r] = _mm256_add_epi32(tot[r], _mm256_mullo_epi32(high_sum, s1));
             }
         }
-        let mins: [__m256i; 8] = std::array::from_fn(|j| byte_u(mn[j / 4], j % 4));
+        // Sub-block `j`'s minimum in both words of a lane meets the activation sums of its two
+        // halves (`bsums[2j]`, `bsums[2j + 1]`, one 32-bit broadcast) in one multiply-add.
+        let mins: [__m256i; 8] = std::array::from_fn(|j| byte_pair(mn[j / 4], j % 4));
         for r in 0..R {
-            let mut mtot = _mm256_setzero_si256();
-            for (j, m) in mins.iter().enumerate() {
-                let bs = ab[r].bsums[2 * j] as i32 + ab[r].bsums[2 * j + 1] as i32;
-                mtot = _mm256_add_epi32(mtot, _mm256_mullo_epi32(*m, _mm256_set1_epi32(bs)));
+            let bs = ab[r].bsums.as_ptr().cast::<u8>();
+            let mut mtot = _mm256_madd_epi16(mins[0], bcast(bs));
+            for (j, m) in mins.iter().enumerate().skip(1) {
+                mtot = _mm256_add_epi32(mtot, _mm256_madd_epi16(*m, bcast(bs.add(4 * j))));
             }
             let ad = _mm256_set1_ps(ab[r].d);
             acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(tot[r]), _mm256_mul_ps(d, ad), acc[r]);
