@@ -174,6 +174,23 @@ pub struct ArraySpec {
     pub min_items: Option<u64>,
     /// `maxItems`.
     pub max_items: Option<u64>,
+    /// `contains`, each with its `minContains` / `maxContains`.
+    pub contains: Vec<Contains>,
+}
+
+/// `contains` with `minContains` / `maxContains`: between `min` and `max` items match `schema`.
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Contains {
+    /// The schema counted items match.
+    pub schema: Schema,
+    /// Its negation, when it can be written (what the other items match; needed for a maximum).
+    pub negated: Option<Schema>,
+    /// `minContains` (1 when absent).
+    pub min: u64,
+    /// `maxContains`.
+    pub max: Option<u64>,
+    /// JSON pointer of the schema holding `contains`.
+    pub path: String,
 }
 
 /// Object keywords.

@@ -138,6 +138,7 @@ fn merge_arrays(a: &ArraySpec, b: &ArraySpec) -> ArraySpec {
         rest: both_opt(&a.rest, &b.rest),
         min_items: max_opt(a.min_items, b.min_items),
         max_items: min_opt(a.max_items, b.max_items),
+        contains: [a.contains.clone(), b.contains.clone()].concat(),
     }
 }
 
@@ -224,6 +225,11 @@ impl<'d> Merger<'d> {
             path: path.to_string(),
             message: message.into(),
         });
+    }
+
+    /// How many warnings were recorded so far (duplicates included).
+    pub fn warning_count(&self) -> usize {
+        self.warnings.len()
     }
 
     /// The warnings so far, in order, without duplicates.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::keywords::{tighter_lower, tighter_upper, Bound, RefId, Schema, Spec, Types};
+use super::keywords::{tighter_lower, tighter_upper, Bound, Contains, RefId, Schema, Spec, Types};
 use super::pattern::Pattern;
 use super::refs;
 use super::resources::{Found, Loc, Resources, Scope, DEFAULT_BASE};
@@ -404,10 +404,25 @@ impl<'v> Parser<'v> {
                     self.parse(v, &at)?;
                 }
                 "contains" => {
-                    self.parse(v, &at)?;
-                    self.warn(at, "`contains` is not enforced");
+                    let schema = self.parse(v, &at)?;
+                    let negated = self.negate(v, &at);
+                    let bound = |key: &str| {
+                        map.get(key)
+                            .map(|n| non_negative(n, &child(path, key)))
+                            .transpose()
+                    };
+                    spec.keywords.array.contains.push(Contains {
+                        schema,
+                        negated,
+                        min: bound("minContains")?.unwrap_or(1),
+                        max: bound("maxContains")?,
+                        path: path.to_string(),
+                    });
                 }
-                "minContains" | "maxContains" => self.warn(at, format!("`{key}` is not enforced")),
+                // Read with `contains`; without it they constrain nothing.
+                "minContains" | "maxContains" => {
+                    non_negative(v, &at)?;
+                }
                 "unevaluatedProperties" | "unevaluatedItems" if v != &Value::Bool(true) => {
                     self.warn(at, format!("`{key}` is not enforced"))
                 }

@@ -264,6 +264,7 @@ impl Lowerer<'_> {
         let (lo_kw, hi_kw) = match what {
             "array length" => ("minItems", "maxItems"),
             "object size" => ("minProperties", "maxProperties"),
+            "matching items" => ("minContains", "maxContains"),
             _ => ("minLength", "maxLength"),
         };
         let mut clamp = |n: u64, which: &str| -> Option<u32> {

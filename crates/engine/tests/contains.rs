@@ -1,0 +1,80 @@
+//! `contains` with `minContains` / `maxContains`: the number of items matching the `contains`
+//! schema is enforced where the grammar can count them, and every other case says it is not.
+
+mod common;
+
+use common::{accepts, schema_matcher};
+use serde_json::{json, Value};
+use structgen_engine::frontend::json_schema::JsonSchemaOptions;
+
+fn options() -> JsonSchemaOptions {
+    JsonSchemaOptions {
+        any_whitespace: false,
+        separators: Some((",".into(), ":".into())),
+        ..JsonSchemaOptions::default()
+    }
+}
+
+/// `schema` accepts each of `good` and refuses each of `bad`, with no warning.
+fn check(schema: Value, good: &[&str], bad: &[&str]) {
+    let (m, warnings) = schema_matcher(&schema, &options());
+    assert!(warnings.is_empty(), "{schema}: {warnings:?}");
+    for text in good {
+        assert!(accepts(&m, text), "{schema} refuses {text}");
+    }
+    for text in bad {
+        assert!(!accepts(&m, text), "{schema} accepts {text}");
+    }
+}
+
+#[test]
+fn at_least_one_matching_item() {
+    check(
+        json!({"type": "array", "contains": {"type": "integer", "minimum": 5}}),
+        &["[5]", "[1,7]", "[6,1,2]", r#"["a",9]"#],
+        &["[]", "[1,2]", r#"["a"]"#, "[5.5]"],
+    );
+}
+
+#[test]
+fn counted_between_min_and_max() {
+    check(
+        json!({"type": "array", "contains": {"const": "x"}, "minContains": 2, "maxContains": 3}),
+        &[r#"["x","x"]"#, r#"["x",2,"x"]"#, r#"[2,"x","x","x","y"]"#],
+        &[r#"["x"]"#, r#"["x","x","x","x"]"#, "[2,2]", "[]"],
+    );
+    check(
+        json!({"type": "array", "items": {"type": "integer"}, "contains": {"type": "string"}, "minContains": 0, "maxContains": 0}),
+        &["[]", "[1,2]"],
+        &[r#"["a"]"#, "[1.5]"],
+    );
+    check(
+        json!({"type": "array", "contains": {"type": "boolean"}, "minContains": 0, "maxContains": 1}),
+        &["[]", "[2]", "[true,2]"],
+        &["[true,false]"],
+    );
+}
+
+#[test]
+fn the_items_schema_still_holds() {
+    check(
+        json!({"type": "array", "items": {"type": "integer"}, "contains": {"const": 3}}),
+        &["[3]", "[1,3]"],
+        &[r#"[3,"a"]"#, "[1]"],
+    );
+}
+
+#[test]
+fn what_cannot_be_counted_is_named() {
+    for schema in [
+        json!({"contains": {"minimum": 1}, "maxContains": 2}),
+        json!({"contains": {"const": 1}, "minItems": 2}),
+        json!({"allOf": [{"contains": {"const": 1}}, {"contains": {"const": 2}}]}),
+    ] {
+        let (_, warnings) = schema_matcher(&schema, &options());
+        assert!(
+            warnings.iter().any(|w| w.contains("/contains")),
+            "{schema}: {warnings:?}"
+        );
+    }
+}
