@@ -30,6 +30,7 @@ mod objects;
 mod options;
 mod pattern;
 pub mod post_check;
+mod read;
 mod refs;
 mod resources;
 mod schema;

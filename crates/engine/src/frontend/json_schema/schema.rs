@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::keywords::{tighter_lower, tighter_upper, Bound, Contains, RefId, Schema, Spec, Types};
 use super::pattern::Pattern;
+use super::read::{array, child, non_negative, number, object, string};
 use super::refs;
 use super::resources::{Found, Loc, Resources, Scope, DEFAULT_BASE};
 use super::{SchemaError, SchemaWarning};
@@ -140,53 +141,6 @@ struct Pending {
 enum RefKey {
     At(Loc, Scope),
     Nowhere(String, String),
-}
-
-fn child(path: &str, key: &str) -> String {
-    let mut out = String::with_capacity(path.len() + 1 + key.len());
-    out.push_str(path);
-    out.push('/');
-    for c in key.chars() {
-        match c {
-            '~' => out.push_str("~0"),
-            '/' => out.push_str("~1"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn non_negative(v: &Value, path: &str) -> Result<u64, SchemaError> {
-    match v {
-        Value::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or(0)),
-        Value::Number(n) if n.as_f64().is_some_and(|f| f >= 0.0 && f.fract() == 0.0) => {
-            Ok(n.as_f64().unwrap_or(0.0) as u64)
-        }
-        _ => Err(SchemaError::invalid(
-            path,
-            format!("expected a non-negative integer, found {v}"),
-        )),
-    }
-}
-
-fn number(v: &Value, path: &str) -> Result<f64, SchemaError> {
-    v.as_f64()
-        .ok_or_else(|| SchemaError::invalid(path, format!("expected a number, found {v}")))
-}
-
-fn string<'v>(v: &'v Value, path: &str) -> Result<&'v str, SchemaError> {
-    v.as_str()
-        .ok_or_else(|| SchemaError::invalid(path, format!("expected a string, found {v}")))
-}
-
-fn array<'v>(v: &'v Value, path: &str) -> Result<&'v Vec<Value>, SchemaError> {
-    v.as_array()
-        .ok_or_else(|| SchemaError::invalid(path, format!("expected an array, found {v}")))
-}
-
-fn object<'v>(v: &'v Value, path: &str) -> Result<&'v Map<String, Value>, SchemaError> {
-    v.as_object()
-        .ok_or_else(|| SchemaError::invalid(path, format!("expected an object, found {v}")))
 }
 
 impl<'v> Parser<'v> {
