@@ -71,7 +71,7 @@ def test_completions_take_vllm_grammar_fields(server):
 
 def test_unenforced_keywords_are_named(server, spawn):
     schema = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"},
-                                                         "contains": {"const": "a"}}}}
+                                                         "contains": {"const": "a"}, "minItems": 2}}}
     body = {"messages": MSG, "max_tokens": 16, "temperature": 0,
             "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": schema}}}
     r = post(server, body)
