@@ -220,12 +220,34 @@ pub struct Spec {
     /// The object's plain keywords (`type` less the types `not` excludes, `enum` / `const`, and
     /// the per-type keywords); `keywords.path` is this schema object's JSON pointer.
     pub keywords: Conj,
-    /// `anyOf` and `oneOf` lists (each one disjunction), with whether it was a `oneOf`.
-    pub any_of: Vec<(Vec<Schema>, bool)>,
+    /// `anyOf` and `oneOf` lists and the case splits of `if` and `dependentSchemas` (each one
+    /// disjunction), with what kind of disjunction each is.
+    pub any_of: Vec<(Vec<Schema>, Disjunction)>,
     /// `allOf`.
     pub all_of: Vec<Schema>,
     /// `$ref`, resolved when the document was read ([`super::schema::Document::target`]).
     pub reference: Option<RefId>,
+    /// `unevaluatedProperties`: the schema of the members nothing in this schema evaluates.
+    pub unevaluated_properties: Option<Schema>,
+    /// `unevaluatedItems`: the schema of the items nothing in this schema evaluates.
+    pub unevaluated_items: Option<Schema>,
+    /// Whether the schema's annotations are dropped: a negation (`not`, the `else` side of `if`,
+    /// the other branches of an exclusive `oneOf`) evaluates no member or item.
+    pub opaque: bool,
+    /// Whether a keyword of this object itself (not of a subschema) was warned about when read.
+    pub inexact: bool,
+}
+
+/// What kind of disjunction an `anyOf`-like list is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Disjunction {
+    /// `anyOf`: a value may satisfy several branches, and then each evaluates its members.
+    Any,
+    /// `oneOf` lowered as `anyOf`, checked for overlapping branches.
+    One,
+    /// Branches a value satisfies one at a time as far as annotations go (`oneOf` made exclusive,
+    /// `if` / `then` / `else`, `dependentSchemas`): no combination of branches is needed.
+    Cases,
 }
 
 impl Spec {
@@ -247,6 +269,85 @@ impl Spec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RefId(pub usize);
 
+/// What the schemas of a conjunction evaluate, as `unevaluatedProperties` and `unevaluatedItems`
+/// see it: member names, name patterns and leading items; everything, once `additionalProperties`,
+/// `items` or an unevaluated keyword has spoken.
+#[derive(Debug, Clone, Default, PartialEq, Hash)]
+pub struct Annotations {
+    /// Names evaluated by `properties`.
+    pub names: Vec<String>,
+    /// Patterns of `patternProperties`.
+    pub patterns: Vec<Pattern>,
+    /// Whether every member is evaluated.
+    pub all_members: bool,
+    /// How many leading items `prefixItems` evaluates.
+    pub prefix: usize,
+    /// Whether every item is evaluated.
+    pub all_items: bool,
+    /// `contains` schemas: the items matching one are evaluated.
+    pub contains: Vec<Schema>,
+    /// Whether a member left out of the conjunction (too many alternatives) may have evaluated
+    /// more than is recorded here.
+    pub incomplete: bool,
+}
+
+impl Annotations {
+    /// What a schema object's own keywords evaluate.
+    pub fn of(c: &Conj) -> Annotations {
+        Annotations {
+            names: c.object.properties.iter().map(|p| p.0.clone()).collect(),
+            patterns: c
+                .object
+                .pattern_properties
+                .iter()
+                .map(|p| p.0.clone())
+                .collect(),
+            all_members: c.object.additional.is_some(),
+            prefix: c.array.prefix.len(),
+            all_items: c.array.rest.is_some(),
+            contains: c.array.contains.iter().map(|k| k.schema.clone()).collect(),
+            incomplete: false,
+        }
+    }
+
+    /// What two schemas evaluate together.
+    pub fn union(&self, other: &Annotations) -> Annotations {
+        let mut names = self.names.clone();
+        names.extend(
+            other
+                .names
+                .iter()
+                .filter(|n| !self.names.contains(n))
+                .cloned(),
+        );
+        let mut patterns = self.patterns.clone();
+        patterns.extend(
+            other
+                .patterns
+                .iter()
+                .filter(|p| !self.patterns.contains(p))
+                .cloned(),
+        );
+        let mut contains = self.contains.clone();
+        contains.extend(
+            other
+                .contains
+                .iter()
+                .filter(|k| !self.contains.contains(k))
+                .cloned(),
+        );
+        Annotations {
+            names,
+            patterns,
+            all_members: self.all_members || other.all_members,
+            prefix: self.prefix.max(other.prefix),
+            all_items: self.all_items || other.all_items,
+            contains,
+            incomplete: self.incomplete || other.incomplete,
+        }
+    }
+}
+
 /// A conjunction of plain keywords (no combinators): one schema object's own keywords, or the
 /// intersection of several ([`Conj::merge`] in [`super::merge`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -267,6 +368,8 @@ pub struct Conj {
     pub array: ArraySpec,
     /// Object keywords.
     pub object: ObjectSpec,
+    /// What the schemas merged into this conjunction evaluate (not the negated ones).
+    pub annotations: Annotations,
 }
 
 impl Hash for Conj {
@@ -287,6 +390,7 @@ impl Hash for Conj {
         self.number.hash(state);
         self.array.hash(state);
         self.object.hash(state);
+        self.annotations.hash(state);
     }
 }
 
@@ -314,6 +418,7 @@ impl Conj {
             number: NumberSpec::default(),
             array: ArraySpec::default(),
             object: ObjectSpec::default(),
+            annotations: Annotations::default(),
         }
     }
 }

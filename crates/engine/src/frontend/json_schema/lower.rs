@@ -234,11 +234,30 @@ impl<'a> Lowerer<'a> {
             }
             Value::Array(items) => {
                 let n = items.len() as u64;
-                c.array.min_items.is_none_or(|m| n >= m) && c.array.max_items.is_none_or(|m| n <= m)
+                let a = &c.array;
+                let refused =
+                    |i: usize| a.prefix.get(i).or(a.rest.as_deref()) == Some(&Schema::Bool(false));
+                a.min_items.is_none_or(|m| n >= m)
+                    && a.max_items.is_none_or(|m| n <= m)
+                    && !(0..items.len()).any(refused)
             }
             Value::Object(map) => {
-                c.object.required.iter().all(|r| map.contains_key(r))
-                    && !c.object.forbidden.iter().any(|f| map.contains_key(f))
+                let o = &c.object;
+                // A member no schema of the conjunction admits (`false`, as a closed object or an
+                // unevaluated keyword says).
+                let refused = |key: &String| match o.properties.iter().find(|(n, _)| n == key) {
+                    Some((_, s)) => *s == Schema::Bool(false),
+                    None => {
+                        o.additional.as_deref() == Some(&Schema::Bool(false))
+                            && !o
+                                .pattern_properties
+                                .iter()
+                                .any(|(p, _)| p.is_match(key).unwrap_or(true))
+                    }
+                };
+                o.required.iter().all(|r| map.contains_key(r))
+                    && !o.forbidden.iter().any(|f| map.contains_key(f))
+                    && !map.keys().any(refused)
             }
             Value::Null | Value::Bool(_) => true,
         }

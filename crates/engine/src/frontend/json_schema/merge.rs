@@ -12,8 +12,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::keywords::{
-    tighter_lower, tighter_upper, ArraySpec, Conj, NumberSpec, ObjectSpec, RefId, Schema, Spec,
-    StringSpec, Types,
+    tighter_lower, tighter_upper, ArraySpec, Conj, Disjunction, NumberSpec, ObjectSpec, RefId,
+    Schema, Spec, StringSpec, Types,
 };
 use super::schema::Document;
 use super::{SchemaError, SchemaWarning};
@@ -66,6 +66,7 @@ impl Conj {
             number,
             array: merge_arrays(&self.array, &other.array),
             object: merge_objects(&self.object, &other.object),
+            annotations: self.annotations.union(&other.annotations),
         }
     }
 }
@@ -199,12 +200,18 @@ const MAX_PROBE_DEPTH: usize = 2;
 #[derive(Debug)]
 pub struct Merger<'d> {
     doc: &'d Document,
-    limits: &'d Limits,
+    pub(super) limits: &'d Limits,
     warnings: Vec<SchemaWarning>,
     /// Per target: whether its reading warnings were recorded.
     reported: Vec<bool>,
     /// How many [`Merger::unsatisfiable`] probes into required properties are under way.
     probing: usize,
+    /// How many schemas with `unevaluatedProperties` / `unevaluatedItems` the disjunction being
+    /// built is inside (then what each alternative evaluates must be exact, see
+    /// [`super::unevaluated`]).
+    pub(super) annotating: usize,
+    /// How many schema objects with a keyword warned about ([`Spec::inexact`]) were merged so far.
+    pub(super) inexact_seen: usize,
 }
 
 impl<'d> Merger<'d> {
@@ -216,7 +223,15 @@ impl<'d> Merger<'d> {
             warnings: doc.warnings.clone(),
             reported: vec![false; doc.targets()],
             probing: 0,
+            annotating: 0,
+            inexact_seen: 0,
         }
+    }
+
+    /// How many warnings were recorded so far and how many inexact schema objects merged: a
+    /// later reading above both says something in between was not exact.
+    pub(super) fn progress(&self) -> (usize, usize) {
+        (self.warnings.len(), self.inexact_seen)
     }
 
     /// Records a keyword that is not enforced exactly.
@@ -276,6 +291,28 @@ impl<'d> Merger<'d> {
                 limit: self.limits.max_schema_depth,
             });
         }
+        let unevaluated = spec.unevaluated_properties.is_some() || spec.unevaluated_items.is_some();
+        let before = (self.warnings.len(), self.inexact_seen);
+        self.inexact_seen += usize::from(spec.inexact);
+        self.annotating += usize::from(unevaluated);
+        let alts = self.spec_alternatives(spec, depth);
+        self.annotating -= usize::from(unevaluated);
+        let mut alts = alts?;
+        if unevaluated {
+            alts = self.apply_unevaluated(spec, alts, before, depth)?;
+        }
+        if spec.opaque {
+            alts = self.without_annotations(alts, depth)?;
+        }
+        Ok(alts)
+    }
+
+    /// The disjunction of a schema object's keywords and combinators.
+    fn spec_alternatives(
+        &mut self,
+        spec: &Spec,
+        depth: usize,
+    ) -> Result<Vec<Alternative>, SchemaError> {
         let path = spec.path();
         if self.unsatisfiable(&spec.keywords, depth) {
             return Ok(Vec::new());
@@ -293,23 +330,30 @@ impl<'d> Merger<'d> {
             };
             alts = self.combine(alts, inner, path, &at, depth)?;
         }
-        for (i, (branches, one_of)) in spec.any_of.iter().enumerate() {
-            let mut union = Vec::new();
-            for b in branches {
-                union.extend(self.alternatives(b, depth + 1)?);
-            }
-            if *one_of && !exclusive_required(&mut union) {
-                self.check_one_of(&union, path);
-            }
-            if !*one_of {
-                union = factor_property(union);
-            }
+        for (i, (branches, kind)) in spec.any_of.iter().enumerate() {
             let at = match branches.first() {
                 Some(Schema::Spec(b)) => {
                     b.path().rsplit_once('/').map_or(path, |p| p.0).to_string()
                 }
                 _ => format!("{path} (anyOf/oneOf {i})"),
             };
+            let mut each = Vec::with_capacity(branches.len());
+            for b in branches {
+                each.push(self.alternatives(b, depth + 1)?);
+            }
+            let mut union = match kind {
+                Disjunction::Any if self.annotating > 0 => {
+                    self.annotated_union(each, path, &at, depth)?
+                }
+                _ => each.concat(),
+            };
+            match kind {
+                Disjunction::One if !exclusive_required(&mut union) => {
+                    self.check_one_of(&union, path)
+                }
+                Disjunction::Any => union = factor_property(union),
+                _ => {}
+            }
             alts = self.combine(alts, union, path, &at, depth)?;
         }
         Ok(alts)
@@ -337,6 +381,14 @@ impl<'d> Merger<'d> {
                         self.limits.max_schema_alternatives
                     ),
                 );
+                let mut left = left;
+                if self.annotating > 0 {
+                    for alt in &mut left {
+                        if let Alternative::Conj(c) = alt {
+                            c.annotations.incomplete = true;
+                        }
+                    }
+                }
                 Ok(left)
             }
             other => other,
@@ -352,7 +404,11 @@ impl<'d> Merger<'d> {
         Ok(out)
     }
 
-    fn inline(&mut self, a: Alternative, depth: usize) -> Result<Vec<Conj>, SchemaError> {
+    pub(super) fn inline(
+        &mut self,
+        a: Alternative,
+        depth: usize,
+    ) -> Result<Vec<Conj>, SchemaError> {
         match a {
             Alternative::Conj(c) => Ok(vec![*c]),
             Alternative::Ref(r, at) => {
@@ -364,7 +420,7 @@ impl<'d> Merger<'d> {
 
     /// The pairwise intersections of two disjunctions. An unconstrained side leaves the other as it
     /// is, so references survive (and stay rules); otherwise references are inlined.
-    fn product(
+    pub(super) fn product(
         &mut self,
         left: &[Alternative],
         right: &[Alternative],
@@ -471,9 +527,11 @@ impl<'d> Merger<'d> {
             Schema::Spec(_) if self.probing >= MAX_PROBE_DEPTH => false,
             Schema::Spec(_) => {
                 let (warnings, reported) = (self.warnings.len(), self.reported.clone());
+                let annotating = std::mem::take(&mut self.annotating);
                 self.probing += 1;
                 let alternatives = self.alternatives(s, depth + 1);
                 self.probing -= 1;
+                self.annotating = annotating;
                 self.warnings.truncate(warnings);
                 self.reported = reported;
                 matches!(alternatives, Ok(a) if a.is_empty())
@@ -586,7 +644,7 @@ fn factor_property(union: Vec<Alternative>) -> Vec<Alternative> {
     for (n, s) in &mut merged.object.properties {
         if *n == name {
             *s = Schema::Spec(Arc::new(Spec {
-                any_of: vec![(branches.clone(), false)],
+                any_of: vec![(branches.clone(), Disjunction::Any)],
                 ..Spec::at(&merged.path)
             }));
         }

@@ -7,6 +7,8 @@
 //! - `merge`: `allOf`, `anyOf` / `oneOf` and `$ref` with sibling keywords are brought into a
 //!   disjunction of flat conjunctions (`merge::Conj`); a bare `$ref` stays a reference and becomes
 //!   its own rule, which is what makes recursive schemas work;
+//! - `unevaluated`: `unevaluatedProperties` / `unevaluatedItems` applied to each conjunction from
+//!   what the schemas merged into it evaluate;
 //! - `lower`, `objects`, `arrays`, `numbers`, `strings`: each conjunction becomes grammar
 //!   expressions through the shared [`GrammarBuilder`];
 //! - `fragments`: [`SchemaFragments`], lowered schemas kept by a compiler and imported again when a
@@ -25,6 +27,7 @@ mod fragments;
 mod keywords;
 mod lower;
 mod merge;
+mod negate;
 mod numbers;
 mod objects;
 mod options;
@@ -35,6 +38,7 @@ mod refs;
 mod resources;
 mod schema;
 mod strings;
+mod unevaluated;
 mod values;
 
 use serde_json::Value;

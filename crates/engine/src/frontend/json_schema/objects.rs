@@ -14,7 +14,6 @@ use super::keywords::{Conj, ObjectSpec, Schema, Types};
 use super::lower::Lowerer;
 use super::merge::{both, Alternative};
 use super::pattern::Pattern;
-use super::strings::content_except;
 use super::{PropertyOrder, SchemaError};
 use crate::grammar::algebra::Language;
 use crate::grammar::exprs::{alt, lit, never, seq};
@@ -326,10 +325,8 @@ impl Lowerer<'_> {
             let key = if names.is_empty() {
                 key.into_expr(self.builder, "key")?
             } else {
-                self.intersect_all(vec![
-                    (key, path.clone()),
-                    (Language::Expr(content_except(&names)), path.clone()),
-                ])?
+                let except = self.names_except(&names, &c.path);
+                self.intersect_all(vec![(key, path.clone()), (except, path.clone())])?
             };
             let value = self.schema_expr(schema, depth + 1)?;
             let value = self.member_value(value)?;
@@ -360,13 +357,13 @@ impl Lowerer<'_> {
                         .collect();
                     self.key_from(names_schema, &names, &patterns, depth)?
                 }
-                None if pattern_keys.is_empty() => self.key_except(&names)?,
+                None if pattern_keys.is_empty() => self.key_except(&names, &c.path)?,
                 None => {
                     // Keys matching a pattern take the pattern's schema, not this one.
                     let keys =
                         Language::union(pattern_keys, self.limits).map_err(SchemaError::from)?;
-                    let content =
-                        self.minus(Language::Expr(content_except(&names)), keys, &c.path)?;
+                    let except = self.names_except(&names, &c.path);
+                    let content = self.minus(except, keys, &c.path)?;
                     seq(vec![lit("\""), content, lit("\"")])
                 }
             };

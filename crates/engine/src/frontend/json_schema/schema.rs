@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::keywords::{tighter_lower, tighter_upper, Bound, Contains, RefId, Schema, Spec, Types};
+use super::keywords::{
+    tighter_lower, tighter_upper, Annotations, Bound, Contains, Disjunction, RefId, Schema, Spec,
+    Types,
+};
 use super::pattern::Pattern;
 use super::read::{array, child, non_negative, number, object, string};
 use super::refs;
@@ -109,7 +112,7 @@ impl Document {
 pub struct Parser<'v> {
     /// Keywords not enforced.
     pub warnings: Vec<SchemaWarning>,
-    limits: Limits,
+    pub(super) limits: Limits,
     /// Schemas being parsed around the current one (bounded by `Limits::max_schema_depth`, so a
     /// deeply nested document is refused instead of overflowing the stack).
     depth: usize,
@@ -125,6 +128,9 @@ pub struct Parser<'v> {
     /// Every distinct `$ref` met so far, by [`RefId`].
     refs: Vec<Pending>,
     ref_ids: HashMap<RefKey, RefId>,
+    /// Whether the document uses `unevaluatedProperties` / `unevaluatedItems`, so that what an
+    /// `if` without `then` / `else` evaluates must be kept.
+    annotated: bool,
 }
 
 /// A registered reference: as written, and its target location and dynamic scope (or why it has
@@ -157,6 +163,7 @@ impl<'v> Parser<'v> {
             scope: Scope::default(),
             refs: Vec::new(),
             ref_ids: HashMap::new(),
+            annotated: uses_unevaluated(root),
         }
     }
 
@@ -223,6 +230,7 @@ impl<'v> Parser<'v> {
 
     fn spec(&mut self, map: &Map<String, Value>, path: &str) -> Result<Spec, SchemaError> {
         let mut spec = Spec::at(path);
+        let warned = self.warnings.len();
         // Draft-4 boolean exclusive bounds modify minimum / maximum.
         let excl_min_flag = map.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
         let excl_max_flag = map.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
@@ -250,8 +258,9 @@ impl<'v> Parser<'v> {
                         return Err(SchemaError::invalid(&at, "must list at least one schema"));
                     }
                     match exclusive_branches(self, key, v, &list, &at) {
-                        Some(exclusive) => spec.any_of.push((exclusive, false)),
-                        None => spec.any_of.push((list, key == "oneOf")),
+                        Some(exclusive) => spec.any_of.push((exclusive, Disjunction::Cases)),
+                        None if key == "oneOf" => spec.any_of.push((list, Disjunction::One)),
+                        None => spec.any_of.push((list, Disjunction::Any)),
                     }
                 }
                 "allOf" => spec.all_of = self.list(v, &at)?,
@@ -377,12 +386,18 @@ impl<'v> Parser<'v> {
                 "minContains" | "maxContains" => {
                     non_negative(v, &at)?;
                 }
-                "unevaluatedProperties" | "unevaluatedItems" if v != &Value::Bool(true) => {
-                    self.warn(at, format!("`{key}` is not enforced"))
-                }
+                "unevaluatedProperties" => spec.unevaluated_properties = Some(self.parse(v, &at)?),
+                "unevaluatedItems" => spec.unevaluated_items = Some(self.parse(v, &at)?),
                 _ => {}
             }
         }
+        spec.keywords.annotations = Annotations::of(&spec.keywords);
+        spec.inexact = self.warnings[warned..].iter().any(|w| {
+            w.path
+                .strip_prefix(path)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(|key| !key.contains('/'))
+        });
         Ok(spec)
     }
 
@@ -483,23 +498,35 @@ impl<'v> Parser<'v> {
                 ..Spec::at(path)
             }))
         };
+        let cases = Disjunction::Cases;
         match self.negate(cond, path) {
-            Some(negated) => spec.any_of.push((
-                vec![all(cond_schema, then), all(negated, otherwise)],
-                false,
-            )),
+            Some(negated) => spec
+                .any_of
+                .push((vec![all(cond_schema, then), all(negated, otherwise)], cases)),
             // Every valid value satisfies `if` and `then`, or `else`: still a real constraint
             // (exact when `then` is `false`), only a value matching `if` may take `else`.
             None if otherwise != Schema::Bool(true) => {
-                self.warn(path.to_string(), "`if` is only negated when it tests types, required keys or const / enum properties: enforced as `anyOf: [allOf: [if, then], else]`, so a value matching `if` may satisfy `else` instead of `then`");
+                // With `then: true` this is exact: a value matching `if` is valid either way.
+                if then != Schema::Bool(true) {
+                    self.warn(child(&parent, "then"), "`then` is enforced exactly only when `if` tests types, required keys or const / enum properties (it can be negated): enforced as `anyOf: [allOf: [if, then], else]`, so a value matching `if` may satisfy `else` instead of `then`");
+                }
                 spec.any_of
-                    .push((vec![all(cond_schema, then), otherwise], false));
+                    .push((vec![all(cond_schema, then), otherwise], cases));
             }
-            None if then != Schema::Bool(true) => self.warn(
-                path.to_string(),
-                "`if` / `then` without `else` are only enforced when `if` tests types, required keys or const / enum properties",
-            ),
-            None => {}
+            None => {
+                if then != Schema::Bool(true) {
+                    self.warn(
+                        child(&parent, "then"),
+                        "`then` without `else` is only enforced when `if` tests types, required keys or const / enum properties (it can be negated)",
+                    );
+                }
+                // What `if` and `then` evaluate when the value matches them counts for the
+                // unevaluated keywords around.
+                if self.annotated {
+                    spec.any_of
+                        .push((vec![all(cond_schema, then), Schema::Bool(true)], cases));
+                }
+            }
         }
         Ok(())
     }
@@ -542,8 +569,10 @@ impl<'v> Parser<'v> {
                 _ => present.all_of.push(self.parse(dep, &at)?),
             }
             let absent = forbidding(&at, vec![name.clone()]);
-            spec.any_of
-                .push((vec![absent, Schema::Spec(Arc::new(present))], false));
+            spec.any_of.push((
+                vec![absent, Schema::Spec(Arc::new(present))],
+                Disjunction::Cases,
+            ));
         }
         Ok(())
     }
@@ -589,6 +618,17 @@ fn exclusive_branches(
     )
 }
 
+/// Whether `unevaluatedProperties` or `unevaluatedItems` appears as a key anywhere in `v`.
+fn uses_unevaluated(v: &Value) -> bool {
+    match v {
+        Value::Object(map) => map.iter().any(|(k, x)| {
+            k == "unevaluatedProperties" || k == "unevaluatedItems" || uses_unevaluated(x)
+        }),
+        Value::Array(items) => items.iter().any(uses_unevaluated),
+        _ => false,
+    }
+}
+
 /// A schema whose only keyword forbids `names` in objects.
 fn forbidding(path: &str, names: Vec<String>) -> Schema {
     let mut s = Spec::at(path);
@@ -599,159 +639,3 @@ fn forbidding(path: &str, names: Vec<String>) -> Schema {
 /// Keywords that never constrain anything.
 pub(crate) const ANNOTATIONS: &[&str] =
     &["title", "description", "$comment", "examples", "default"];
-
-/// Keywords that name or hold schemas without constraining the value: a negation may ignore them
-/// (it negates no `$ref`, which is all a base URI or a definition could matter to).
-const IDENTIFIERS: &[&str] = &[
-    "$id",
-    "id",
-    "$schema",
-    "$anchor",
-    "$dynamicAnchor",
-    "$defs",
-    "definitions",
-    "$vocabulary",
-];
-
-/// Most `oneOf` branches negated: `not oneOf` needs every pair of branches.
-const MAX_NEGATED_ONE_OF: usize = 4;
-
-impl Parser<'_> {
-    /// The negation of a schema, for the forms `not` and `if` use in practice: booleans, `type`,
-    /// `enum` / `const`, `pattern`, `required`, `properties` (each negated recursively), `anyOf` /
-    /// `allOf` of those (De Morgan), small `oneOf`s of those, and `not` (whose negation is the
-    /// schema it holds). Annotations and identifiers ([`IDENTIFIERS`]) are ignored. `None`
-    /// for anything else (and then no warning of the attempt is kept).
-    pub fn negate(&mut self, v: &Value, path: &str) -> Option<Schema> {
-        let kept = self.warnings.len();
-        let negated = negate(self, v, path);
-        if negated.is_none() {
-            self.warnings.truncate(kept);
-        }
-        negated
-    }
-}
-
-fn negate(parser: &mut Parser<'_>, v: &Value, path: &str) -> Option<Schema> {
-    let map = match v {
-        Value::Bool(b) => return Some(Schema::Bool(!b)),
-        Value::Object(m) => m,
-        _ => return None,
-    };
-    let spec_with = |f: &dyn Fn(&mut Spec)| {
-        let mut s = Spec::at(path);
-        f(&mut s);
-        Schema::Spec(Arc::new(s))
-    };
-    let mut branches = Vec::new();
-    for (key, inner) in map {
-        match key.as_str() {
-            k if ANNOTATIONS.contains(&k) || IDENTIFIERS.contains(&k) => {}
-            "type" => {
-                let names = match inner {
-                    Value::String(n) => vec![n.as_str()],
-                    Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
-                    _ => return None,
-                };
-                let mut t = Types(0);
-                for n in names {
-                    t = Types(t.0 | Types::from_name(n)?.0);
-                }
-                branches.push(spec_with(&|s| s.keywords.types = Types::ALL.minus(t)));
-            }
-            "enum" => {
-                let values = inner.as_array()?.clone();
-                branches.push(spec_with(&|s| s.keywords.not_values.clone_from(&values)));
-            }
-            "const" => branches.push(spec_with(&|s| s.keywords.not_values = vec![inner.clone()])),
-            "pattern" => {
-                let p = Pattern::parse_lenient(
-                    inner.as_str()?,
-                    &child(path, "pattern"),
-                    &parser.limits,
-                );
-                branches.push(spec_with(&|s| {
-                    s.keywords.types = Types::STRING;
-                    s.keywords.string.not_patterns = vec![p.clone()];
-                }));
-            }
-            "required" => {
-                // Only an object can fail `required`.
-                for n in inner.as_array()? {
-                    let name = n.as_str()?.to_string();
-                    branches.push(spec_with(&|s| {
-                        s.keywords.types = Types::OBJECT;
-                        s.keywords.object.forbidden = vec![name.clone()];
-                    }));
-                }
-            }
-            "properties" => {
-                for (name, p) in inner.as_object()? {
-                    match negate(parser, p, &child(&child(path, "properties"), name))? {
-                        Schema::Bool(false) => {}
-                        negated => branches.push(spec_with(&|s| {
-                            s.keywords.types = Types::OBJECT;
-                            s.keywords.object.required = vec![name.clone()];
-                            s.keywords.object.properties = vec![(name.clone(), negated.clone())];
-                        })),
-                    }
-                }
-            }
-            "anyOf" => {
-                let parts: Option<Vec<Schema>> = inner
-                    .as_array()?
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| negate(parser, x, &child(&child(path, "anyOf"), &i.to_string())))
-                    .collect();
-                let parts = parts?;
-                branches.push(spec_with(&|s| s.all_of.clone_from(&parts)));
-            }
-            "oneOf" => {
-                // not (exactly one) = none of them, or two of them at once
-                let items = inner.as_array()?;
-                if items.len() > MAX_NEGATED_ONE_OF {
-                    return None;
-                }
-                let at = child(path, "oneOf");
-                let (mut yes, mut no) = (Vec::new(), Vec::new());
-                for (i, x) in items.iter().enumerate() {
-                    let here = child(&at, &i.to_string());
-                    no.push(negate(parser, x, &here)?);
-                    yes.push(parser.parse(x, &here).ok()?);
-                }
-                let mut alternatives = vec![spec_with(&|s| s.all_of.clone_from(&no))];
-                for i in 0..yes.len() {
-                    for j in i + 1..yes.len() {
-                        let pair = vec![yes[i].clone(), yes[j].clone()];
-                        alternatives.push(spec_with(&|s| s.all_of.clone_from(&pair)));
-                    }
-                }
-                branches.push(spec_with(&|s| {
-                    s.any_of = vec![(alternatives.clone(), false)]
-                }));
-            }
-            // not (not X) = X
-            "not" => branches.push(parser.parse(inner, &child(path, "not")).ok()?),
-            "allOf" => {
-                for (i, x) in inner.as_array()?.iter().enumerate() {
-                    branches.push(negate(
-                        parser,
-                        x,
-                        &child(&child(path, "allOf"), &i.to_string()),
-                    )?);
-                }
-            }
-            _ => return None,
-        }
-    }
-    // not (A and B and ...) = not A or not B or ...
-    Some(match branches.len() {
-        0 => Schema::Bool(false),
-        1 => branches.pop()?,
-        _ => Schema::Spec(Arc::new(Spec {
-            any_of: vec![(branches, false)],
-            ..Spec::at(path)
-        })),
-    })
-}

@@ -20,10 +20,10 @@ use super::lower::Lowerer;
 use super::SchemaError;
 use crate::frontend::regex::{lower_regex, Anchoring, RegexError, RegexMode};
 use crate::grammar::algebra::{product_dfa, Language, Op};
-pub(super) use crate::grammar::except::content_except;
-use crate::grammar::except::{any_content, json_char};
-use crate::grammar::exprs::{lit, never, seq};
-use crate::grammar::Expr;
+use crate::grammar::except::content_except;
+use crate::grammar::except::{any_content, json_char, NOT_PLAIN};
+use crate::grammar::exprs::{alt, lit, never, seq};
+use crate::grammar::{CharClass, Expr};
 use crate::util::Limits;
 
 /// Largest length / item count enforced exactly.
@@ -153,7 +153,8 @@ impl Lowerer<'_> {
             .filter_map(|v| v.as_str().map(str::to_string))
             .collect();
         if !excluded.is_empty() {
-            parts.push((Language::Expr(content_except(&excluded)), c.path.clone()));
+            let except = self.names_except(&excluded, &c.path);
+            parts.push((except, c.path.clone()));
         }
         let mut negated = Vec::new();
         for p in &s.not_patterns {
@@ -284,13 +285,103 @@ impl Lowerer<'_> {
         Some((lo, hi))
     }
 
-    /// A JSON string (key) that is none of `names`.
-    pub(super) fn key_except(&mut self, names: &[String]) -> Result<Expr, SchemaError> {
+    /// A JSON string (key) that is none of `names` ([`Lowerer::names_except`]; `path` is where
+    /// the names come from).
+    pub(super) fn key_except(&mut self, names: &[String], path: &str) -> Result<Expr, SchemaError> {
         if names.is_empty() {
             return self.plain_string();
         }
-        Ok(seq(vec![lit("\""), content_except(names), lit("\"")]))
+        let content = self
+            .names_except(names, path)
+            .into_expr(self.builder, "key")?;
+        Ok(seq(vec![lit("\""), content, lit("\"")]))
     }
+
+    /// String contents that are none of `names`: a name holding a character JSON writes only
+    /// escaped (a control, `"`, `\`) in none of its spellings, the others in their plain one
+    /// ([`content_except`]). Past [`MAX_PRODUCT_STATES`] the escaped names are not excluded, with
+    /// a warning at `path`.
+    pub(super) fn names_except(&mut self, names: &[String], path: &str) -> Language {
+        let (plain, escaped): (Vec<String>, Vec<String>) = names
+            .iter()
+            .cloned()
+            .partition(|n| n.chars().all(written_plainly));
+        let base = Language::Expr(content_except(&plain));
+        if escaped.is_empty() {
+            return base;
+        }
+        let small = Limits {
+            max_nfa_states_per_rule: MAX_PRODUCT_STATES,
+            ..self.limits.clone()
+        };
+        let spelled = Language::Expr(alt(escaped.iter().map(|n| spellings(n)).collect()));
+        let difference = base
+            .to_dfa(&small)
+            .and_then(|a| product_dfa(&a, &spelled.to_dfa(&small)?, Op::Minus, &small));
+        match difference {
+            Ok(d) => Language::Dfa(d.into()),
+            Err(_) => {
+                self.warn(
+                    path,
+                    format!(
+                        "names holding characters JSON writes escaped ({escaped:?}) are not told \
+                         apart from other names (their automaton needs more than \
+                         {MAX_PRODUCT_STATES} states)"
+                    ),
+                );
+                base
+            }
+        }
+    }
+}
+
+/// Whether JSON writes `c` as itself inside a string.
+fn written_plainly(c: char) -> bool {
+    !NOT_PLAIN
+        .iter()
+        .any(|&(lo, hi)| (lo..=hi).contains(&(c as u32)))
+}
+
+/// Every way to write `name` as JSON string contents: each character as itself (where JSON
+/// allows), as its short escape, or as `\u` escapes in either case of hex digit.
+fn spellings(name: &str) -> Expr {
+    let hex = |d: u16| {
+        let ch = char::from_digit(u32::from(d), 16).unwrap_or('0');
+        let mut ranges = vec![(ch as u32, ch as u32)];
+        if ch.is_ascii_alphabetic() {
+            let up = ch.to_ascii_uppercase() as u32;
+            ranges.push((up, up));
+        }
+        Expr::Class(CharClass::new(false, ranges))
+    };
+    let chars = name.chars().map(|c| {
+        let mut forms = Vec::new();
+        if written_plainly(c) {
+            forms.push(lit(&c.to_string()));
+        }
+        let short = match c {
+            '"' => Some("\\\""),
+            '\\' => Some("\\\\"),
+            '/' => Some("\\/"),
+            '\u{8}' => Some("\\b"),
+            '\u{c}' => Some("\\f"),
+            '\n' => Some("\\n"),
+            '\r' => Some("\\r"),
+            '\t' => Some("\\t"),
+            _ => None,
+        };
+        forms.extend(short.map(lit));
+        let mut units = [0u16; 2];
+        let units = c.encode_utf16(&mut units);
+        let mut escape = Vec::new();
+        for &u in units.iter() {
+            escape.push(lit("\\u"));
+            escape.extend((0..4).rev().map(|i| hex((u >> (4 * i)) & 0xF)));
+        }
+        forms.push(seq(escape));
+        alt(forms)
+    });
+    seq(chars.collect())
 }
 
 /// Most lowered format regexes kept ([`format_expr`]) before the table starts over.
