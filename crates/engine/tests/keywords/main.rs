@@ -1,11 +1,13 @@
 //! JSON Schema keywords enforced by meaning, one module each: `contains` with its counts,
-//! identifiers and references, and the unevaluated keywords. One test binary for all of them.
+//! identifiers and references, member names with escapes, and the unevaluated keywords. One test
+//! binary for all of them.
 
 #[path = "../common/mod.rs"]
 mod common;
 
 mod contains;
 mod identifiers;
+mod names;
 mod unevaluated;
 
 use common::{accepts, schema_matcher};
