@@ -5,6 +5,9 @@
 # The wheel is meant for other machines, so it is not built for this CPU (`target-cpu=native`
 # of .cargo/config.toml) but for x86-64-v3 (AVX2, 2013 on) on x86_64; STRUCTGEN_WHEEL_RUSTFLAGS
 # overrides that.
+# STRUCTGEN_WHEEL_NATIVE=1 builds it for this CPU instead, in the workspace's target directory with
+# the workspace's flags, so that it reuses the dependencies `cargo test` already compiled: a wheel
+# for this machine only, which is what scripts/test.sh installs and tests.
 # Usage: scripts/python-wheel.sh [extra maturin build arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +23,14 @@ if [ -z "${STRUCTGEN_WHEEL_RUSTFLAGS+x}" ]; then
     *) STRUCTGEN_WHEEL_RUSTFLAGS="" ;;
   esac
 fi
-# A target directory of its own: other flags than the workspace build, so neither rebuilds the other.
-RUSTFLAGS="$STRUCTGEN_WHEEL_RUSTFLAGS" CARGO_TARGET_DIR=target/wheel-build \
+if [ "${STRUCTGEN_WHEEL_NATIVE:-0}" = 1 ]; then
   "$tools/bin/maturin" build --release --locked --interpreter "$py" \
-  -m crates/python/Cargo.toml -o target/wheels "$@"
+    -m crates/python/Cargo.toml -o target/wheels "$@"
+else
+  # A target directory of its own: other flags than the workspace build, so neither rebuilds the
+  # other.
+  RUSTFLAGS="$STRUCTGEN_WHEEL_RUSTFLAGS" CARGO_TARGET_DIR=target/wheel-build \
+    "$tools/bin/maturin" build --release --locked --interpreter "$py" \
+    -m crates/python/Cargo.toml -o target/wheels "$@"
+fi
 ls -1 target/wheels/structgen-*.whl

@@ -74,9 +74,9 @@ phase "serve tests"
 # verdicts and ours must agree on every case.
 STRUCTGEN_BIN="$PWD/target/release/structgen" scripts/bfcl-judge.sh --ground-truth
 phase "BFCL judge"
-# The Python package: its wheel, installed in its test environment, and its tests (torch
-# included, so none is skipped).
+# The Python package: its wheel (for this CPU, on the dependencies compiled above), installed in
+# its test environment, and its tests (torch included, so none is skipped).
 await python
-STRUCTGEN_TESTS_REQUIRE_DATA=1 scripts/python-tests.sh
+STRUCTGEN_WHEEL_NATIVE=1 STRUCTGEN_TESTS_REQUIRE_DATA=1 scripts/python-tests.sh
 phase "Python package"
 echo "scripts/test.sh: all checks passed in $(( $(date +%s) - start )) s"

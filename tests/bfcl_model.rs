@@ -1,5 +1,5 @@
-//! `structgen bfcl` end to end with the real SmolLM2-135M-Instruct GGUF and BFCL's data: two
-//! cases of every single-turn category in both modes (tool_choice auto, as BFCL asks), then the constrained
+//! `structgen bfcl` end to end with the real SmolLM2-135M-Instruct GGUF and BFCL's data: one
+//! case of every single-turn category in both modes (tool_choice auto, as BFCL asks), then the constrained
 //! mode with a call required. Constrained calls always parse and validate against their tool's
 //! JSON Schema (checked by the `jsonschema` crate inside the scorer); the results file holds every
 //! answer and scores the same when re-scored.
@@ -40,16 +40,16 @@ fn results(v: &Value) -> &Vec<Value> {
 }
 
 #[test]
-fn two_cases_per_category_in_both_modes() {
-    if !ready("two_cases_per_category_in_both_modes") {
+fn one_case_per_category_in_both_modes() {
+    if !ready("one_case_per_category_in_both_modes") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("structgen-bfcl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("both.json");
-    let run = bfcl(&["--limit", "2", "--max-tokens", "40"], &out);
+    let run = bfcl(&["--limit", "1", "--max-tokens", "40"], &out);
     let rs = results(&run);
-    assert_eq!(rs.len(), 13 * 2 * 2, "13 categories × 2 cases × 2 modes");
+    assert_eq!(rs.len(), 13 * 2, "13 categories × 2 modes");
     for r in rs {
         assert!(r["error"].is_null(), "{}: {}", r["id"], r["error"]);
         if r["mode"] == "constrained" {
@@ -74,7 +74,7 @@ fn two_cases_per_category_in_both_modes() {
     let forced = bfcl(
         &[
             "--limit",
-            "3",
+            "2",
             "--max-tokens",
             "64",
             "--mode",
@@ -87,7 +87,7 @@ fn two_cases_per_category_in_both_modes() {
         &required,
     );
     let rs = results(&forced);
-    assert_eq!(rs.len(), 4 * 3);
+    assert_eq!(rs.len(), 4 * 2);
     let mut calls = 0;
     for r in rs {
         assert!(r["error"].is_null(), "{}: {}", r["id"], r["error"]);
@@ -106,7 +106,7 @@ fn two_cases_per_category_in_both_modes() {
             calls += 1;
         }
     }
-    assert!(calls >= 6, "only {calls} calls in 12 answers");
+    assert!(calls >= 4, "only {calls} calls in 8 answers");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -198,7 +198,7 @@ fn parallel_cases_answer_as_sequential_ones() {
         "--categories",
         "simple_python,multiple,irrelevance",
         "--limit",
-        "3",
+        "2",
     ];
     let args: Vec<&str> = args.into_iter().chain(["--max-tokens", "40"]).collect();
     let one = bfcl(&args, &dir.join("one.json"));
