@@ -5,7 +5,8 @@
 use serde_json::json;
 use structgen_engine::frontend::json_schema::{JsonSchemaOptions, PropertyOrder};
 
-use super::{check, common::schema_matcher};
+use super::check;
+use super::common::{accepts, schema_matcher};
 
 fn options() -> JsonSchemaOptions {
     JsonSchemaOptions {
@@ -176,9 +177,31 @@ fn a_wide_any_of_says_what_it_cannot_tell_apart() {
         .map(|i| json!({"properties": {format!("p{i}"): {"const": i}}}))
         .collect();
     let schema = json!({"anyOf": branches, "unevaluatedProperties": false});
-    let (_, warnings) = schema_matcher(&schema, &options());
+    let (m, warnings) = schema_matcher(&schema, &options());
     assert!(
         warnings.iter().any(|w| w.contains("counts as evaluated")),
         "{warnings:?}"
     );
+    // Both branches hold, and each evaluates its member: valid.
+    assert!(accepts(&m, r#"{"p0":0,"p1":1}"#));
+}
+
+#[test]
+fn what_only_objects_or_nothing_evaluate_stays_unevaluated() {
+    // `dependentSchemas` applies to objects only: an array takes none of its items.
+    check(
+        &options(),
+        json!({"dependentSchemas": {"a": {"prefixItems": [true]}}, "unevaluatedItems": false}),
+        &["[]", r#"{"a":1}"#],
+        &["[1]"],
+    );
+    // `not` before `allOf` in the same object is kept.
+    check(
+        &options(),
+        json!({"not": {"type": "string"}, "allOf": [{}]}),
+        &["1"],
+        &[r#""s""#],
+    );
+    // A lone `oneOf` branch is the branch itself.
+    check(&options(), json!({"oneOf": [{}]}), &["1", "{}"], &[]);
 }

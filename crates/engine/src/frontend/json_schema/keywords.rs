@@ -231,8 +231,9 @@ pub struct Spec {
     pub unevaluated_properties: Option<Schema>,
     /// `unevaluatedItems`: the schema of the items nothing in this schema evaluates.
     pub unevaluated_items: Option<Schema>,
-    /// Whether the schema's annotations are dropped: a negation (`not`, the `else` side of `if`,
-    /// the other branches of an exclusive `oneOf`) evaluates no member or item.
+    /// Whether the schema's annotations are dropped: a negation (of `not`, of `if` where the
+    /// `else` side takes it, of the other branches of an exclusive `oneOf`) evaluates no member
+    /// or item.
     pub opaque: bool,
     /// Whether a keyword of this object itself (not of a subschema) was warned about when read.
     pub inexact: bool,
@@ -286,9 +287,6 @@ pub struct Annotations {
     pub all_items: bool,
     /// `contains` schemas: the items matching one are evaluated.
     pub contains: Vec<Schema>,
-    /// Whether a member left out of the conjunction (too many alternatives) may have evaluated
-    /// more than is recorded here.
-    pub incomplete: bool,
 }
 
 impl Annotations {
@@ -306,7 +304,6 @@ impl Annotations {
             prefix: c.array.prefix.len(),
             all_items: c.array.rest.is_some(),
             contains: c.array.contains.iter().map(|k| k.schema.clone()).collect(),
-            incomplete: false,
         }
     }
 
@@ -343,7 +340,6 @@ impl Annotations {
             prefix: self.prefix.max(other.prefix),
             all_items: self.all_items || other.all_items,
             contains,
-            incomplete: self.incomplete || other.incomplete,
         }
     }
 }

@@ -212,6 +212,8 @@ pub struct Merger<'d> {
     pub(super) annotating: usize,
     /// How many schema objects with a keyword warned about ([`Spec::inexact`]) were merged so far.
     pub(super) inexact_seen: usize,
+    /// How many members were left out of a conjunction for `max_schema_alternatives` so far.
+    pub(super) dropped: usize,
 }
 
 impl<'d> Merger<'d> {
@@ -225,13 +227,14 @@ impl<'d> Merger<'d> {
             probing: 0,
             annotating: 0,
             inexact_seen: 0,
+            dropped: 0,
         }
     }
 
     /// How many warnings were recorded so far and how many inexact schema objects merged: a
     /// later reading above both says something in between was not exact.
-    pub(super) fn progress(&self) -> (usize, usize) {
-        (self.warnings.len(), self.inexact_seen)
+    pub(super) fn progress(&self) -> (usize, usize, usize) {
+        (self.warnings.len(), self.inexact_seen, self.dropped)
     }
 
     /// Records a keyword that is not enforced exactly.
@@ -292,7 +295,7 @@ impl<'d> Merger<'d> {
             });
         }
         let unevaluated = spec.unevaluated_properties.is_some() || spec.unevaluated_items.is_some();
-        let before = (self.warnings.len(), self.inexact_seen);
+        let before = self.progress();
         self.inexact_seen += usize::from(spec.inexact);
         self.annotating += usize::from(unevaluated);
         let alts = self.spec_alternatives(spec, depth);
@@ -381,14 +384,7 @@ impl<'d> Merger<'d> {
                         self.limits.max_schema_alternatives
                     ),
                 );
-                let mut left = left;
-                if self.annotating > 0 {
-                    for alt in &mut left {
-                        if let Alternative::Conj(c) = alt {
-                            c.annotations.incomplete = true;
-                        }
-                    }
-                }
+                self.dropped += 1;
                 Ok(left)
             }
             other => other,
@@ -528,10 +524,12 @@ impl<'d> Merger<'d> {
             Schema::Spec(_) => {
                 let (warnings, reported) = (self.warnings.len(), self.reported.clone());
                 let annotating = std::mem::take(&mut self.annotating);
+                let progress = (self.inexact_seen, self.dropped);
                 self.probing += 1;
                 let alternatives = self.alternatives(s, depth + 1);
                 self.probing -= 1;
                 self.annotating = annotating;
+                (self.inexact_seen, self.dropped) = progress;
                 self.warnings.truncate(warnings);
                 self.reported = reported;
                 matches!(alternatives, Ok(a) if a.is_empty())
@@ -656,6 +654,9 @@ fn factor_property(union: Vec<Alternative>) -> Vec<Alternative> {
 /// made exclusive exactly: each branch forbids the key that alone would satisfy another branch.
 /// Returns whether the branches qualified.
 fn exclusive_required(branches: &mut [Alternative]) -> bool {
+    if branches.len() < 2 {
+        return false;
+    }
     let mut sets = Vec::with_capacity(branches.len());
     for b in branches.iter() {
         let Alternative::Conj(c) = b else {

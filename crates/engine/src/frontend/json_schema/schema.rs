@@ -231,6 +231,7 @@ impl<'v> Parser<'v> {
     fn spec(&mut self, map: &Map<String, Value>, path: &str) -> Result<Spec, SchemaError> {
         let mut spec = Spec::at(path);
         let warned = self.warnings.len();
+        let mut evaluates_anything = false;
         // Draft-4 boolean exclusive bounds modify minimum / maximum.
         let excl_min_flag = map.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
         let excl_max_flag = map.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
@@ -248,8 +249,11 @@ impl<'v> Parser<'v> {
                 }
                 "$recursiveRef" => {
                     string(v, &at)?;
-                    if let Some(r) = self.recursive_reference(&at) {
-                        spec.reference = Some(r);
+                    match self.recursive_reference(&at) {
+                        Some(r) => spec.reference = Some(r),
+                        // What the unenforced reference would evaluate is not known: count it
+                        // all evaluated, so no unevaluated keyword refuses it.
+                        None => evaluates_anything = true,
                     }
                 }
                 "anyOf" | "oneOf" => {
@@ -263,7 +267,8 @@ impl<'v> Parser<'v> {
                         None => spec.any_of.push((list, Disjunction::Any)),
                     }
                 }
-                "allOf" => spec.all_of = self.list(v, &at)?,
+                // `not` may have put its negation here already.
+                "allOf" => spec.all_of.extend(self.list(v, &at)?),
                 "not" => self.not(v, &at, &mut spec)?,
                 "minLength" => spec.keywords.string.min_length = Some(non_negative(v, &at)?),
                 "maxLength" => spec.keywords.string.max_length = Some(non_negative(v, &at)?),
@@ -392,6 +397,10 @@ impl<'v> Parser<'v> {
             }
         }
         spec.keywords.annotations = Annotations::of(&spec.keywords);
+        if evaluates_anything {
+            spec.keywords.annotations.all_members = true;
+            spec.keywords.annotations.all_items = true;
+        }
         spec.inexact = self.warnings[warned..].iter().any(|w| {
             w.path
                 .strip_prefix(path)
@@ -556,7 +565,9 @@ impl<'v> Parser<'v> {
                     format!("expected an array of names, found {dep}"),
                 ));
             }
+            // Only an object has the key: anything else takes the `absent` side.
             let mut present = Spec::at(&at);
+            present.keywords.types = Types::OBJECT;
             present.keywords.object.required.push(name.clone());
             match dep {
                 Value::Array(_) => {

@@ -19,10 +19,13 @@
 //!   whose branches evaluate different things becomes the union over the non-empty sets of
 //!   branches (each alternative requiring all of its set), which is exact: the set a value
 //!   satisfies is among them, with every annotation it earns. Above [`MAX_COMBINED_BRANCHES`],
-//!   each branch counts what any branch evaluates, which accepts more, and says so.
-//! - An alternative that lost a member to `max_schema_alternatives` may evaluate more than it
-//!   records; the keyword is not applied to it, and that is warned about. So the keywords never
-//!   refuse a value the schema allows.
+//!   every member and item of such an `anyOf` counts as evaluated (the keywords are not enforced
+//!   there), with a warning.
+//! - Where what a part evaluates is not known (a member left out for `max_schema_alternatives`,
+//!   an in-place `$ref` that reaches itself, an unenforced `$recursiveRef`), the keywords are not
+//!   applied or that part counts as evaluating everything, with a warning: the keywords never
+//!   refuse a value for lack of an annotation. (`tests/json_schema_mutations.rs` checks this on
+//!   every valid one-edit variant of the official suite's instances.)
 
 use std::sync::Arc;
 
@@ -99,13 +102,8 @@ impl Merger<'_> {
                 None => return Ok(each.concat()),
             }
         }
-        let evaluated = |c: &Conj| {
-            let mut a = c.annotations.clone();
-            a.incomplete = false;
-            a
-        };
         let mut all = branches.iter().flatten();
-        let Some(first) = all.next().map(evaluated) else {
+        let Some(first) = all.next().map(|c| &c.annotations) else {
             return Ok(Vec::new());
         };
         let as_alternatives = |conjs: Vec<Conj>| {
@@ -114,7 +112,7 @@ impl Merger<'_> {
                 .map(|c| Alternative::Conj(Box::new(c)))
                 .collect::<Vec<_>>()
         };
-        if all.all(|c| evaluated(c) == first) {
+        if all.all(|c| c.annotations == *first) {
             return Ok(as_alternatives(branches.concat()));
         }
         if branches.len() <= MAX_COMBINED_BRANCHES {
@@ -125,18 +123,16 @@ impl Merger<'_> {
         self.warn(
             at,
             format!(
-                "unevaluatedProperties / unevaluatedItems: with more than {MAX_COMBINED_BRANCHES} \
-                 `anyOf` branches evaluating different members or items (or too many \
-                 alternatives), what any branch evaluates counts as evaluated"
+                "unevaluatedProperties / unevaluatedItems are not enforced under an `anyOf` of \
+                 more than {MAX_COMBINED_BRANCHES} branches evaluating different members or items \
+                 (or whose combinations need too many alternatives): every member and item counts \
+                 as evaluated"
             ),
         );
-        let shared = branches
-            .iter()
-            .flatten()
-            .fold(Annotations::default(), |acc, c| acc.union(&c.annotations));
         let mut conjs = branches.concat();
         for c in &mut conjs {
-            c.annotations = shared.clone();
+            c.annotations.all_members = true;
+            c.annotations.all_items = true;
         }
         Ok(as_alternatives(conjs))
     }
@@ -182,7 +178,7 @@ impl Merger<'_> {
         &mut self,
         spec: &Spec,
         alts: Vec<Alternative>,
-        before: (usize, usize),
+        before: (usize, usize, usize),
         depth: usize,
     ) -> Result<Vec<Alternative>, SchemaError> {
         let path = spec.path();
@@ -197,7 +193,17 @@ impl Merger<'_> {
         self.annotating += 1;
         let conjs = self.inlined(alts.clone(), depth);
         self.annotating -= 1;
-        let (warned, seen) = self.progress();
+        let (warned, seen, dropped) = self.progress();
+        if dropped > before.2 {
+            for (k, _) in keywords.iter().filter(|k| k.1) {
+                self.warn(
+                    &format!("{path}/{k}"),
+                    "not enforced: a member in place under it was left out for \
+                     `max_schema_alternatives`, so what it evaluates is not known",
+                );
+            }
+            return Ok(alts);
+        }
         if warned > before.0 || seen > before.1 {
             for (k, _) in keywords.iter().filter(|k| k.1) {
                 self.warn(
@@ -217,16 +223,6 @@ impl Merger<'_> {
             return Ok(alts);
         };
         for c in &mut conjs {
-            if c.annotations.incomplete {
-                for (k, _) in keywords.iter().filter(|k| k.1) {
-                    self.warn(
-                        &format!("{path}/{k}"),
-                        "not enforced where a member of the schema was left out for \
-                         `max_schema_alternatives`: what that member evaluates is not known",
-                    );
-                }
-                continue;
-            }
             if let Some(u) = &spec.unevaluated_properties {
                 self.unevaluated_members(c, u, &format!("{path}/unevaluatedProperties"));
             }
