@@ -24,7 +24,7 @@ use super::{CharClass, Expr};
 pub(crate) const NOT_PLAIN: [(u32, u32); 3] = [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)];
 
 /// Whether JSON writes `c` as itself in a string.
-fn is_plain(c: char) -> bool {
+pub(crate) fn is_plain(c: char) -> bool {
     !NOT_PLAIN
         .iter()
         .any(|&(lo, hi)| (lo..=hi).contains(&(c as u32)))

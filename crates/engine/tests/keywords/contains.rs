@@ -5,11 +5,11 @@ use super::{check, common::schema_matcher};
 use serde_json::json;
 use structgen_engine::frontend::json_schema::JsonSchemaOptions;
 
+/// Strict objects (the default), compact JSON.
 fn options() -> JsonSchemaOptions {
     JsonSchemaOptions {
-        any_whitespace: false,
-        separators: Some((",".into(), ":".into())),
-        ..JsonSchemaOptions::default()
+        strict: true,
+        ..super::options()
     }
 }
 

@@ -3,19 +3,10 @@
 //! where a `$dynamicRef` lands, `$id`s in non-schema positions identifying nothing, and references
 //! that point nowhere reported with why, where they are used.
 
-use super::check;
+use super::{check, options};
 use serde_json::json;
-use structgen_engine::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions};
+use structgen_engine::frontend::json_schema::json_schema_grammar;
 use structgen_engine::Limits;
-
-fn options() -> JsonSchemaOptions {
-    JsonSchemaOptions {
-        strict: false,
-        any_whitespace: false,
-        separators: Some((",".into(), ":".into())),
-        ..JsonSchemaOptions::default()
-    }
-}
 
 #[test]
 fn ids_give_references_their_base() {

@@ -14,6 +14,17 @@ use common::{accepts, schema_matcher};
 use serde_json::Value;
 use structgen_engine::frontend::json_schema::JsonSchemaOptions;
 
+/// The options most keyword tests read schemas with: JSON Schema's open objects (`strict` off),
+/// compact JSON.
+fn options() -> JsonSchemaOptions {
+    JsonSchemaOptions {
+        strict: false,
+        any_whitespace: false,
+        separators: Some((",".into(), ":".into())),
+        ..JsonSchemaOptions::default()
+    }
+}
+
 /// `schema` under `options` accepts each of `good` and refuses each of `bad`, with no warning.
 fn check(options: &JsonSchemaOptions, schema: Value, good: &[&str], bad: &[&str]) {
     let (m, warnings) = schema_matcher(&schema, options);

@@ -2,18 +2,8 @@
 //! forbidden one is told apart from other members in every spelling of it.
 
 use serde_json::json;
-use structgen_engine::frontend::json_schema::JsonSchemaOptions;
 
-use super::check;
-
-fn options() -> JsonSchemaOptions {
-    JsonSchemaOptions {
-        strict: false,
-        any_whitespace: false,
-        separators: Some((",".into(), ":".into())),
-        ..JsonSchemaOptions::default()
-    }
-}
+use super::{check, options};
 
 #[test]
 fn a_listed_name_with_an_escape_is_not_another_member() {

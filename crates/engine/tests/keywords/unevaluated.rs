@@ -8,13 +8,11 @@ use structgen_engine::frontend::json_schema::{JsonSchemaOptions, PropertyOrder};
 use super::check;
 use super::common::{accepts, schema_matcher};
 
+/// Members in any order, so that what merging lists in another order still reads as written.
 fn options() -> JsonSchemaOptions {
     JsonSchemaOptions {
-        strict: false,
         property_order: PropertyOrder::Flexible,
-        any_whitespace: false,
-        separators: Some((",".into(), ":".into())),
-        ..JsonSchemaOptions::default()
+        ..super::options()
     }
 }
 

@@ -309,39 +309,22 @@ impl Annotations {
 
     /// What two schemas evaluate together.
     pub fn union(&self, other: &Annotations) -> Annotations {
-        let mut names = self.names.clone();
-        names.extend(
-            other
-                .names
-                .iter()
-                .filter(|n| !self.names.contains(n))
-                .cloned(),
-        );
-        let mut patterns = self.patterns.clone();
-        patterns.extend(
-            other
-                .patterns
-                .iter()
-                .filter(|p| !self.patterns.contains(p))
-                .cloned(),
-        );
-        let mut contains = self.contains.clone();
-        contains.extend(
-            other
-                .contains
-                .iter()
-                .filter(|k| !self.contains.contains(k))
-                .cloned(),
-        );
         Annotations {
-            names,
-            patterns,
+            names: joined(&self.names, &other.names),
+            patterns: joined(&self.patterns, &other.patterns),
             all_members: self.all_members || other.all_members,
             prefix: self.prefix.max(other.prefix),
             all_items: self.all_items || other.all_items,
-            contains,
+            contains: joined(&self.contains, &other.contains),
         }
     }
+}
+
+/// `a`, then the elements of `b` not in it.
+fn joined<T: Clone + PartialEq>(a: &[T], b: &[T]) -> Vec<T> {
+    let mut out = a.to_vec();
+    out.extend(b.iter().filter(|x| !a.contains(x)).cloned());
+    out
 }
 
 /// A conjunction of plain keywords (no combinators): one schema object's own keywords, or the

@@ -21,7 +21,7 @@ use super::SchemaError;
 use crate::frontend::regex::{lower_regex, Anchoring, RegexError, RegexMode};
 use crate::grammar::algebra::{product_dfa, Language, Op};
 use crate::grammar::except::content_except;
-use crate::grammar::except::{any_content, json_char, NOT_PLAIN};
+use crate::grammar::except::{any_content, is_plain, json_char};
 use crate::grammar::exprs::{alt, lit, never, seq};
 use crate::grammar::{CharClass, Expr};
 use crate::util::Limits;
@@ -302,10 +302,8 @@ impl Lowerer<'_> {
     /// ([`content_except`]). Past [`MAX_PRODUCT_STATES`] the escaped names are not excluded, with
     /// a warning at `path`.
     pub(super) fn names_except(&mut self, names: &[String], path: &str) -> Language {
-        let (plain, escaped): (Vec<String>, Vec<String>) = names
-            .iter()
-            .cloned()
-            .partition(|n| n.chars().all(written_plainly));
+        let (plain, escaped): (Vec<String>, Vec<String>) =
+            names.iter().cloned().partition(|n| n.chars().all(is_plain));
         let base = Language::Expr(content_except(&plain));
         if escaped.is_empty() {
             return base;
@@ -335,13 +333,6 @@ impl Lowerer<'_> {
     }
 }
 
-/// Whether JSON writes `c` as itself inside a string.
-fn written_plainly(c: char) -> bool {
-    !NOT_PLAIN
-        .iter()
-        .any(|&(lo, hi)| (lo..=hi).contains(&(c as u32)))
-}
-
 /// Every way to write `name` as JSON string contents: each character as itself (where JSON
 /// allows), as its short escape, or as `\u` escapes in either case of hex digit.
 fn spellings(name: &str) -> Expr {
@@ -356,7 +347,7 @@ fn spellings(name: &str) -> Expr {
     };
     let chars = name.chars().map(|c| {
         let mut forms = Vec::new();
-        if written_plainly(c) {
+        if is_plain(c) {
             forms.push(lit(&c.to_string()));
         }
         let short = match c {
