@@ -8,6 +8,7 @@ mod common;
 mod contains;
 mod identifiers;
 mod names;
+mod strings;
 mod unevaluated;
 
 use common::{accepts, schema_matcher};

@@ -4,7 +4,8 @@
 //!
 //! Several keywords on one string (patterns, formats, length bounds, values excluded by `not`) are
 //! intersected exactly through the regular algebra; only a combination whose automaton would exceed
-//! [`MAX_PRODUCT_STATES`] falls back to the first keyword, with a warning. Length bounds above
+//! [`MAX_PRODUCT_STATES`] (or one keyword whose own automaton would exceed [`MAX_PART_STATES`])
+//! falls back to the first keyword, with a warning at each keyword left out. Length bounds above
 //! [`MAX_COUNTED`] are not enforced (the automaton would be too large before repetition compression).
 //!
 //! Format regexes are constants: each is lowered once per process and limits and kept in a
@@ -17,6 +18,7 @@ use rustc_hash::FxHashMap;
 
 use super::keywords::Conj;
 use super::lower::Lowerer;
+use super::read::child;
 use super::SchemaError;
 use crate::frontend::regex::{lower_regex, Anchoring, RegexError, RegexMode};
 use crate::grammar::algebra::{product_dfa, Language, Op};
@@ -145,7 +147,14 @@ impl Lowerer<'_> {
                 min,
                 max,
             };
-            parts.push((Language::Expr(body), c.path.clone()));
+            // The warnings of a combination too large name the bound (merged from every
+            // subschema of the conjunction at `c.path`).
+            let keyword = if s.max_length.is_some() {
+                "maxLength"
+            } else {
+                "minLength"
+            };
+            parts.push((Language::Expr(body), child(&c.path, keyword)));
         }
         let excluded: Vec<String> = c
             .not_values
@@ -194,28 +203,45 @@ impl Lowerer<'_> {
             max_nfa_states_per_rule: MAX_PRODUCT_STATES,
             ..self.limits.clone()
         };
+        // One keyword's own automaton may be larger than a product: a length bound of `n`
+        // characters alone has about 14·n states, though its product with a pattern (which
+        // fixes most of each character's bytes) is small.
+        let part = Limits {
+            max_nfa_states_per_rule: MAX_PART_STATES,
+            ..self.limits.clone()
+        };
         if parts.is_empty() {
             return Ok(Expr::Empty);
         }
         let (first, _) = parts.remove(0);
-        let mut acc = match first.to_dfa(&small) {
-            Ok(d) => d,
-            Err(_) => return Ok(first.into_expr(self.builder, "string")?),
-        };
-        let ops = parts
+        let ops: Vec<_> = parts
             .iter()
             .map(|p| (p, Op::Intersect))
-            .chain(negated.iter().map(|p| (p, Op::Minus)));
-        for ((lang, path), op) in ops {
+            .chain(negated.iter().map(|p| (p, Op::Minus)))
+            .collect();
+        let mut acc = match first.to_dfa(&part) {
+            Ok(d) => d,
+            Err(_) => {
+                for ((_, path), _) in &ops {
+                    self.warn(path, format!(
+                        "not enforced together with the other string keywords (the first one's automaton needs more than {MAX_PART_STATES} states)"
+                    ));
+                }
+                return Ok(first.into_expr(self.builder, "string")?);
+            }
+        };
+        for (i, &((lang, _), op)) in ops.iter().enumerate() {
             match lang
-                .to_dfa(&small)
+                .to_dfa(&part)
                 .and_then(|d| product_dfa(&acc, &d, op, &small))
             {
                 Ok(d) => acc = d,
                 Err(_) => {
-                    self.warn(path, format!(
-                        "not enforced together with the other string keywords (their combination needs more than {MAX_PRODUCT_STATES} states)"
-                    ));
+                    for ((_, path), _) in &ops[i..] {
+                        self.warn(path, format!(
+                            "not enforced together with the other string keywords (their combination needs more than {MAX_PRODUCT_STATES} states)"
+                        ));
+                    }
                     return Ok(first.into_expr(self.builder, "string")?);
                 }
             }
@@ -405,6 +431,10 @@ fn format_expr(re: &'static str, limits: &Limits) -> Result<Expr, RegexError> {
 
 /// Largest product automaton built to intersect string keywords.
 const MAX_PRODUCT_STATES: usize = 4096;
+
+/// Largest automaton of one string keyword intersected with others: a [`MAX_COUNTED`]-character
+/// length bound fits.
+const MAX_PART_STATES: usize = 1 << 15;
 
 #[cfg(test)]
 mod tests {
