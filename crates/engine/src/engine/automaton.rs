@@ -5,7 +5,9 @@
 //! between its front end and the parser:
 //!
 //! 1. [`passes::optimize`]: normalize, inline single-use and trivial rules, prune unreachable ones;
-//! 2. [`repetition::compress`]: `body{min,max}` with a bound above the threshold → a counted rule;
+//! 2. [`lengths::extract`]: each JSON string length bound → a character-counted rule (written out
+//!    as its product with the bounds where counting would not be exact); then
+//!    [`repetition::compress`]: `body{min,max}` with a bound above the threshold → a counted rule;
 //! 3. [`passes::tail_inlined`]: the rules whose calls are inlined into their callers' automata;
 //! 4. each remaining rule's minimal DFA ([`Dfa`]), shared through a [`DfaCache`];
 //! 5. the productive rules (those deriving a finite string) by fixpoint, and each DFA trimmed to
@@ -16,7 +18,8 @@
 //!
 //! Invariant the parser relies on: every state of every rule reachable by the parser can reach an
 //! accepting state, so every non-empty Earley set is a viable prefix — a byte is allowed exactly when
-//! scanning it leaves a non-empty set.
+//! scanning it leaves a non-empty set. A character-counted rule keeps it at every count within its
+//! bounds (what [`lengths::countable`] checks, and an empty bounded language is written out).
 
 use std::sync::{Mutex, OnceLock};
 
@@ -27,6 +30,7 @@ pub use super::rule_dfa::DfaCache;
 use super::rule_dfa::{self, RuleDfa};
 use crate::grammar::chain::{Capacities, Chain};
 use crate::grammar::fsm::{ByteEdges, CompactFsm, DState, Dfa};
+use crate::grammar::lengths::{self, CharBounds, UNCOUNTED};
 use crate::grammar::repetition::{self, Counted};
 use crate::grammar::{passes, Expr, Grammar, GrammarError, Symbol};
 use crate::util::graph::Lists;
@@ -48,6 +52,11 @@ pub struct Automaton {
     fsm: CompactFsm,
     nullable: Vec<bool>,
     counted: Vec<Option<Counted>>,
+    /// Per rule: its character bounds when it is a character-counted rule.
+    chars: Vec<Option<CharBounds>>,
+    /// Per state: its JSON string lexer status in a character-counted rule ([`UNCOUNTED`] in
+    /// every other rule).
+    char_status: Vec<u8>,
     lookahead: Lookahead,
     /// Per rule: its body has a TagDispatch (its calls to tag rules are opaque to the mask cache).
     dispatcher: Vec<bool>,
@@ -86,6 +95,8 @@ impl Automaton {
                 .lock()
                 .map_or(0, |m| (m.of.len() + m.caps.len()) * 64)
             + self.counted.capacity() * std::mem::size_of::<Option<Counted>>()
+            + self.chars.capacity() * std::mem::size_of::<Option<CharBounds>>()
+            + self.char_status.capacity()
     }
 
     /// The grammar after steps 1 and 2 (optimized, repetitions compressed).
@@ -112,6 +123,25 @@ impl Automaton {
     /// Every rule's nullability, by rule id.
     pub fn nullable_rules(&self) -> &[bool] {
         &self.nullable
+    }
+
+    /// The character bounds of rule `r` when it is a character-counted rule
+    /// ([`crate::grammar::lengths`]).
+    #[inline]
+    pub fn chars(&self, r: RuleId) -> Option<&CharBounds> {
+        self.chars[r.index()].as_ref()
+    }
+
+    /// Whether some rule is character-counted.
+    pub fn counts_chars(&self) -> bool {
+        self.chars.iter().any(Option::is_some)
+    }
+
+    /// The JSON string lexer status of state `s` in its character-counted rule, [`UNCOUNTED`]
+    /// outside them: an item scanning a byte at [`lengths::BOUNDARY`] starts a character.
+    #[inline]
+    pub fn char_status(&self, s: StateId) -> u8 {
+        self.char_status[s.index()]
     }
 
     /// The counting bounds of rule `r` when it is a counted repetition.
@@ -232,16 +262,24 @@ pub fn build_automaton_cached(
     // 1. Normalize, inline and prune the grammar.
     let grammar = passes::optimize(grammar);
     budget.check(|| "optimizing the grammar".into())?;
-    // 2. Compress large repetitions into counted rules.
+    // 2. Length bounds into character-counted rules, large repetitions into counted rules (not
+    // inside the former: their automata have no calls).
+    let (grammar, mut chars) = lengths::extract(grammar);
+    let kept: Vec<bool> = chars.iter().map(Option::is_some).collect();
     let (grammar, counted) = match repetition_threshold {
-        Some(t) => repetition::compress(grammar, t),
+        Some(t) => repetition::compress(grammar, t, &kept),
         None => {
             let n = grammar.rules().len();
             (grammar, vec![None; n])
         }
     };
+    chars.resize(grammar.rules().len(), None);
     // 3. Choose the rules inlined into their callers' automata (tail calls; counted rules stay).
-    let pinned: Vec<bool> = counted.iter().map(Option::is_some).collect();
+    let pinned: Vec<bool> = counted
+        .iter()
+        .zip(&chars)
+        .map(|(c, b)| c.is_some() || b.is_some())
+        .collect();
     let inlined = passes::tail_inlined(&grammar, &pinned);
     let limit = limits.max_nfa_states_per_rule;
     // A rule's automaton with its tail calls inlined (from the cache when an equal group of rules
@@ -268,6 +306,21 @@ pub fn build_automaton_cached(
         let mut tail_calls = false;
         rule.body
             .for_each_ref(&mut |r| tail_calls |= inlined[r.index()] || r == this);
+        if let Some(b) = chars[i] {
+            let dfa = Dfa::from_expr_within(&rule.body, &rule.name, limit, budget)?;
+            dfas[i] = Some(RuleDfa::Own(if lengths::counts_exactly(&dfa, &b) {
+                dfa
+            } else {
+                chars[i] = None;
+                let written = Expr::JsonLength {
+                    body: Box::new(rule.body.clone()),
+                    min: b.min,
+                    max: b.max,
+                };
+                Dfa::from_expr_within(&written, &rule.name, limit, budget)?
+            }));
+            continue;
+        }
         let dfa = match (bounds, cache) {
             (Some(c), _) => RuleDfa::Own(Dfa {
                 states: vec![DState {
@@ -333,7 +386,34 @@ pub fn build_automaton_cached(
         .collect();
     // 7. Nullable rules, lookahead, dispatch flags, whole-token terminals.
     let fsm = rule_dfa::freeze(&trimmed);
-    let nullable = passes::nullable(&grammar);
+    let mut nullable = passes::nullable(&grammar);
+    let mut char_status = vec![UNCOUNTED; fsm.num_states()];
+    for (i, b) in chars.iter().enumerate() {
+        let Some(b) = b else { continue };
+        let rule = RuleId(i as u32);
+        nullable[i] &= b.min == 0;
+        let states = fsm.rule_states(rule);
+        let base = states.start;
+        let status = lengths::countable(states.len(), |s| {
+            let s = StateId((base + s) as u32);
+            (
+                fsm.is_accept(s),
+                !fsm.ref_edges(s).is_empty(),
+                fsm.byte_edges(s)
+                    .iter()
+                    .map(move |e| (e.lo, e.hi, e.target.index() - base)),
+            )
+        });
+        // The automaton was checked before it was trimmed, which keeps a minimal one as it is.
+        debug_assert!(
+            status.is_some(),
+            "rule `{}` stopped being countable",
+            grammar.rule(rule).name
+        );
+        if let Some(status) = status {
+            char_status[states].copy_from_slice(&status);
+        }
+    }
     let lookahead = Lookahead::new(&fsm, &nullable);
     let (dispatcher, dispatched, tag_rules) = dispatch_flags(&grammar);
     let takes_whole_tokens = (0..fsm.num_states()).any(|s| {
@@ -346,6 +426,8 @@ pub fn build_automaton_cached(
         fsm,
         nullable,
         counted,
+        chars,
+        char_status,
         lookahead,
         dispatcher,
         dispatched,

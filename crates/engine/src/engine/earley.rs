@@ -18,6 +18,7 @@ use rustc_hash::FxHashSet;
 
 use super::automaton::Automaton;
 use super::lookahead::{add_range, ByteSet};
+use crate::grammar::lengths::{self, BOUNDARY, UNCOUNTED};
 use crate::util::{kept, RuleId, StateId};
 
 /// A dotted rule: a state of some rule's DFA plus the byte position where the rule began.
@@ -27,7 +28,9 @@ pub struct Item {
     pub state: StateId,
     /// Index of the set where this rule instance started.
     pub origin: u32,
-    /// Completed iterations, for an item of a counted rule ([`super::repetition`]); 0 otherwise.
+    /// Completed iterations, for an item of a counted rule ([`super::repetition`]); characters
+    /// scanned, for an item of a character-counted rule ([`crate::grammar::lengths`], where
+    /// [`lengths::FREE`] stands for any count); 0 otherwise.
     pub count: u32,
 }
 
@@ -42,13 +45,35 @@ impl Item {
     }
 
     /// Whether the item's rule may end here: its state accepts and, for a counted rule, enough
-    /// iterations are done.
+    /// iterations (or characters) are done.
     #[inline]
     pub fn may_end(&self, g: &Automaton) -> bool {
         let fsm = g.fsm();
         fsm.is_accept(self.state)
             && g.counted(fsm.rule_of(self.state))
                 .is_none_or(|c| c.may_end(self.count))
+            && (g.char_status(self.state) == UNCOUNTED
+                || g.chars(fsm.rule_of(self.state))
+                    .is_none_or(|b| b.may_end(self.count)))
+    }
+
+    /// Whether the item may scan `byte`, and the count after it: in a character-counted rule, a
+    /// byte that starts a character only below the maximum, and the closing quote only at the
+    /// minimum or more (so that no item is left that cannot end).
+    #[inline]
+    fn scan_count(&self, g: &Automaton, byte: u8) -> Option<u32> {
+        let status = g.char_status(self.state);
+        if status != BOUNDARY {
+            return Some(self.count);
+        }
+        let Some(b) = g.chars(g.fsm().rule_of(self.state)) else {
+            return Some(self.count);
+        };
+        if lengths::starts_char(status, byte) {
+            b.start_char(self.count)
+        } else {
+            b.may_end(self.count).then_some(self.count)
+        }
     }
 
     /// Whether the item may take its call edges (a counted item below its maximum, or any other).
@@ -144,6 +169,12 @@ impl EarleyParser {
         self.seen.clear();
         self.hashes.clear();
         self.isolated = true;
+        // A character-counted item out of context stands for every count: its mask is the
+        // unbounded one, which the matcher narrows to the item's count.
+        let count = match g.chars(g.fsm().rule_of(state)) {
+            Some(_) => lengths::FREE,
+            None => count,
+        };
         self.add(Item {
             state,
             origin: 0,
@@ -254,7 +285,13 @@ impl EarleyParser {
         for i in lo..hi {
             let it = self.items[i];
             if let Some(t) = fsm.step(it.state, byte) {
-                self.add(Item { state: t, ..it });
+                if let Some(count) = it.scan_count(g, byte) {
+                    self.add(Item {
+                        state: t,
+                        count,
+                        ..it
+                    });
+                }
             }
         }
         self.close_or_drop(g, hi)
@@ -315,8 +352,23 @@ impl EarleyParser {
     pub fn next_bytes(&self, g: &Automaton) -> ByteSet {
         let mut bits = [0u64; 4];
         for it in self.current() {
+            // In a counted string, at its maximum only the closing quote, and that only at its
+            // minimum.
+            let counted = g.char_status(it.state) == BOUNDARY;
+            let full = counted && it.scan_count(g, b'a').is_none();
+            let open = counted && it.scan_count(g, b'"').is_none();
             for e in g.fsm().byte_edges(it.state) {
-                add_range(&mut bits, e.lo, e.hi);
+                if !full && !open {
+                    add_range(&mut bits, e.lo, e.hi);
+                } else if !full {
+                    for (lo, hi) in [(e.lo, e.hi.min(b'"' - 1)), (e.lo.max(b'"' + 1), e.hi)] {
+                        if lo <= hi {
+                            add_range(&mut bits, lo, hi);
+                        }
+                    }
+                } else if !open && (e.lo..=e.hi).contains(&b'"') {
+                    add_range(&mut bits, b'"', b'"');
+                }
             }
         }
         bits

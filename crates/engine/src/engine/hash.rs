@@ -104,8 +104,9 @@ fn unique() -> u128 {
     h.finish128()
 }
 
-/// Iteration bounds of a counted rule (`min`, `max`), part of its structure.
-pub type Bounds = Option<(u32, Option<u32>)>;
+/// Bounds of a counted rule (`min`, `max`, and whether they count characters rather than
+/// iterations), part of its structure.
+pub type Bounds = Option<(u32, Option<u32>, bool)>;
 
 /// The structural hash of every state of `fsm`: its rule's hash (its language and structure,
 /// callees included) and its canonical index in that rule (a rule's start is index 0). Calls for which
@@ -363,8 +364,8 @@ fn write_states(
         }
         if fsm.start(fsm.rule_of(s)) == s {
             match bounds(fsm.rule_of(s)) {
-                Some((min, max)) => {
-                    h.write_u64(1);
+                Some((min, max, chars)) => {
+                    h.write_u64(1 + u64::from(chars));
                     h.write_u64(min.into());
                     h.write_u64(max.map_or(u64::MAX, u64::from));
                 }
@@ -428,7 +429,7 @@ mod tests {
     fn hashes(src: &str) -> (Vec<u128>, Automaton) {
         let g = ebnf::parse(src, "root", &Limits::default()).expect("parses");
         let a = build_automaton(&g, &Limits::default()).expect("builds");
-        let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
+        let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max, false));
         let h = structural_hashes(a.fsm(), a.nullable_rules(), &|_, _| false, &bounds);
         (h.states, a)
     }
@@ -437,7 +438,7 @@ mod tests {
     fn below_hash(src: &str, name: &str, path: &[u8]) -> Option<u128> {
         let g = ebnf::parse(src, "root", &Limits::default()).expect("parses");
         let a = build_automaton(&g, &Limits::default()).expect("builds");
-        let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
+        let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max, false));
         let h = structural_hashes(a.fsm(), a.nullable_rules(), &|_, _| false, &bounds);
         let id = a.grammar().rules().iter().position(|r| r.name == name)?;
         let mut s = a.fsm().start(RuleId(id as u32));

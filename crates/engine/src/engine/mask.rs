@@ -17,6 +17,7 @@
 use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
+use crate::grammar::lengths::UNCOUNTED;
 use crate::util::marker::{token_marker, MARKER_BYTE};
 use crate::util::{StateId, TokenBitmaskMut};
 use crate::vocab::{common_prefix, Vocab};
@@ -241,10 +242,14 @@ const NOT_LONE: u32 = u32::MAX;
 
 /// The state of the parser's current set when that set is one item of an uncounted rule (so a
 /// byte the item scans into a state without calls or acceptance gives again a set of one item,
-/// with nothing predicted or completed), else [`NOT_LONE`].
+/// with nothing predicted or completed, and nothing counted), else [`NOT_LONE`].
 fn lone_item(g: &Automaton, parser: &EarleyParser) -> u32 {
     match parser.current() {
-        [it] if g.counted(g.fsm().rule_of(it.state)).is_none() => it.state.0,
+        [it] if g.counted(g.fsm().rule_of(it.state)).is_none()
+            && g.char_status(it.state) == UNCOUNTED =>
+        {
+            it.state.0
+        }
         _ => NOT_LONE,
     }
 }

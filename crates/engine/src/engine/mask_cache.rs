@@ -465,6 +465,20 @@ impl AdaptiveMask {
         mask
     }
 
+    /// This mask with its accepted tokens narrowed by `narrow` (given them as a bitset in
+    /// [`crate::util::TokenBitmask`] layout, as long as `text`, the vocabulary's text tokens);
+    /// the uncertain and opaque tokens stay as they are.
+    pub(super) fn narrowed(&self, text: &[u32], narrow: impl FnOnce(&mut [u32])) -> AdaptiveMask {
+        let mut words = vec![0u32; text.len()];
+        self.or_into(&mut words, text, true, &mut Vec::new());
+        narrow(&mut words);
+        AdaptiveMask {
+            accepted: TokenSet::Bitset(words.into()),
+            ends: self.ends.clone(),
+            opaque: self.opaque.clone(),
+        }
+    }
+
     /// Uncertain tokens behind opaque calls (positions in `Vocab::sorted`, increasing).
     pub fn opaque(&self) -> &[u32] {
         &self.opaque

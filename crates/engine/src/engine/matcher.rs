@@ -367,7 +367,10 @@ impl GrammarMatcher {
             if !consulted || !a.continues(it.state) {
                 continue;
             }
-            let class = a.counted(rule).map_or(0, |c| g.count_class(c, it.count));
+            let class = match a.chars(rule) {
+                Some(b) => g.length_class(b, it.count),
+                None => a.counted(rule).map_or(0, |c| g.count_class(c, it.count)),
+            };
             kernel.push((it.state, it.origin, class));
         }
         let mut i = 0;
@@ -383,7 +386,11 @@ impl GrammarMatcher {
             match stand_ins {
                 Some(starts) => {
                     kernel.swap_remove(i);
-                    kernel.extend(starts.iter().map(|&c| (c, k as u32, 0)));
+                    // A callee predicted here has nothing counted yet.
+                    kernel.extend(starts.iter().map(|&c| {
+                        let class = a.chars(fsm.rule_of(c)).map_or(0, |b| g.length_class(b, 0));
+                        (c, k as u32, class)
+                    }));
                 }
                 None => i += 1,
             }

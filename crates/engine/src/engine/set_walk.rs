@@ -21,6 +21,7 @@ use rustc_hash::FxHashMap;
 use super::automaton::Automaton;
 use super::earley::EarleyParser;
 use super::lookahead::{has_byte, ByteSet};
+use crate::grammar::lengths;
 use crate::util::{byte_at_or_above, kept, StateId};
 use crate::vocab::Vocab;
 
@@ -347,14 +348,15 @@ impl<'g> SetWalk<'g> {
         }
     }
 
-    /// The state of the parser's last set when it is the isolated item alone (uncounted, at a
-    /// state without reference edges), else [`NO_STATE`].
+    /// The state of the parser's last set when it is the isolated item alone (uncounted, or a
+    /// character-counted item standing for every count, at a state without reference edges), else
+    /// [`NO_STATE`].
     fn alone_item(&self) -> u32 {
         let mut items = self.mem.parser.current().iter();
         match (items.next(), items.next()) {
             (Some(it), None)
                 if it.origin == 0
-                    && it.count == 0
+                    && (it.count == 0 || it.count == lengths::FREE)
                     && self.g.counted(self.g.fsm().rule_of(it.state)).is_none() =>
             {
                 self.lone_state(it.state)

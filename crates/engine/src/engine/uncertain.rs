@@ -88,6 +88,20 @@ impl Uncertain {
         &self.tokens[lo as usize..self.ends[i].1 as usize]
     }
 
+    /// The list with only the tokens for which `keep(suffix, token)` holds.
+    pub(super) fn retain(&self, keep: impl Fn(&[u8], u32) -> bool) -> Uncertain {
+        let mut entries = Vec::new();
+        for i in 0..self.len() {
+            let suffix = self.suffix(i);
+            for &t in self.tokens(i) {
+                if keep(suffix, t) {
+                    entries.push((suffix, t));
+                }
+            }
+        }
+        Uncertain::build(entries)
+    }
+
     /// Allows the tokens of group `i` in `mask`.
     pub fn allow(&self, i: usize, mask: &mut TokenBitmaskMut) {
         for &t in self.tokens(i) {

@@ -6,11 +6,15 @@
 //! alts       ::= seq ("|" seq)*
 //! seq        ::= postfix+
 //! postfix    ::= primary ("*" | "+" | "?" | "{" N "}" | "{" N? "," N? "}")*
-//! primary    ::= STRING | CLASS | TOKENS | NAME | "(" alts ")" | dispatch
+//! primary    ::= STRING | CLASS | TOKENS | NAME | "(" alts ")" | dispatch | length
 //! TOKENS     ::= "<[" "^"? ID ("," ID)* "]>"      # whole tokens by id
 //! dispatch   ::= "TagDispatch(" ("(" pattern "," NAME ")" ",")* (KEY "=" value ",")* ")"
 //! pattern    ::= (STRING | "<[" ID "]>")+
+//! length     ::= "JsonLength(" alts "," N ("," N)? ")"   # JSON strings, min and max characters
 //! ```
+//!
+//! `JsonLength(body, min, max)` is [`Expr::JsonLength`]: the JSON strings (quotes included) `body`
+//! matches (no rule references inside) whose decoded length is between `min` and `max` characters.
 //!
 //! TagDispatch's keys are `stop_eos` and `loop_after_dispatch` (`true` / `false`, default true) and
 //! `stop_str` and `excludes` (parenthesized lists of patterns, default empty).
@@ -630,6 +634,9 @@ impl Parser<'_> {
             Tok::Tokens(set) => Ok(Expr::Tokens(set)),
             Tok::Name(ref name) if name == "TagDispatch" && *self.peek_tok() == Tok::LParen => {
                 self.dispatch(&t)
+            }
+            Tok::Name(ref name) if name == "JsonLength" && *self.peek_tok() == Tok::LParen => {
+                self.json_length(&t)
             }
             Tok::Name(name) => {
                 let id = self.builder.declare(&name).map_err(|e| EbnfError {

@@ -56,6 +56,9 @@ pub enum EbnfErrorKind {
     /// A malformed `TagDispatch(...)` argument.
     #[error("invalid TagDispatch: {0}")]
     BadDispatch(String),
+    /// A malformed `JsonLength(...)`.
+    #[error("invalid JsonLength: {0}")]
+    BadJsonLength(String),
     /// A reference to a rule that is never defined.
     #[error("rule `{0}` is referenced but never defined")]
     UndefinedRule(String),

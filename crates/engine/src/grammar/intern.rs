@@ -89,7 +89,7 @@ pub(crate) fn hash_expr(
                 hash_expr(item, h, on_ref);
             }
         }
-        Expr::Repeat { body, min, max } => {
+        Expr::Repeat { body, min, max } | Expr::JsonLength { body, min, max } => {
             (min, max).hash(h);
             hash_expr(body, h, on_ref);
         }

@@ -7,7 +7,8 @@
 //! `Grammar` always has every referenced rule defined and a valid root.
 //!
 //! Stages: [`ebnf`] text → `Grammar`; [`passes`] normalize / inline / prune / nullable;
-//! [`repetition`] large `{min,max}` repetitions → counted rules; [`fsm`] each rule
+//! [`repetition`] large `{min,max}` repetitions → counted rules; [`lengths`] JSON string
+//! length bounds → character-counted rules; [`fsm`] each rule
 //! → a byte FSM with rule-reference edges (constructed by `nfa`); [`print`](mod@print) `Grammar` → EBNF that
 //! parses back to the same `Grammar` (an [`Expr::Except`] comes back as its expansion, see
 //! [`except`]).
@@ -23,6 +24,7 @@ pub mod except;
 pub(crate) mod exprs;
 pub mod fsm;
 pub mod intern;
+pub mod lengths;
 mod minimize;
 mod nfa;
 pub mod passes;
@@ -180,6 +182,19 @@ pub enum Expr {
     /// JSON string contents (between the quotes, escapes included) that spell none of these
     /// names plainly, sorted and without repeats ([`except`]: an open object's other keys).
     Except(Arc<[String]>),
+    /// The strings of `body`, whole JSON strings (quotes and escapes included), whose decoded
+    /// length in characters is at least `min` and at most `max` (an escape sequence or a UTF-8
+    /// sequence is one character, as JSON Schema's `minLength` / `maxLength` count). `body`
+    /// references no rule. The compiler gives it a rule of its own whose items count characters
+    /// ([`lengths`]), so the automaton stays that of the unbounded `body` whatever the bounds.
+    JsonLength {
+        /// The unbounded strings.
+        body: Box<Expr>,
+        /// Fewest characters.
+        min: u32,
+        /// Most characters, or unbounded.
+        max: Option<u32>,
+    },
 }
 
 impl Expr {
@@ -190,7 +205,7 @@ impl Expr {
             Expr::Empty | Expr::Literal(_) | Expr::Class(_) | Expr::Tokens(_) | Expr::Ref(_) => 0,
             Expr::Except(names) => names.iter().map(String::len).sum(),
             Expr::Seq(items) | Expr::Alt(items) => items.iter().map(Expr::node_count).sum(),
-            Expr::Repeat { body, .. } => body.node_count(),
+            Expr::Repeat { body, .. } | Expr::JsonLength { body, .. } => body.node_count(),
             Expr::Dispatch(d) => d.tags.len(),
         }
     }
@@ -202,7 +217,7 @@ impl Expr {
             }
             Expr::Ref(r) => f(*r),
             Expr::Seq(items) | Expr::Alt(items) => items.iter().for_each(|e| e.for_each_ref(f)),
-            Expr::Repeat { body, .. } => body.for_each_ref(f),
+            Expr::Repeat { body, .. } | Expr::JsonLength { body, .. } => body.for_each_ref(f),
             Expr::Dispatch(d) => d.tags.iter().for_each(|(_, r)| f(*r)),
         }
     }
@@ -215,7 +230,7 @@ impl Expr {
             }
             Expr::Ref(r) => *self = f(*r),
             Expr::Seq(items) | Expr::Alt(items) => items.iter_mut().for_each(|e| e.map_refs(f)),
-            Expr::Repeat { body, .. } => body.map_refs(f),
+            Expr::Repeat { body, .. } | Expr::JsonLength { body, .. } => body.map_refs(f),
             Expr::Dispatch(d) => {
                 for (_, rule) in &mut d.tags {
                     if let Expr::Ref(new) = f(*rule) {

@@ -14,14 +14,15 @@
 
 use rustc_hash::FxHashMap;
 
+use super::algebra::{product_dfa, Op};
 use super::direct::direct_dfa;
 use super::dispatch::{DispatchAutomaton, Output};
-use super::except::{escape_body, Trie, NOT_PLAIN};
+use super::except::{escape_body, json_char, Trie, NOT_PLAIN};
 use super::fsm::{merge_ranges, DState, Dfa, RefEdges};
 use super::{CharClass, Expr, GrammarError, TagDispatch, TokenSet};
 use crate::util::marker::{id_range_sequences, token_marker, MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::slices::SliceInterner;
-use crate::util::{Budget, RuleId};
+use crate::util::{Budget, Limits, RuleId};
 
 #[derive(Default)]
 struct Nfa<'a> {
@@ -100,6 +101,7 @@ impl Nfa<'_> {
             Expr::Tokens(set) => self.build_tokens(set, from, to)?,
             Expr::Dispatch(d) => self.build_dispatch(d, from, to)?,
             Expr::Except(names) => self.build_except(names, from, to)?,
+            Expr::JsonLength { body, min, max } => self.build_length(body, *min, *max, from, to)?,
             Expr::Ref(r) => {
                 let entry = match &self.tails {
                     Some(t)
@@ -171,6 +173,56 @@ impl Nfa<'_> {
                         }
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Expr::JsonLength`] written out (where no counted rule stands for it): the product of
+    /// the body's automaton with `"` `json_char{min,max}` `"`, spliced in state by state.
+    fn build_length(
+        &mut self,
+        body: &Expr,
+        min: u32,
+        max: Option<u32>,
+        from: u32,
+        to: u32,
+    ) -> Result<(), TooLarge> {
+        let limits = Limits {
+            max_nfa_states_per_rule: self.limit,
+            ..Limits::default()
+        };
+        let chars = Expr::Seq(vec![
+            Expr::Literal("\"".into()),
+            Expr::Repeat {
+                body: Box::new(json_char()),
+                min,
+                max,
+            },
+            Expr::Literal("\"".into()),
+        ]);
+        let product = Dfa::from_expr(body, "length", self.limit)
+            .and_then(|b| Ok((b, Dfa::from_expr(&chars, "length", self.limit)?)))
+            .and_then(|(b, c)| product_dfa(&b, &c, Op::Intersect, &limits))
+            .map_err(|_| TooLarge)?;
+        if product.states.is_empty() {
+            // No contents have a length in bounds: nothing leads from `from` to `to`.
+            return Ok(());
+        }
+        let mut ids = Vec::with_capacity(product.states.len());
+        for _ in &product.states {
+            ids.push(self.add()?);
+        }
+        self.eps[from as usize].push(ids[0]);
+        for (st, &id) in product.states.iter().zip(&ids) {
+            for &(lo, hi, t) in &st.bytes {
+                self.bytes[id as usize].push((lo, hi, ids[t as usize]));
+            }
+            for &(r, t) in &st.refs {
+                self.refs[id as usize].push((r, ids[t as usize]));
+            }
+            if st.accept {
+                self.eps[id as usize].push(to);
             }
         }
         Ok(())

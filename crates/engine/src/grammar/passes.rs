@@ -287,6 +287,8 @@ pub fn productive(g: &Grammar) -> Vec<bool> {
             Expr::Seq(items) => items.iter().all(|i| expr(i, p)),
             Expr::Alt(items) => items.iter().any(|i| expr(i, p)),
             Expr::Repeat { body, min, .. } => *min == 0 || expr(body, p),
+            // The bounds may leave nothing (the automaton finds out, `crate::engine::automaton`).
+            Expr::JsonLength { body, .. } => expr(body, p),
         }
     }
     least_fixpoint(g, expr)
@@ -329,6 +331,7 @@ pub(crate) fn expr_nullable(e: &Expr, null: &[bool]) -> bool {
         Expr::Tokens(_) => false,
         Expr::Dispatch(d) => d.nullable(),
         Expr::Except(names) => !names.iter().any(String::is_empty),
+        Expr::JsonLength { body, min, .. } => *min == 0 && expr_nullable(body, null),
     }
 }
 

@@ -44,7 +44,8 @@ fn prec(e: &Expr) -> Prec {
         | Expr::Class(_)
         | Expr::Ref(_)
         | Expr::Tokens(_)
-        | Expr::Dispatch(_) => Prec::Atom,
+        | Expr::Dispatch(_)
+        | Expr::JsonLength { .. } => Prec::Atom,
         Expr::Except(_) => Prec::Alt,
     }
 }
@@ -65,6 +66,15 @@ fn print_expr(g: &Grammar, e: &Expr, ctx: Prec, out: &mut String) {
         Expr::Except(names) => {
             let expansion = normalize_expr(super::except::expansion(names));
             print_expr(g, &expansion, Prec::Alt, out)
+        }
+        Expr::JsonLength { body, min, max } => {
+            out.push_str("JsonLength(");
+            print_expr(g, body, Prec::Alt, out);
+            let _ = write!(out, ", {min}");
+            if let Some(m) = max {
+                let _ = write!(out, ", {m}");
+            }
+            out.push(')');
         }
         Expr::Seq(items) => join(g, items, " ", Prec::Postfix, out),
         Expr::Alt(items) => join(g, items, " | ", Prec::Seq, out),

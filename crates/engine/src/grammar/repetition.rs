@@ -72,6 +72,8 @@ fn unrolled_size(e: &Expr) -> u64 {
             unrolled_size(body).saturating_mul(bound).saturating_add(1)
         }
         Expr::Dispatch(d) => 1 + d.tags.len() as u64,
+        // A counted rule of its own ([`crate::grammar::lengths`]), never unrolled here.
+        Expr::JsonLength { body, .. } => 1 + unrolled_size(body),
         Expr::Empty | Expr::Class(_) | Expr::Ref(_) | Expr::Tokens(_) => 1,
         Expr::Except(names) => 1 + names.iter().map(|n| n.len() as u64).sum::<u64>(),
     }
@@ -98,10 +100,17 @@ fn exceeds(min: u32, max: Option<u32>, threshold: u32) -> bool {
 }
 
 /// Rewrites every repetition of `g` with a bound above `threshold` into a counted rule (appended to
-/// the grammar, with the body in a rule of its own unless it already is a reference). Returns the
-/// new grammar and, per rule, its counting bounds (`None` for ordinary rules).
-pub fn compress(g: Grammar, threshold: u32) -> (Grammar, Vec<Option<Counted>>) {
-    if !g.rules().iter().any(|r| compresses(&r.body, threshold)) {
+/// the grammar, with the body in a rule of its own unless it already is a reference), except in
+/// the rules `kept` marks (their automata must stay without calls). Returns the new grammar and,
+/// per rule, its counting bounds (`None` for ordinary rules).
+pub fn compress(g: Grammar, threshold: u32, kept: &[bool]) -> (Grammar, Vec<Option<Counted>>) {
+    let kept = |i: usize| kept.get(i).copied().unwrap_or(false);
+    if !g
+        .rules()
+        .iter()
+        .enumerate()
+        .any(|(i, r)| !kept(i) && compresses(&r.body, threshold))
+    {
         let n = g.rules().len();
         return (g, vec![None; n]);
     }
@@ -111,7 +120,7 @@ pub fn compress(g: Grammar, threshold: u32) -> (Grammar, Vec<Option<Counted>>) {
     let mut counted: Vec<Option<Counted>> = vec![None; rules.len()];
     let mut i = 0;
     while i < rules.len() {
-        if counted[i].is_some() || !compresses(&rules[i].body, threshold) {
+        if counted[i].is_some() || kept(i) || !compresses(&rules[i].body, threshold) {
             i += 1;
             continue;
         }

@@ -21,6 +21,7 @@ mod fingerprint;
 pub(crate) mod graph;
 pub mod guard;
 mod ids;
+pub(crate) mod json_lexer;
 pub(crate) mod kept;
 mod limits;
 mod loop_class;

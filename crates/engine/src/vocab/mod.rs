@@ -23,6 +23,7 @@ pub mod gguf;
 pub(crate) mod gguf_reader;
 #[cfg(feature = "tokenizers")]
 pub mod hf;
+pub mod json_lengths;
 mod tails;
 #[cfg(feature = "tokenizers")]
 pub mod tiktoken;
@@ -34,6 +35,7 @@ use rustc_hash::FxHashMap;
 
 use crate::util::marker::{MARKED_ID_LIMIT, MARKER_BYTE};
 use crate::util::{LoopClass, TokenId};
+use json_lengths::JsonLengthTables;
 use tails::ClassTails;
 pub use tails::{RunOthers, Tails, UNKNOWN_TAIL};
 
@@ -139,6 +141,8 @@ pub struct Vocab {
     special_lens: Vec<usize>,
     /// Per byte class, where each sorted entry's tail inside the class starts.
     tails: ClassTails,
+    /// Per JSON string lexer status, the characters each token starts ([`json_lengths`]).
+    json_lengths: JsonLengthTables,
 }
 
 /// A tokenizer as the engine sees it: how many ids there are, what each token is (its bytes as they
@@ -218,6 +222,7 @@ impl Vocab {
             special_by_bytes: FxHashMap::default(),
             special_lens: Vec::new(),
             tails: ClassTails::default(),
+            json_lengths: JsonLengthTables::default(),
         };
         vocab.stop = stop.into_iter().filter(|t| t.index() < size).collect();
         vocab.build_sorted();

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rustc_hash::FxHashMap;
 
+mod lengths;
 mod precompute;
 
 use super::automaton::{build_automaton_cached, Automaton, DfaCache, REPETITION_THRESHOLD};
@@ -30,6 +31,7 @@ use super::run_memo::Entered;
 use super::token_equiv::{self, Reps};
 use super::uncertain::Uncertain;
 use crate::frontend::json_schema::SchemaFragments;
+use crate::grammar::lengths::{BOUNDARY, UNCOUNTED};
 use crate::grammar::repetition::Counted;
 use crate::grammar::{Grammar, GrammarError};
 use crate::util::marker::MARKER_LEN;
@@ -113,7 +115,8 @@ pub struct CompiledGrammar {
     keys: Option<StructuralHashes>,
     pool: Option<Arc<MaskPool>>,
     masks: Vec<OnceLock<StateMask>>,
-    /// Masks of counted states for items with completed iterations, by (state, count class).
+    /// Masks of counted states for items with completed iterations, by (state, count class), and
+    /// of character-counted states near their bounds ([`lengths`]).
     counted_masks: Mutex<FxHashMap<(StateId, u32), StateMask>>,
     /// Longest token in bytes: the most iterations one token can complete.
     max_token_len: u32,
@@ -363,7 +366,11 @@ impl CompiledGrammar {
         let key = (s, class);
         let cached = self.lock_counted().get(&key).cloned();
         let mask = cached.unwrap_or_else(|| {
-            let m = self.compute_mask(s, class, true);
+            let m = if self.automaton.char_status(s) == UNCOUNTED {
+                self.compute_mask(s, class, true)
+            } else {
+                self.narrowed_mask(s, class)
+            };
             self.lock_counted().insert(key, m.clone());
             m
         });
@@ -486,7 +493,11 @@ fn with_hash_inputs<R>(
     f: impl FnOnce(&dyn Fn(RuleId, RuleId) -> bool, &dyn Fn(RuleId) -> Bounds) -> R,
 ) -> R {
     let opaque = |caller: RuleId, callee: RuleId| a.is_opaque_call(caller, callee);
-    let bounds = |r: RuleId| a.counted(r).map(|c| (c.min, c.max));
+    let bounds = |r: RuleId| {
+        a.counted(r)
+            .map(|c| (c.min, c.max, false))
+            .or_else(|| a.chars(r).map(|b| (b.min, b.max, true)))
+    };
     f(&opaque, &bounds)
 }
 
@@ -607,6 +618,10 @@ impl GrammarCompiler {
                 structural_hashes(fsm, automaton.nullable_rules(), opaque, bounds)
             })
         });
+        if automaton.counts_chars() {
+            // Built once per vocabulary, now rather than inside the first mask near a bound.
+            self.vocab.json_lengths(BOUNDARY);
+        }
         let masks = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
         let stand_ins = (0..fsm.num_states()).map(|_| OnceLock::new()).collect();
         let token_reps = (0..fsm.num_rules())

@@ -2,11 +2,16 @@
 //! being one character), `pattern` (ECMA-262, via the regex front end in JSON-string mode), `format`
 //! (each supported format is a regex over the decoded text), and keys that avoid a set of names.
 //!
-//! Several keywords on one string (patterns, formats, length bounds, values excluded by `not`) are
-//! intersected exactly through the regular algebra; only a combination whose automaton would exceed
-//! [`MAX_PRODUCT_STATES`] (or one keyword whose own automaton would exceed [`MAX_PART_STATES`])
-//! falls back to the first keyword, with a warning at each keyword left out. Length bounds above
-//! [`MAX_COUNTED`] are not enforced (the automaton would be too large before repetition compression).
+//! Length bounds alone, or beside one pattern or format, become a character-counted rule
+//! ([`Expr::JsonLength`], [`crate::grammar::lengths`]) whenever counting is exact for those
+//! contents (every prefix ending at a character is complete and can go on, as in `[a-z ]+` or any
+//! string): the automaton is the unbounded one, so the masks cost what an unbounded string's cost,
+//! and no bound is too large. Otherwise several keywords on one string (patterns, formats, length
+//! bounds, values excluded by `not`) are intersected exactly through the regular algebra; only a
+//! combination whose automaton would exceed [`MAX_PRODUCT_STATES`] (or one keyword whose own
+//! automaton would exceed [`MAX_PART_STATES`]) falls back to the first keyword, with a warning at
+//! each keyword left out. Written-out length bounds above [`MAX_COUNTED`] are not enforced (the
+//! automaton would be too large before repetition compression).
 //!
 //! Format regexes are constants: each is lowered once per process and limits and kept in a
 //! bounded table ([`format_expr`]). Keys that avoid a set of names are an [`Expr::Except`] leaf
@@ -25,6 +30,7 @@ use crate::grammar::algebra::{product_dfa, Language, Op};
 use crate::grammar::except::content_except;
 use crate::grammar::except::{any_content, is_plain, json_char};
 use crate::grammar::exprs::{alt, lit, never, seq};
+use crate::grammar::lengths::{self, CharBounds};
 use crate::grammar::{CharClass, Expr};
 use crate::util::Limits;
 
@@ -133,6 +139,12 @@ impl Lowerer<'_> {
                 None => self.warn(path, format!("format {format:?} is not enforced")),
             }
         }
+        let alone = c.not_values.iter().all(|v| !v.is_string()) && s.not_patterns.is_empty();
+        if alone && parts.len() <= 1 && (s.min_length.is_some() || s.max_length.is_some()) {
+            if let Some(string) = self.counted_length(s, parts.first().map(|(l, _)| l)) {
+                return Ok(string);
+            }
+        }
         if s.min_length.is_some() || s.max_length.is_some() {
             let Some((min, max)) = self.counted(
                 s.min_length.unwrap_or(0),
@@ -181,6 +193,43 @@ impl Lowerer<'_> {
             _ => self.combine(parts, negated)?,
         };
         Ok(seq(vec![lit("\""), content, lit("\"")]))
+    }
+
+    /// The string whose contents `part` allows (any when `None`) within `minLength` /
+    /// `maxLength`, as a character-counted rule ([`Expr::JsonLength`]) whose automaton is the
+    /// unbounded string's: when counting is exact for those contents
+    /// ([`lengths::counts_exactly`]); else `None`, and the bounds are written out with the other
+    /// keywords.
+    fn counted_length(
+        &self,
+        s: &super::keywords::StringSpec,
+        part: Option<&Language>,
+    ) -> Option<Expr> {
+        let min = u32::try_from(s.min_length.unwrap_or(0)).ok()?;
+        let max = s.max_length.map(u32::try_from).transpose().ok()?;
+        let content = match part {
+            None => any_content(),
+            Some(Language::Expr(e)) => e.clone(),
+            Some(Language::Dfa(_)) => return None,
+        };
+        let body = seq(vec![lit("\""), content, lit("\"")]);
+        let mut refs = false;
+        body.for_each_ref(&mut |_| refs = true);
+        let limits = Limits {
+            max_nfa_states_per_rule: MAX_PART_STATES,
+            ..self.limits.clone()
+        };
+        let bounds = CharBounds { min, max };
+        let exact = !refs
+            && max.is_none_or(|m| m >= min)
+            && Language::Expr(body.clone())
+                .to_dfa(&limits)
+                .is_ok_and(|d| lengths::counts_exactly(&d, &bounds));
+        exact.then(|| Expr::JsonLength {
+            body: Box::new(body),
+            min,
+            max,
+        })
     }
 
     /// The intersection of reference-free string-content languages, as rules. If the product

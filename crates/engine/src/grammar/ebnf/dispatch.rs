@@ -58,6 +58,64 @@ impl Lexer<'_> {
 }
 
 impl Parser<'_> {
+    /// `JsonLength(body, min)` or `JsonLength(body, min, max)` after the name.
+    pub(super) fn json_length(&mut self, head: &Spanned) -> Result<Expr, EbnfError> {
+        let bad = |what: String| EbnfError {
+            line: head.line,
+            col: head.col,
+            kind: EbnfErrorKind::BadJsonLength(what),
+        };
+        self.expect(Tok::LParen, "`(` after JsonLength")?;
+        let body = self.alternatives()?;
+        let mut refs = false;
+        body.for_each_ref(&mut |_| refs = true);
+        if refs {
+            return Err(bad(
+                "its contents may not reference rules (write them out inside)".into(),
+            ));
+        }
+        self.expect(Tok::Comma, "`,` before the least length")?;
+        let min = self.length_bound()?;
+        let max = if self.peek().tok == Tok::Comma {
+            self.next();
+            Some(self.length_bound()?)
+        } else {
+            None
+        };
+        self.expect(Tok::RParen, "`)` closing JsonLength")?;
+        if let Some(max) = max.filter(|&m| m < min) {
+            return Err(bad(format!(
+                "the least length {min} is above the most, {max}"
+            )));
+        }
+        Ok(Expr::JsonLength {
+            body: Box::new(body),
+            min,
+            max,
+        })
+    }
+
+    /// A length bound: a number that fits in 32 bits.
+    fn length_bound(&mut self) -> Result<u32, EbnfError> {
+        let t = self.peek().clone();
+        match t.tok {
+            Tok::Int(n) => match u32::try_from(n) {
+                Ok(n) => {
+                    self.next();
+                    Ok(n)
+                }
+                Err(_) => Err(EbnfError {
+                    line: t.line,
+                    col: t.col,
+                    kind: EbnfErrorKind::BadJsonLength(format!(
+                        "the length {n} does not fit in 32 bits"
+                    )),
+                }),
+            },
+            _ => Err(self.unexpected("a length (a number)")),
+        }
+    }
+
     /// `TagDispatch(("tag", rule), ..., stop_eos=true, stop_str=(...), loop_after_dispatch=true,
     /// excludes=(...))` after the name; defaults as in xgrammar (true, none, true, none).
     pub(super) fn dispatch(&mut self, head: &Spanned) -> Result<Expr, EbnfError> {
