@@ -306,18 +306,14 @@ pub fn build_automaton_cached(
         let mut tail_calls = false;
         rule.body
             .for_each_ref(&mut |r| tail_calls |= inlined[r.index()] || r == this);
-        if let Some(b) = chars[i] {
-            let dfa = Dfa::from_expr_within(&rule.body, &rule.name, limit, budget)?;
+        if let (Some(b), Expr::JsonLength { body, .. }) = (chars[i], &rule.body) {
+            let dfa = Dfa::from_expr_within(body, &rule.name, limit, budget)?;
             dfas[i] = Some(RuleDfa::Own(if lengths::counts_exactly(&dfa, &b) {
                 dfa
             } else {
+                // Written out: the product with the bounds.
                 chars[i] = None;
-                let written = Expr::JsonLength {
-                    body: Box::new(rule.body.clone()),
-                    min: b.min,
-                    max: b.max,
-                };
-                Dfa::from_expr_within(&written, &rule.name, limit, budget)?
+                Dfa::from_expr_within(&rule.body, &rule.name, limit, budget)?
             }));
             continue;
         }

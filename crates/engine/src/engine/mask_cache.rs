@@ -219,7 +219,7 @@ impl AdaptiveMask {
         let sorted = vocab.sorted();
         let lcp = vocab.sorted_lcp();
         let token_at = |i: usize| vocab.sorted_bytes(i);
-        let mut walk = SetWalk::new(a, state, count);
+        let mut walk = SetWalk::new(a, state, count, vocab.max_token_len());
         let mut loops = Loops::new(a, vocab);
         let first = walk.first_bytes();
         // The accepted ids go to a buffer the thread keeps: a whole-vocabulary state accepts

@@ -74,6 +74,8 @@ pub struct SetWalk<'g> {
     /// The parser, the set ids and the transition table, given back to the thread when dropped.
     mem: Buffers,
     synced: usize,
+    /// Longest token, bytes (at most 65 534): how far a character count can matter to the walk.
+    reach: u32,
     max_nodes: usize,
     memo_tried: bool,
     steps: usize,
@@ -109,11 +111,11 @@ impl Drop for SetWalk<'_> {
 }
 
 impl<'g> SetWalk<'g> {
-    /// A walk from `state` (with `count` completed iterations when it is a counted rule's). It
-    /// starts unmemoized (numbering a set costs more than parsing a byte, so it only pays when
-    /// the walk is long) and turns memoization on after
+    /// A walk from `state` (with `count` completed iterations when it is a counted rule's) over
+    /// tokens of at most `reach` bytes. It starts unmemoized (numbering a set costs more than
+    /// parsing a byte, so it only pays when the walk is long) and turns memoization on after
     /// [`MEMO_STEPS`] steps.
-    pub fn new(g: &'g Automaton, state: StateId, count: u32) -> SetWalk<'g> {
+    pub fn new(g: &'g Automaton, state: StateId, count: u32, reach: usize) -> SetWalk<'g> {
         let mut mem = kept::take(&BUFFERS);
         mem.parser.isolate(g, state, count);
         mem.ids.clear();
@@ -125,6 +127,7 @@ impl<'g> SetWalk<'g> {
             g,
             mem,
             synced: 0,
+            reach: reach.min(65_534) as u32,
             max_nodes: 0,
             memo_tried: false,
             steps: 0,
@@ -322,7 +325,12 @@ impl<'g> SetWalk<'g> {
                     o => self.mem.path[o - BASE].node,
                 };
                 complete &= origin != NONE;
-                self.mem.key.push((it.state.0, it.count, origin));
+                // Character counts far from their bounds look alike to the rest of a token.
+                let count = match self.g.chars(self.g.fsm().rule_of(it.state)) {
+                    Some(b) => b.key(it.count, self.reach),
+                    None => it.count,
+                };
+                self.mem.key.push((it.state.0, count, origin));
             }
             if complete {
                 self.mem.key.sort_unstable();

@@ -52,6 +52,19 @@ impl CharBounds {
         count == FREE || count >= self.min
     }
 
+    /// What of `count` the next `reach` bytes can tell: the characters left (up to `reach + 1`)
+    /// and those still needed (likewise), in one number; two counts with one key have the same
+    /// future over `reach` bytes. [`FREE`] stays itself. `reach` must be below 65 535.
+    pub fn key(&self, count: u32, reach: u32) -> u32 {
+        if count == FREE {
+            return FREE;
+        }
+        let cap = reach + 1;
+        let room = self.max.map_or(cap, |m| m.saturating_sub(count).min(cap));
+        let need = self.min.saturating_sub(count).min(cap);
+        room * (cap + 1) + need
+    }
+
     /// The count after starting one more character from `count`, or `None` when `max` forbids it.
     #[inline]
     pub fn start_char(&self, count: u32) -> Option<u32> {
@@ -158,8 +171,8 @@ pub fn counts_exactly(dfa: &Dfa, bounds: &CharBounds) -> bool {
     (closes && bounds.min == 0) || (starts && bounds.max != Some(0))
 }
 
-/// Gives every [`Expr::JsonLength`] of `g` a rule of its own (named after its owner) holding its
-/// body. Returns the new grammar and, per rule, its character bounds (`None` for the others).
+/// Gives every [`Expr::JsonLength`] of `g` a rule of its own (named after its owner) whose body is
+/// that node alone. Returns the new grammar and, per rule, its character bounds (`None` for the others).
 pub fn extract(g: Grammar) -> (Grammar, Vec<Option<CharBounds>>) {
     let n = g.rules().len();
     if !g.rules().iter().any(|r| has_length(&r.body)) {
@@ -183,9 +196,15 @@ pub fn extract(g: Grammar) -> (Grammar, Vec<Option<CharBounds>>) {
             }
             names.insert(name.clone());
             let id = RuleId(rules.len() as u32);
+            // The rule keeps the node, so that the grammar prints with its bounds; the compiler
+            // builds the automaton of its body.
             rules.push(Rule {
                 name,
-                body: inner,
+                body: Expr::JsonLength {
+                    body: Box::new(inner),
+                    min: b.min,
+                    max: b.max,
+                },
                 lookahead: None,
             });
             bounds.push(Some(b));
