@@ -175,7 +175,7 @@ impl<'a> Choices<'a> {
 
 /// Checks the matcher's mask against the brute-force reference (every token tried on a fork), the
 /// uncached mask, and its jump-forward string against a fork; returns the mask's allowed ids.
-fn check_state(m: &mut GrammarMatcher, what: &str) -> Vec<u32> {
+pub fn check_state(m: &mut GrammarMatcher, what: &str) -> Vec<u32> {
     let size = m.grammar().vocab().size();
     let mut mask = TokenBitmask::new(size);
     m.fill_next_token_bitmask(&mut mask);

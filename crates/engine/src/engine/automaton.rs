@@ -382,12 +382,13 @@ pub fn build_automaton_cached(
         .collect();
     // 7. Nullable rules, lookahead, dispatch flags, whole-token terminals.
     let fsm = rule_dfa::freeze(&trimmed);
-    let mut nullable = passes::nullable(&grammar);
+    let nullable = passes::nullable(&grammar);
     let mut char_status = vec![UNCOUNTED; fsm.num_states()];
     for (i, b) in chars.iter().enumerate() {
-        let Some(b) = b else { continue };
+        if b.is_none() {
+            continue;
+        }
         let rule = RuleId(i as u32);
-        nullable[i] &= b.min == 0;
         let states = fsm.rule_states(rule);
         let base = states.start;
         let status = lengths::countable(states.len(), |s| {

@@ -352,21 +352,29 @@ impl EarleyParser {
     pub fn next_bytes(&self, g: &Automaton) -> ByteSet {
         let mut bits = [0u64; 4];
         for it in self.current() {
-            // In a counted string, at its maximum only the closing quote, and that only at its
-            // minimum.
-            let counted = g.char_status(it.state) == BOUNDARY;
-            let full = counted && it.scan_count(g, b'a').is_none();
-            let open = counted && it.scan_count(g, b'"').is_none();
+            // In a counted string, a character only below its maximum and the closing quote only
+            // at its minimum.
+            let (chars, close) = if g.char_status(it.state) == BOUNDARY {
+                (
+                    it.scan_count(g, b'a').is_some(),
+                    it.scan_count(g, b'"').is_some(),
+                )
+            } else {
+                (true, true)
+            };
             for e in g.fsm().byte_edges(it.state) {
-                if !full && !open {
+                if chars && close {
                     add_range(&mut bits, e.lo, e.hi);
-                } else if !full {
+                    continue;
+                }
+                if chars {
                     for (lo, hi) in [(e.lo, e.hi.min(b'"' - 1)), (e.lo.max(b'"' + 1), e.hi)] {
                         if lo <= hi {
                             add_range(&mut bits, lo, hi);
                         }
                     }
-                } else if !open && (e.lo..=e.hi).contains(&b'"') {
+                }
+                if close && (e.lo..=e.hi).contains(&b'"') {
                     add_range(&mut bits, b'"', b'"');
                 }
             }

@@ -74,7 +74,8 @@ pub struct SetWalk<'g> {
     /// The parser, the set ids and the transition table, given back to the thread when dropped.
     mem: Buffers,
     synced: usize,
-    /// Longest token, bytes (at most 65 534): how far a character count can matter to the walk.
+    /// Longest token, bytes (at most [`lengths::MAX_REACH`]): how far a character count can
+    /// matter to the walk.
     reach: u32,
     max_nodes: usize,
     memo_tried: bool,
@@ -127,7 +128,7 @@ impl<'g> SetWalk<'g> {
             g,
             mem,
             synced: 0,
-            reach: reach.min(65_534) as u32,
+            reach: reach.min(lengths::MAX_REACH as usize) as u32,
             max_nodes: 0,
             memo_tried: false,
             steps: 0,

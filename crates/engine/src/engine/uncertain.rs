@@ -88,8 +88,9 @@ impl Uncertain {
         &self.tokens[lo as usize..self.ends[i].1 as usize]
     }
 
-    /// The list with only the tokens for which `keep(suffix, token)` holds.
-    pub(super) fn retain(&self, keep: impl Fn(&[u8], u32) -> bool) -> Uncertain {
+    /// The list with only the tokens for which `keep(suffix, token)` holds, or `None` when that
+    /// is every token.
+    pub(super) fn retain(&self, keep: impl Fn(&[u8], u32) -> bool) -> Option<Uncertain> {
         let mut entries = Vec::new();
         for i in 0..self.len() {
             let suffix = self.suffix(i);
@@ -99,7 +100,7 @@ impl Uncertain {
                 }
             }
         }
-        Uncertain::build(entries)
+        (entries.len() < self.tokens.len()).then(|| Uncertain::build(entries))
     }
 
     /// Allows the tokens of group `i` in `mask`.

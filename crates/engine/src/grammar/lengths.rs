@@ -40,6 +40,15 @@ pub struct CharBounds {
     pub max: Option<u32>,
 }
 
+/// Longest run of bytes [`CharBounds::key`] packs counts for (a token's length; no real
+/// vocabulary comes near it).
+pub const MAX_REACH: u32 = 65_533;
+
+/// `(room, need)` of a [`CharBounds::key`] made with `reach`.
+pub fn unpack(key: u32, reach: u32) -> (u32, u32) {
+    (key / (reach + 2), key % (reach + 2))
+}
+
 /// The count of an item whose bounds are not checked: the mask cache parses a counted rule's
 /// state out of context with it, so that its cached mask is the unbounded one every count
 /// derives from.
@@ -52,17 +61,24 @@ impl CharBounds {
         count == FREE || count >= self.min
     }
 
-    /// What of `count` the next `reach` bytes can tell: the characters left (up to `reach + 1`)
-    /// and those still needed (likewise), in one number; two counts with one key have the same
-    /// future over `reach` bytes. [`FREE`] stays itself. `reach` must be below 65 535.
+    /// What of `count` the next `reach` bytes can tell: the characters left and those still
+    /// needed, each capped at `reach + 1` (no run of `reach` bytes tells more apart). `reach` is
+    /// at most [`MAX_REACH`].
+    pub fn near(&self, count: u32, reach: u32) -> (u32, u32) {
+        let cap = reach + 1;
+        let room = self.max.map_or(cap, |m| m.saturating_sub(count).min(cap));
+        let need = self.min.saturating_sub(count).min(cap);
+        (room, need)
+    }
+
+    /// [`CharBounds::near`] in one number (below [`FREE`], which stays itself): two counts with
+    /// one key have the same future over `reach` bytes. [`unpack`] gives the pair back.
     pub fn key(&self, count: u32, reach: u32) -> u32 {
         if count == FREE {
             return FREE;
         }
-        let cap = reach + 1;
-        let room = self.max.map_or(cap, |m| m.saturating_sub(count).min(cap));
-        let need = self.min.saturating_sub(count).min(cap);
-        room * (cap + 1) + need
+        let (room, need) = self.near(count, reach);
+        room * (reach + 2) + need
     }
 
     /// The count after starting one more character from `count`, or `None` when `max` forbids it.
@@ -155,9 +171,9 @@ pub fn countable_dfa(dfa: &Dfa) -> Option<Vec<u8>> {
 /// first) is exact ([`countable`]) and matches something: the empty string when the string may
 /// close at once and `min` is 0, or any other length once it may start a character.
 pub fn counts_exactly(dfa: &Dfa, bounds: &CharBounds) -> bool {
-    let Some(status) = countable_dfa(dfa) else {
+    if countable_dfa(dfa).is_none() {
         return false;
-    };
+    }
     let inside = dfa.states.first().and_then(|s| s.next(b'"'));
     let Some(inside) = inside.map(|t| &dfa.states[t as usize]) else {
         return false;
@@ -167,7 +183,6 @@ pub fn counts_exactly(dfa: &Dfa, bounds: &CharBounds) -> bool {
         .bytes
         .iter()
         .any(|&(lo, hi, _)| lo != b'"' || hi != b'"');
-    debug_assert_eq!(status.first(), Some(&OPEN));
     (closes && bounds.min == 0) || (starts && bounds.max != Some(0))
 }
 

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use super::{check, common::schema_matcher, options};
 use serde_json::json;
 use structgen_engine::frontend::json_schema::json_schema_grammar;
+use structgen_engine::fuzzing::check_state;
 use structgen_engine::grammar::{ebnf, print::print_grammar};
-use structgen_engine::{compile, GrammarMatcher, Limits, TokenBitmask, TokenId, TokenKind, Vocab};
+use structgen_engine::{compile, GrammarMatcher, Limits, TokenId, TokenKind, Vocab};
 
 fn quoted(body: &str) -> String {
     format!("\"{body}\"")
@@ -87,27 +88,9 @@ fn crossing_vocab() -> Arc<Vocab> {
     Arc::new(Vocab::new(stop as usize + 1, entries, vec![TokenId(stop)]))
 }
 
-/// The cached mask equals the uncached one and trying every token on a fork.
-fn check_masks(m: &mut GrammarMatcher, what: &str) -> TokenBitmask {
-    let size = m.grammar().vocab().size();
-    let mut mask = TokenBitmask::new(size);
-    m.fill_next_token_bitmask(&mut mask);
-    let mut uncached = TokenBitmask::new(size);
-    m.fill_next_token_bitmask_uncached(&mut uncached);
-    assert_eq!(
-        mask.allowed_ids(),
-        uncached.allowed_ids(),
-        "{what}: cached vs uncached"
-    );
-    for t in 0..size as u32 {
-        let takes = m.fork().accept_token(TokenId(t));
-        assert_eq!(mask.is_allowed(TokenId(t)), takes, "{what}: token {t}");
-    }
-    mask
-}
-
-/// Feeds `text` to `schema`'s matcher, longest allowed token first, checking every mask; returns
-/// whether the whole text was taken and the matcher may stop.
+/// Feeds `text` to `schema`'s matcher, longest allowed token first, checking every mask (cached
+/// against uncached and against every token tried on a fork, [`check_state`]); returns whether the
+/// whole text was taken and the matcher may stop.
 fn walk(schema: &serde_json::Value, text: &str) -> bool {
     let limits = Limits::default();
     let out = json_schema_grammar(schema, &options(), &limits).expect("converts");
@@ -122,12 +105,11 @@ fn walk(schema: &serde_json::Value, text: &str) -> bool {
     let mut m = GrammarMatcher::new(compiled);
     let mut rest = text.as_bytes();
     while !rest.is_empty() {
-        let mask = check_masks(
+        let allowed = check_state(
             &mut m,
             &format!("{schema} before {:?}", String::from_utf8_lossy(rest)),
         );
-        let best = mask
-            .allowed_ids()
+        let best = allowed
             .into_iter()
             .filter(|&t| {
                 rest.starts_with(vocab.token_bytes(TokenId(t)))
@@ -138,7 +120,7 @@ fn walk(schema: &serde_json::Value, text: &str) -> bool {
         assert!(m.accept_token(TokenId(t)));
         rest = &rest[vocab.token_bytes(TokenId(t)).len()..];
     }
-    check_masks(&mut m, &format!("{schema} at the end"));
+    check_state(&mut m, &format!("{schema} at the end"));
     m.is_completed()
 }
 

@@ -7,46 +7,39 @@
 //! `need = min - count` more before the string may close. Its accepted tokens are the unbounded
 //! ones that start at most `room` characters and, if they close the string, at least `need`
 //! (inside the rule, nothing else can stop them); its uncertain ones, which end the rule inside
-//! the token, are those whose part inside starts between `need` and `room` characters. No token starts more characters than
-//! it has bytes, so an item with `room` at least the longest token and nothing needed has the
-//! unbounded mask itself (class 0); every other one has a class of its own, derived once per
-//! grammar by one pass over the mask's words ([`crate::vocab::json_lengths`]).
+//! the token, are those whose part inside starts between `need` and `room` characters. No token
+//! starts more characters than it has bytes, so an item with `room` at least the longest token
+//! and nothing needed has the unbounded mask itself (class 0); every other one has a class of its
+//! own ([`CharBounds::key`] plus one), derived once per grammar by one pass over the mask's words
+//! ([`crate::vocab::json_lengths`]).
 
 use std::sync::Arc;
 
 use super::CompiledGrammar;
 use crate::engine::mask_cache::StateMask;
-use crate::grammar::lengths::{json_chars, CharBounds};
+use crate::grammar::lengths::{json_chars, unpack, CharBounds, MAX_REACH};
 use crate::util::{StateId, TokenId};
-
-/// Longest token length the classes are packed for (`room` and `need` in one `u32`); no real
-/// vocabulary comes near it.
-const MOST_ROOM: u32 = 65_534;
 
 impl CompiledGrammar {
     /// The most characters one token can start: its bytes.
-    fn room_limit(&self) -> u32 {
-        self.max_token_len.min(MOST_ROOM)
+    fn reach(&self) -> u32 {
+        self.max_token_len.min(MAX_REACH)
     }
 
     /// The mask class of an item of a character-counted rule with `bounds` that has scanned
     /// `count` characters: 0 (the unbounded mask) unless a bound is within a token's reach.
     pub(crate) fn length_class(&self, bounds: &CharBounds, count: u32) -> u32 {
-        let k = self.room_limit();
-        let room = bounds.max.map_or(k, |m| m.saturating_sub(count).min(k));
-        let need = bounds.min.saturating_sub(count).min(k + 1);
-        if room == k && need == 0 {
-            0
-        } else {
-            1 + room * (k + 2) + need
+        let k = self.reach();
+        match bounds.near(count, k) {
+            (room, 0) if room >= k => 0,
+            _ => 1 + bounds.key(count, k),
         }
     }
 
     /// The mask of class `class` (not 0) of state `s` of a character-counted rule: its unbounded
     /// mask narrowed (see the module docs).
     pub(super) fn narrowed_mask(&self, s: StateId, class: u32) -> StateMask {
-        let k = self.room_limit();
-        let (room, need) = ((class - 1) / (k + 2), (class - 1) % (k + 2));
+        let (room, need) = unpack(class - 1, self.reach());
         let base = self.state_mask(s);
         let status = self.automaton.char_status(s);
         let lengths = self.vocab.json_lengths(status);
@@ -58,15 +51,10 @@ impl CompiledGrammar {
             let inside = &bytes[..bytes.len().saturating_sub(suffix.len())];
             (need..=room).contains(&json_chars(status, inside).0)
         };
-        let all_fit = (0..base.uncertain.len()).all(|i| {
-            let suffix = base.uncertain.suffix(i);
-            base.uncertain.tokens(i).iter().all(|&t| fits(suffix, t))
-        });
         // An unchanged list stays the same list, whose run-time decisions are memoized.
-        let uncertain = if all_fit {
-            Arc::clone(&base.uncertain)
-        } else {
-            Arc::new(base.uncertain.retain(fits))
+        let uncertain = match base.uncertain.retain(fits) {
+            Some(kept) => Arc::new(kept),
+            None => Arc::clone(&base.uncertain),
         };
         StateMask {
             mask: Arc::new(mask),
