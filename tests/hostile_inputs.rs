@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use common::hostile::*;
 use serde_json::{json, Value};
 use structgen::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions};
-use structgen::frontend::regex::regex_grammar;
 use structgen::frontend::structural_tag::structural_tag_grammar;
+use structgen::grammar::regex::regex_grammar;
 use structgen::vocab::hf;
 use structgen::{ebnf, GrammarMatcher, Limits, TokenBitmask, TokenId, TokenKind, Vocab};
 

@@ -16,7 +16,7 @@ use structgen::engine::check::check_tokens;
 use structgen::frontend::json_schema::{
     json_schema_grammar, JsonSchemaOptions, PropertyOrder, SchemaError,
 };
-use structgen::frontend::regex::regex_grammar;
+use structgen::grammar::regex::regex_grammar;
 use structgen::{compile, Limits};
 
 #[derive(Deserialize)]

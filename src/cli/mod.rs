@@ -144,7 +144,7 @@ pub enum CliError {
     },
     /// A regex that cannot be converted.
     #[error(transparent)]
-    Regex(#[from] crate::frontend::regex::RegexError),
+    Regex(#[from] crate::grammar::regex::RegexError),
     /// The mask and `accept_token` disagreed (an engine bug).
     #[error("engine self-check failed on input {index}: {error}")]
     Disagreement {

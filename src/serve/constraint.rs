@@ -16,10 +16,10 @@ use super::request::Format;
 use crate::engine::{GrammarCompiler, GrammarMatcher};
 use crate::frontend::json_schema::post_check::PostCheck;
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, SchemaError};
-use crate::frontend::regex::regex_grammar;
 use crate::frontend::structural_tag::structural_tag_grammar_with;
 use crate::frontend::tool_tag::tools_structural_tag;
 use crate::frontend::tools::{FormatSet, StyleSpec, Tool, ToolChoice, ToolOptions};
+use crate::grammar::regex::regex_grammar;
 use crate::grammar::{ebnf, Grammar};
 use crate::util::TokenId;
 

@@ -12,7 +12,7 @@
 //! ```text
 //!  EBNF text ───────── grammar::ebnf ─────────┐
 //!  JSON Schema ─────── frontend::json_schema ─┤
-//!  regex ───────────── frontend::regex ───────┼──► Grammar (rules of typed Expr, one root)
+//!  regex ───────────── grammar::regex ───────┼──► Grammar (rules of typed Expr, one root)
 //!  structural tag ──── frontend::structural_tag┤         │
 //!  tools + call style ─ frontend::tools ──────┘         │  engine::build_automaton: optimize,
 //!                                                        ▼  compress repetitions, rule DFAs, trim

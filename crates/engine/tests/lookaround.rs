@@ -4,7 +4,7 @@
 //! agree on every string. The alphabet avoids the characters where ECMA-262 and `fancy-regex`
 //! differ (`\d`, `\w`, `\s` and `.` outside ASCII).
 
-use structgen_engine::frontend::regex::{RegexError, SearchMatcher};
+use structgen_engine::grammar::regex::{RegexError, SearchMatcher};
 use structgen_engine::Limits;
 
 const ALPHABET: &[char] = &['a', 'b', '1', '-', '.', ' '];

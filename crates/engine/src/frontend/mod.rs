@@ -1,7 +1,5 @@
 //! L2 — front ends: other grammar sources lowered through the same IR as EBNF.
 //!
-//! - [`regex`]: regex patterns (via `regex-syntax`), with ECMA-262 meaning for `\d \w \s .`;
-//!   look-around through the regular algebra.
 //! - [`json_schema`]: JSON Schema → typed `Schema` → grammar.
 //! - [`structural_tag`]: xgrammar's structural-tag JSON → typed `Format` → grammar (TagDispatch).
 //! - [`tools`]: an OpenAI tool list read and checked; the call styles and request options.
@@ -11,7 +9,6 @@
 
 pub(crate) mod call_formats;
 pub mod json_schema;
-pub mod regex;
 pub mod structural_tag;
 pub mod tool_calls;
 pub mod tool_tag;

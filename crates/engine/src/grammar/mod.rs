@@ -7,6 +7,8 @@
 //! `Grammar` always has every referenced rule defined and a valid root.
 //!
 //! Stages: [`ebnf`] text → `Grammar`; [`passes`] normalize / inline / prune / nullable;
+//! [`regex`] regex patterns (via `regex-syntax`, ECMA-262 meaning for `\d \w \s .`, look-around
+//! through the regular algebra) → expressions, for EBNF's `Regex(...)` and the front ends;
 //! [`repetition`] large `{min,max}` repetitions → counted rules; [`lengths`] JSON string
 //! length bounds → character-counted rules; [`fsm`] each rule
 //! → a byte FSM with rule-reference edges (constructed by `nfa`); [`print`](mod@print) `Grammar` → EBNF that
@@ -29,6 +31,7 @@ mod minimize;
 mod nfa;
 pub mod passes;
 pub mod print;
+pub mod regex;
 pub mod repetition;
 
 pub use builder::GrammarBuilder;

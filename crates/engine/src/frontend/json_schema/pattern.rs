@@ -9,8 +9,8 @@
 use std::sync::{Arc, OnceLock};
 
 use super::SchemaError;
-use crate::frontend::regex::{regex_language, Anchoring, RegexMode, SearchMatcher};
 use crate::grammar::algebra::Language;
+use crate::grammar::regex::{regex_language, Anchoring, RegexMode, SearchMatcher};
 use crate::util::Limits;
 
 /// A parsed `pattern` and where it is. Clones share the parse.
@@ -75,7 +75,7 @@ impl Pattern {
     }
 }
 
-fn error(path: &str, e: &crate::frontend::regex::RegexError) -> SchemaError {
+fn error(path: &str, e: &crate::grammar::regex::RegexError) -> SchemaError {
     SchemaError::invalid(
         path,
         format!("pattern: at offset {}: {}", e.offset, e.message),

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 
 use super::refs::Doc;
 use super::resources::{Loc, Resources};
-use crate::frontend::regex::is_match;
+use crate::grammar::regex::is_match;
 use crate::util::Limits;
 
 /// How deep the check follows nested schemas and `$ref`s before it gives up (counting as satisfied).

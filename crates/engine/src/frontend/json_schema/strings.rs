@@ -25,12 +25,12 @@ use super::keywords::Conj;
 use super::lower::Lowerer;
 use super::read::child;
 use super::SchemaError;
-use crate::frontend::regex::{lower_regex, Anchoring, RegexError, RegexMode};
 use crate::grammar::algebra::{product_dfa, Language, Op};
 use crate::grammar::except::content_except;
 use crate::grammar::except::{any_content, is_plain, json_char};
 use crate::grammar::exprs::{alt, lit, never, seq};
 use crate::grammar::lengths::{self, CharBounds};
+use crate::grammar::regex::{lower_regex, Anchoring, RegexError, RegexMode};
 use crate::grammar::{CharClass, Expr};
 use crate::util::Limits;
 

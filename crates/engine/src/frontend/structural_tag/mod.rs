@@ -23,7 +23,7 @@ pub(crate) mod lower;
 use serde_json::Value;
 
 use super::json_schema::{JsonSchemaOptions, SchemaError, SchemaFragments};
-use super::regex::RegexError;
+use crate::grammar::regex::RegexError;
 use crate::grammar::{EbnfError, Grammar, GrammarBuilder, GrammarError};
 use crate::util::Limits;
 use crate::vocab::Vocab;

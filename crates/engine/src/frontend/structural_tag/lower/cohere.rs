@@ -16,10 +16,10 @@ use serde_json::{Map, Value};
 
 use super::{invalid, seq, Lowering};
 use crate::frontend::json_schema::{format_regex, ANNOTATIONS};
-use crate::frontend::regex::Anchoring;
 use crate::frontend::structural_tag::TagError;
 use crate::grammar::dispatch::text_pattern;
 use crate::grammar::exprs::alt;
+use crate::grammar::regex::Anchoring;
 use crate::grammar::{CharClass, Expr};
 
 /// Opens every value element.

@@ -170,7 +170,8 @@ pub fn lower_regex(pattern: &str, mode: RegexMode, limits: &Limits) -> Result<Ex
 }
 
 /// ECMA-262 (the dialect of JSON Schema patterns) reads `[`, `&` and `~` inside a character class
-/// as themselves, `[]` as the class of nothing and `[^]` as any character; `regex-syntax` reads
+/// as themselves, `[]` as the class of nothing, `[^]` as any character and `\cA` as U+0001;
+/// `regex-syntax` reads
 /// `[` there as a nested class, `&&` / `~~` as set operations, and `[]...` / `[^]...` as classes
 /// holding `]`. Rewrites them for regex-syntax, and returns the rewritten pattern with, per byte of it, the byte
 /// offset in `pattern` it comes from (for error offsets).
@@ -199,6 +200,19 @@ fn ecma_class_literals(pattern: &str) -> (String, Vec<usize>) {
                 origin.extend(std::iter::repeat_n(i, class.len()));
                 skip = extra;
                 continue;
+            }
+        }
+        // ECMA-262's control escape `\cX` (X a letter) is the code point X % 32.
+        if !escaped && c == '\\' {
+            let mut rest = pattern[i + 1..].chars();
+            if let (Some('c'), Some(x)) = (rest.next(), rest.next()) {
+                if x.is_ascii_alphabetic() {
+                    let hex = format!("\\x{:02X}", (x as u32) % 32);
+                    origin.extend(std::iter::repeat_n(i, hex.len()));
+                    out.push_str(&hex);
+                    skip = 2;
+                    continue;
+                }
             }
         }
         if in_class && !escaped && matches!(c, '[' | '&' | '~') {
