@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::collections::VecDeque;
 
-use super::CharClass;
+use super::{CharClass, Expr, Grammar};
 use crate::util::{RuleId, TokenId};
 
 /// One token out of a set of ids (or, negated, any token not in it).
@@ -33,6 +33,69 @@ impl TokenSet {
         ids.dedup();
         TokenSet { negated, ids }
     }
+}
+
+/// Token-level dispatch (xgrammar's `TokenTagDispatch` and `token_dispatch` format): any number of
+/// free tokens (every token but `excludes` and the triggers), where a trigger token is followed by
+/// its expression; with `again`, free tokens resume after it, otherwise the dispatch ends there.
+/// `(<[^excl, trig]> | <[t]> e | ...)*`, or `<[^excl, trig]>* (<[t]> e | ...)?`.
+pub fn token_dispatch(excludes: Vec<u32>, triggers: Vec<(u32, Expr)>, again: bool) -> Expr {
+    let mut blocked = excludes;
+    blocked.extend(triggers.iter().map(|(id, _)| *id));
+    let free = Expr::Tokens(TokenSet::new(true, blocked));
+    let mut dispatched: Vec<Expr> = triggers
+        .into_iter()
+        .map(|(id, e)| Expr::Seq(vec![Expr::Tokens(TokenSet::new(false, vec![id])), e]))
+        .collect();
+    let repeat = |e: Expr, max: Option<u32>| Expr::Repeat {
+        body: Box::new(e),
+        min: 0,
+        max,
+    };
+    let alt = |mut items: Vec<Expr>| {
+        if items.len() == 1 {
+            items.pop().unwrap_or(Expr::Empty)
+        } else {
+            Expr::Alt(items)
+        }
+    };
+    if dispatched.is_empty() {
+        repeat(free, None)
+    } else if again {
+        dispatched.insert(0, free);
+        repeat(alt(dispatched), None)
+    } else {
+        Expr::Seq(vec![repeat(free, None), repeat(alt(dispatched), Some(1))])
+    }
+}
+
+/// `g` with `ids` (a vocabulary's stop tokens) added to every negated token set, so that
+/// `ExcludeToken(...)` and free tokens never take a stop token: a stop token is the end of the
+/// input, or a token a grammar names itself (`Token(id)`), never "any other token".
+pub fn exclude_from_negated_sets(g: Grammar, ids: &[u32]) -> Grammar {
+    fn visit(e: &mut Expr, ids: &[u32]) {
+        match e {
+            Expr::Tokens(set) if set.negated => {
+                let mut all = std::mem::take(&mut set.ids);
+                all.extend_from_slice(ids);
+                *set = TokenSet::new(true, all);
+            }
+            Expr::Seq(items) | Expr::Alt(items) => items.iter_mut().for_each(|i| visit(i, ids)),
+            Expr::Repeat { body, .. } | Expr::JsonLength { body, .. } => visit(body, ids),
+            _ => {}
+        }
+    }
+    if ids.is_empty() {
+        return g;
+    }
+    let (mut rules, root) = g.into_parts();
+    for rule in &mut rules {
+        visit(&mut rule.body, ids);
+        if let Some(la) = &mut rule.lookahead {
+            visit(la, ids);
+        }
+    }
+    Grammar::from_parts(rules, root)
 }
 
 /// One element of a tag, stop string or exclude: a character or a whole token.

@@ -6,12 +6,17 @@
 //! alts       ::= seq ("|" seq)*
 //! seq        ::= postfix+
 //! postfix    ::= primary ("*" | "+" | "?" | "{" N "}" | "{" N? "," N? "}")*
-//! primary    ::= STRING | CLASS | TOKENS | NAME | "(" alts ")" | dispatch | length
+//! primary    ::= STRING | CLASS | TOKENS | NAME | "(" alts ")" | dispatch | length | macro
 //! TOKENS     ::= "<[" "^"? ID ("," ID)* "]>"      # whole tokens by id
 //! dispatch   ::= "TagDispatch(" ("(" pattern "," NAME ")" ",")* (KEY "=" value ",")* ")"
 //! pattern    ::= (STRING | "<[" ID "]>")+
 //! length     ::= "JsonLength(" alts "," N ("," N)? ")"   # JSON strings, min and max characters
+//! macro      ::= "Regex(" STRING ("," KEY "=" value)* ")" | "Substring(" STRING* ")"
+//!              | ("Token(" | "ExcludeToken(") ID ("," ID)* ")"
+//!              | "TokenTagDispatch(" ("(" ID "," NAME ")" ",")* (KEY "=" value ",")* ")"
 //! ```
+//!
+//! The macros are xgrammar's, lowered to plain IR as they are read (see `macros`).
 //!
 //! `JsonLength(body, min, max)` is [`Expr::JsonLength`]: the JSON strings (quotes included) `body`
 //! matches (no rule references inside) whose decoded length is between `min` and `max` characters.
@@ -33,6 +38,15 @@ use super::{
 use crate::util::{Limits, RuleId};
 
 mod dispatch;
+mod macros;
+
+/// The names that are xgrammar macros when a `(` follows ([`macros`]).
+fn is_macro(name: &str) -> bool {
+    matches!(
+        name,
+        "Regex" | "Substring" | "Token" | "ExcludeToken" | "TokenTagDispatch"
+    )
+}
 
 /// Parses EBNF `src` with root rule `root`.
 pub fn parse(src: &str, root: &str, limits: &Limits) -> Result<Grammar, EbnfError> {
@@ -637,6 +651,15 @@ impl Parser<'_> {
             }
             Tok::Name(ref name) if name == "JsonLength" && *self.peek_tok() == Tok::LParen => {
                 self.json_length(&t)
+            }
+            Tok::Name(ref name) if *self.peek_tok() == Tok::LParen && is_macro(name) => {
+                match name.as_str() {
+                    "Regex" => self.regex_macro(&t),
+                    "Substring" => self.substring_macro(&t),
+                    "Token" => self.token_macro(&t, false),
+                    "ExcludeToken" => self.token_macro(&t, true),
+                    _ => self.token_dispatch(&t),
+                }
             }
             Tok::Name(name) => {
                 let id = self.builder.declare(&name).map_err(|e| EbnfError {

@@ -59,6 +59,10 @@ pub enum EbnfErrorKind {
     /// A malformed `JsonLength(...)`.
     #[error("invalid JsonLength: {0}")]
     BadJsonLength(String),
+    /// A malformed `Regex(...)`, `Substring(...)`, `Token(...)`, `ExcludeToken(...)` or
+    /// `TokenTagDispatch(...)`.
+    #[error("invalid macro: {0}")]
+    BadMacro(String),
     /// A reference to a rule that is never defined.
     #[error("rule `{0}` is referenced but never defined")]
     UndefinedRule(String),

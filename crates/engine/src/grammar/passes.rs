@@ -18,11 +18,24 @@ use super::{CharClass, Expr, Grammar, Rule};
 use crate::util::graph::Lists;
 use crate::util::RuleId;
 
-/// Runs every pass in order.
+/// Runs every pass in order. Inlining can make a rule trivial (an alternation of inlined classes
+/// normalizes to one class), so inlining goes again while some rule a reference could be
+/// replaced by is left (a few rounds at most), and running the passes twice changes nothing.
 pub fn optimize(g: Grammar) -> Grammar {
-    let g = normalize(g);
-    let g = inline_trivial(g);
-    let g = normalize(g);
+    let mut g = normalize(g);
+    for _ in 0..4 {
+        g = normalize(inline_trivial(g));
+        let rules = g.rules();
+        let mut used = vec![false; rules.len()];
+        for r in rules {
+            r.body.for_each_ref(&mut |id| used[id.index()] = true);
+        }
+        let left = (0..rules.len())
+            .any(|i| used[i] && resolve_trivial(rules, g.root(), RuleId(i as u32)).is_some());
+        if !left {
+            break;
+        }
+    }
     remove_unreachable(g)
 }
 

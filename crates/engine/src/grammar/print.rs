@@ -110,16 +110,21 @@ fn join(g: &Grammar, items: &[Expr], sep: &str, ctx: Prec, out: &mut String) {
     }
 }
 
-/// `<[1, 2]>` or `<[^1, 2]>`.
+/// `Token(1, 2)` or `ExcludeToken(1, 2)` (xgrammar's spelling; `<[1, 2]>` / `<[^1, 2]>` parse
+/// too).
 fn print_tokens(set: &TokenSet, out: &mut String) {
-    out.push_str(if set.negated { "<[^" } else { "<[" });
+    out.push_str(if set.negated {
+        "ExcludeToken("
+    } else {
+        "Token("
+    });
     for (i, id) in set.ids.iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
         let _ = write!(out, "{id}");
     }
-    out.push_str("]>");
+    out.push(')');
 }
 
 /// A pattern as quoted text and `<[id]>` tokens separated by spaces (`""` when empty).
