@@ -297,6 +297,73 @@ impl EarleyParser {
         self.close_or_drop(g, hi)
     }
 
+    /// Scans one token read both as `text` and as its whole-token `marker` (a token that a
+    /// whole-token terminal such as `ExcludeToken(...)` takes by id, and text may take too): the new
+    /// sets are those of `text`, and the parses the marker leads to join the last one, so every
+    /// reading goes on. When only one reading is accepted, its sets are the ones added. On failure
+    /// nothing changes and `false` is returned.
+    pub fn push_either(&mut self, g: &Automaton, text: &[u8], marker: &[u8]) -> bool {
+        let before = self.num_sets();
+        let kernel = self.marker_kernel(g, marker);
+        let mut read = !text.is_empty();
+        for &b in text {
+            if !self.push_byte(g, b) {
+                self.truncate(before);
+                read = false;
+                break;
+            }
+        }
+        match (read, kernel) {
+            (false, None) => false,
+            (false, Some(_)) => {
+                // The marker alone: scanned again, as a plain token.
+                let ok = marker.iter().all(|&b| self.push_byte(g, b));
+                if !ok {
+                    self.truncate(before);
+                }
+                ok
+            }
+            (true, None) => true,
+            (true, Some(items)) => {
+                let mid = self.items.len();
+                for it in items {
+                    self.add(it);
+                }
+                self.close_from(g, mid);
+                true
+            }
+        }
+    }
+
+    /// The items `marker` leads to (its last byte scanned, not yet closed), or `None` when it is
+    /// refused; the parser is left as it was. A marker's bytes are never the start of a rule in
+    /// between (no reference edge leaves a marker chain), so the items' origins are all sets
+    /// before the marker and stay valid wherever the items are added.
+    fn marker_kernel(&mut self, g: &Automaton, marker: &[u8]) -> Option<Vec<Item>> {
+        let before = self.num_sets();
+        let (&last, head) = marker.split_last()?;
+        if !head.iter().all(|&b| self.push_byte(g, b)) {
+            self.truncate(before);
+            return None;
+        }
+        let fsm = g.fsm();
+        let k = self.num_sets() - 1;
+        let items: Vec<Item> = self.items[self.starts[k] as usize..]
+            .iter()
+            .filter_map(|it| {
+                let t = fsm.step(it.state, last)?;
+                let count = it.scan_count(g, last)?;
+                Some(Item {
+                    state: t,
+                    count,
+                    ..*it
+                })
+            })
+            .collect();
+        self.truncate(before);
+        (!items.is_empty()).then_some(items)
+    }
+
     /// Adds a set in which `rule`, started at set `origin`, has just ended: the items of set
     /// `origin` that call it, advanced, and their closure. Used to parse what follows the rule
     /// without the bytes that ended it; drop the set with [`EarleyParser::truncate`]. Returns
@@ -405,9 +472,14 @@ impl EarleyParser {
 
     /// Predicts and completes until the last set is closed.
     fn close(&mut self, g: &Automaton) {
+        let k = self.num_sets() - 1;
+        self.close_from(g, self.starts[k] as usize);
+    }
+
+    /// Closes the last set, whose items before index `i` are closed already.
+    fn close_from(&mut self, g: &Automaton, mut i: usize) {
         let fsm = g.fsm();
         let k = self.num_sets() - 1;
-        let mut i = self.starts[k] as usize;
         while i < self.items.len() {
             let it = self.items[i];
             i += 1;

@@ -250,33 +250,46 @@ impl GrammarMatcher {
     fn take_token(&mut self, token: TokenId) -> bool {
         let vocab = self.grammar.vocab();
         let g = self.grammar.automaton();
-        // A whole-token terminal takes the token by id first.
+        // A stop token ends the input where it can end; elsewhere only a whole-token terminal
+        // that names it takes it (negated sets leave the vocabulary's stop tokens out, see
+        // `exclude_from_negated_sets`), never text.
+        let stop = self.stop_tokens.binary_search(&token).is_ok();
+        if stop && self.parser.can_complete(g) {
+            self.history.push(Step::Stop);
+            return true;
+        }
+        // A whole-token terminal may take the token by id, and text may read it too: both
+        // readings go on.
         let by_id = g.takes_whole_tokens()
             && vocab.kind(token) != TokenKind::Padding
-            && token.0 < MARKED_ID_LIMIT
-            && scan(
+            && token.0 < MARKED_ID_LIMIT;
+        match (by_id, vocab.is_text(token) && !stop) {
+            (true, true) => {
+                let before = self.parser.num_sets();
+                let ok =
+                    self.parser
+                        .push_either(g, vocab.token_bytes(token), &token_marker(token.0));
+                if ok {
+                    self.history.push(Step::Bytes {
+                        sets_before: before as u32,
+                    });
+                }
+                ok
+            }
+            (true, false) => scan(
                 g,
                 &mut self.parser,
                 &mut self.history,
                 &token_marker(token.0),
-            );
-        if by_id {
-            return true;
-        }
-        if self.stop_tokens.binary_search(&token).is_ok() {
-            if self.parser.can_complete(g) {
-                self.history.push(Step::Stop);
-                return true;
-            }
-            return false;
-        }
-        vocab.is_text(token)
-            && scan(
+            ),
+            (false, true) => scan(
                 g,
                 &mut self.parser,
                 &mut self.history,
                 vocab.token_bytes(token),
-            )
+            ),
+            (false, false) => false,
+        }
     }
 
     /// Accepts raw text as one step (not necessarily token-aligned). Empty text is refused.
@@ -303,8 +316,9 @@ impl GrammarMatcher {
 
     /// Writes the allowed-token mask for the next token into `mask` (which should be sized for the
     /// grammar's vocabulary). A token is allowed as text, or by id where a whole-token terminal
-    /// takes it (the only way a special token is ever allowed); stop tokens are allowed by id or
-    /// when the input so far is complete (never as text); padding never; nothing once terminated.
+    /// takes it (the only way a special token is ever allowed); stop tokens where the input so far
+    /// is complete, or where a whole-token terminal names them (`Token(id)`; never a negated set's
+    /// "any other token", never as text); padding never; nothing once terminated.
     ///
     /// `mask` owns its words or borrows them ([`TokenBitmask::from_words`]: a row of a caller's
     /// buffer, filled in place).

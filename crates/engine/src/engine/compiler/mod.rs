@@ -31,6 +31,7 @@ use super::run_memo::Entered;
 use super::token_equiv::{self, Reps};
 use super::uncertain::Uncertain;
 use crate::frontend::json_schema::SchemaFragments;
+use crate::grammar::dispatch::exclude_from_negated_sets;
 use crate::grammar::lengths::{BOUNDARY, UNCOUNTED};
 use crate::grammar::repetition::Counted;
 use crate::grammar::{Grammar, GrammarError};
@@ -605,6 +606,8 @@ impl GrammarCompiler {
     /// [`GrammarCompiler::compile`] of a grammar the caller no longer needs (no copy is made).
     pub fn compile_owned(&self, grammar: Grammar) -> Result<Arc<CompiledGrammar>, GrammarError> {
         let budget = Budget::start(&self.limits);
+        let stop: Vec<u32> = self.vocab.stop_tokens().iter().map(|t| t.0).collect();
+        let grammar = exclude_from_negated_sets(grammar, &stop);
         let automaton = build_automaton_cached(
             grammar,
             &self.limits,

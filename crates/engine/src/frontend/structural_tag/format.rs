@@ -7,6 +7,8 @@ use serde_json::{Map, Value};
 
 use super::TagError;
 
+mod phrases;
+
 /// A token named in a structural tag: by id or by its exact text in the vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenRef {
@@ -143,6 +145,15 @@ pub enum Format {
         /// Strings free text may not contain.
         excludes: Vec<String>,
     },
+    /// Free tokens in which each trigger token switches to its format (token-level dispatch).
+    TokenDispatch {
+        /// `(trigger token, format)` pairs.
+        rules: Vec<(TokenRef, Node)>,
+        /// Back to free tokens after a format.
+        repeat: bool,
+        /// Tokens that may not come as free tokens.
+        excludes: Vec<TokenRef>,
+    },
     /// One token.
     Token(TokenRef),
     /// One token other than these.
@@ -181,16 +192,35 @@ fn child(path: &str, key: &str) -> String {
 
 /// Parses `{"type": "structural_tag", "format": F}` (or a bare format object).
 pub fn parse_structural_tag(v: &Value) -> Result<Node, TagError> {
-    let map = v
-        .as_object()
-        .ok_or_else(|| invalid("", "a structural tag must be a JSON object"))?;
+    let map = v.as_object().ok_or_else(|| {
+        invalid(
+            "",
+            phrases::wrapper(
+                "a structural tag must be a JSON object",
+                "Structural tag must be an object",
+            ),
+        )
+    })?;
     match map.get("type") {
         Some(Value::String(t)) if t == "structural_tag" => {
-            let format = map
-                .get("format")
-                .ok_or_else(|| invalid("", "missing field `format`"))?;
+            let format = map.get("format").ok_or_else(|| {
+                invalid(
+                    "",
+                    phrases::wrapper(
+                        "missing field `format`",
+                        "Structural tag must have a format field",
+                    ),
+                )
+            })?;
             parse_format(format, "/format", 0)
         }
+        Some(other) if map.contains_key("format") && !map.contains_key("begin") => Err(invalid(
+            "/type",
+            phrases::wrapper(
+                &format!("expected \"structural_tag\" beside `format`, found {other}"),
+                "Structural tag's type must be a string \"structural_tag\"",
+            ),
+        )),
         // `{"format": F}`: the wrapper with its `type` left out (xgrammar reads it so too).
         None if map.contains_key("format") && !map.contains_key("begin") => {
             parse_format(&map["format"], "/format", 0)
@@ -199,15 +229,19 @@ pub fn parse_structural_tag(v: &Value) -> Result<Node, TagError> {
     }
 }
 
-/// Refuses field `key` unless it is absent or `default` (a bound or mode the engine does not
-/// implement must not be dropped silently).
-fn unsupported(f: &Fields, key: &str, default: &Value) -> Result<(), TagError> {
+/// Refuses a length budget (`max_tokens`, `max_chars`): a value that is not one is named as such,
+/// a valid one as not enforced here (never dropped silently).
+fn budget_unsupported(f: &Fields, key: &str) -> Result<(), TagError> {
     match f.get(key) {
-        Some(v) if v != default => Err(invalid(
+        None | Some(Value::Null) => Ok(()),
+        Some(v) if v.as_u64().is_some_and(|n| n <= i32::MAX as u64) => Err(invalid(
             &f.at(key),
-            format!("{key} = {v} is not supported by structgen"),
+            format!("{key} = {v}: length budgets are not supported by structgen yet"),
         )),
-        _ => Ok(()),
+        Some(v) => Err(invalid(
+            &f.at(key),
+            format!("expected a non-negative 32-bit integer, found {v}"),
+        )),
     }
 }
 
@@ -324,15 +358,29 @@ fn nonempty_array<'v>(f: &Fields<'v>, key: &str) -> Result<&'v Vec<Value>, TagEr
 }
 
 fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
+    let kind = match v.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        _ => "tag",
+    };
+    parse_format_fields(v, path, depth).map_err(|e| phrases::annotate(e, kind, path))
+}
+
+fn parse_format_fields(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
     if depth > MAX_DEPTH {
         return Err(invalid(
             path,
             format!("formats nested deeper than {MAX_DEPTH}"),
         ));
     }
-    let map = v
-        .as_object()
-        .ok_or_else(|| invalid(path, format!("a format must be a JSON object, found {v}")))?;
+    let map = v.as_object().ok_or_else(|| {
+        invalid(
+            path,
+            phrases::wrapper(
+                &format!("a format must be a JSON object, found {v}"),
+                "Format must be an object",
+            ),
+        )
+    })?;
     let f = Fields {
         map,
         path: path.to_string(),
@@ -342,11 +390,19 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
         Some(other) => {
             return Err(invalid(
                 &f.at("type"),
-                format!("expected a string, found {other}"),
+                phrases::wrapper(
+                    &format!("expected a string, found {other}"),
+                    "Format's type must be a string",
+                ),
             ))
         }
         None if map.contains_key("begin") => "tag",
-        None => return Err(invalid(path, "missing field `type`")),
+        None => {
+            return Err(invalid(
+                path,
+                phrases::wrapper("missing field `type`", "Invalid format"),
+            ))
+        }
     };
     let sub = |key: &str| -> Result<Box<Node>, TagError> {
         Ok(Box::new(parse_format(
@@ -423,8 +479,8 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
         "grammar" => Format::Grammar(nonempty_string(&f, "grammar")?),
         "regex" => Format::Regex(nonempty_string(&f, "pattern")?),
         "any_text" => {
-            unsupported(&f, "max_tokens", &Value::Null)?;
-            unsupported(&f, "max_chars", &Value::Null)?;
+            budget_unsupported(&f, "max_tokens")?;
+            budget_unsupported(&f, "max_chars")?;
             Format::AnyText {
                 excludes: f.strings("excludes", false)?,
             }
@@ -482,7 +538,10 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
                 })?),
             };
             if max.is_some_and(|m| m < min) {
-                return Err(invalid(path, "`min` is larger than `max`"));
+                return Err(invalid(
+                    path,
+                    "`min` is larger than `max` (Repeat min must be <= max)",
+                ));
             }
             repeat(sub("content")?, min, max)
         }
@@ -510,10 +569,31 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
                 excludes: f.strings("excludes", false)?,
             }
         }
+        "token_dispatch" => {
+            let rules = nonempty_array(&f, "rules")?
+                .iter()
+                .enumerate()
+                .map(|(i, pair)| {
+                    let at = child(&f.at("rules"), &i.to_string());
+                    match pair.as_array().map(Vec::as_slice) {
+                        Some([token, format]) => Ok((
+                            token_ref(token, &child(&at, "0"))?,
+                            parse_format(format, &child(&at, "1"), depth + 1)?,
+                        )),
+                        _ => Err(invalid(&at, "expected a [token, format] pair")),
+                    }
+                })
+                .collect::<Result<Vec<_>, TagError>>()?;
+            Format::TokenDispatch {
+                rules,
+                repeat: f.boolean("loop", true)?,
+                excludes: f.tokens("exclude_tokens", false)?,
+            }
+        }
         "token" => Format::Token(token_ref(f.required("token")?, &f.at("token"))?),
         "exclude_token" => Format::ExcludeToken(f.tokens("exclude_tokens", false)?),
         "any_tokens" => {
-            unsupported(&f, "max_tokens", &Value::Null)?;
+            budget_unsupported(&f, "max_tokens")?;
             Format::AnyTokens(f.tokens("exclude_tokens", false)?)
         }
         "token_triggered_tags" => {
@@ -545,7 +625,10 @@ fn parse_format(v: &Value, path: &str, depth: usize) -> Result<Node, TagError> {
         other => {
             return Err(invalid(
                 &f.at("type"),
-                format!("unknown format type {other:?}"),
+                phrases::wrapper(
+                    &format!("unknown format type {other:?}"),
+                    &format!("Format type not recognized: {other}"),
+                ),
             ))
         }
     };

@@ -27,14 +27,15 @@ use super::TagError;
 use crate::frontend::json_schema::{
     add_schema_rule, JsonSchemaOptions, PropertyOrder, SchemaFragments,
 };
-use crate::frontend::regex::{regex_language, Anchoring, RegexMode};
+use crate::grammar::dispatch::token_dispatch;
 use crate::grammar::exprs::{alt, opt, seq};
+use crate::grammar::regex::{regex_language, Anchoring, RegexMode};
 use crate::grammar::{
     ebnf, CharClass, Expr, GrammarBuilder, Pattern, Symbol, TagDispatch, TokenSet,
 };
 use crate::util::marker::MARKED_ID_LIMIT;
 use crate::util::{Fingerprint, Limits, TokenId};
-use crate::vocab::{TokenKind, Vocab};
+use crate::vocab::Vocab;
 
 /// The ends of the nearest enclosing tag, which free text inside it must not contain.
 #[derive(Debug, Clone, Default)]
@@ -334,7 +335,16 @@ impl<'a> Lowering<'a> {
                     dispatch.push((self.literal(trigger), rule));
                 }
                 let excludes = self.excludes(excludes, ends);
-                self.tagged(tags, dispatch, excludes, *at_least_one, *stop_after_first)?
+                let looped = |repeat: bool| {
+                    Expr::Dispatch(Box::new(TagDispatch {
+                        tags: dispatch.clone(),
+                        stop_eos: true,
+                        stop_str: Vec::new(),
+                        loop_after_dispatch: repeat,
+                        excludes: excludes.clone(),
+                    }))
+                };
+                self.tagged(tags, looped, *at_least_one, *stop_after_first)?
             }
             Format::TagsWithSeparator {
                 tags,
@@ -398,6 +408,31 @@ impl<'a> Lowering<'a> {
                     excludes: self.excludes(excludes, ends),
                 }))
             }
+            Format::TokenDispatch {
+                rules,
+                repeat,
+                excludes,
+            } => {
+                let mut blocked = Vec::new();
+                for (i, t) in excludes.iter().enumerate() {
+                    blocked.push(self.token_id(t, &format!("{path}/exclude_tokens/{i}"))?);
+                }
+                let mut triggers = Vec::new();
+                for (i, (t, format)) in rules.iter().enumerate() {
+                    let at = format!("{path}/rules/{i}/0");
+                    let id = self.token_id(t, &at)?;
+                    if blocked.contains(&id) || triggers.iter().any(|(t, _)| *t == id) {
+                        return Err(invalid(
+                            &at,
+                            format!("token {id} is excluded or triggers another rule"),
+                        ));
+                    }
+                    let body = self.node(format, ends)?;
+                    triggers.push((id, Expr::Ref(self.builder.add_rule("dispatched", body)?)));
+                }
+                blocked.extend(&ends.tokens);
+                token_dispatch(blocked, triggers, *repeat)
+            }
             Format::Token(t) => {
                 let id = self.token_id(t, &format!("{path}/token"))?;
                 Expr::Tokens(TokenSet::new(false, vec![id]))
@@ -415,15 +450,9 @@ impl<'a> Lowering<'a> {
                 at_least_one,
                 stop_after_first,
             } => {
+                let mut blocked = Vec::new();
                 for (i, t) in excludes.iter().enumerate() {
-                    let at = format!("{path}/exclude_tokens/{i}");
-                    let id = self.token_id(t, &at)?;
-                    if self
-                        .vocab
-                        .is_some_and(|v| v.kind(TokenId(id)) == TokenKind::Normal)
-                    {
-                        return Err(invalid(&at, format!("token {id} is a text token: free text can only exclude special tokens by id (use any_text excludes for text)")));
-                    }
+                    blocked.push(self.token_id(t, &format!("{path}/exclude_tokens/{i}"))?);
                 }
                 let trigger_ids = triggers
                     .iter()
@@ -459,10 +488,12 @@ impl<'a> Lowering<'a> {
                         ));
                     }
                     let rule = self.builder.add_rule("triggered", alt(group))?;
-                    dispatch.push((vec![Symbol::Token(TokenId(id))], rule));
+                    dispatch.push((id, Expr::Ref(rule)));
                 }
-                let excludes = ends.patterns.clone();
-                self.tagged(tags, dispatch, excludes, *at_least_one, *stop_after_first)?
+                blocked.extend(&ends.tokens);
+                let looped =
+                    |repeat: bool| token_dispatch(blocked.clone(), dispatch.clone(), repeat);
+                self.tagged(tags, looped, *at_least_one, *stop_after_first)?
             }
         })
     }
@@ -476,25 +507,16 @@ impl<'a> Lowering<'a> {
         tags.iter().map(|t| self.tag(t, None)).collect()
     }
 
-    /// triggered_tags / token_triggered_tags: the flags pick between the dispatch loop, a first
-    /// whole tag then the loop, or exactly one tag.
+    /// triggered_tags / token_triggered_tags: the flags pick between the dispatch loop
+    /// (`looped(true)`; `looped(false)`: free text then at most one tag), a first whole tag then
+    /// the loop, or exactly one tag.
     fn tagged(
         &mut self,
         tags: &[Tag],
-        dispatch: Vec<(Pattern, crate::util::RuleId)>,
-        excludes: Vec<Pattern>,
+        looped: impl Fn(bool) -> Expr,
         at_least_one: bool,
         stop_after_first: bool,
     ) -> Result<Expr, TagError> {
-        let looped = |repeat: bool| {
-            Expr::Dispatch(Box::new(TagDispatch {
-                tags: dispatch.clone(),
-                stop_eos: true,
-                stop_str: Vec::new(),
-                loop_after_dispatch: repeat,
-                excludes: excludes.clone(),
-            }))
-        };
         if !at_least_one {
             return Ok(looped(!stop_after_first));
         }
