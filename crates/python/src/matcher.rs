@@ -13,6 +13,7 @@ use pyo3::types::PyBytes;
 use rayon::prelude::*;
 use structgen_engine::engine::ahead::{Warmer, DEFAULT_REACH};
 use structgen_engine::engine::check::MaskVerifier;
+use structgen_engine::engine::DraftTree;
 use structgen_engine::{GrammarMatcher, TokenBitmask, TokenId};
 
 use crate::compile::Compiled;
@@ -174,6 +175,61 @@ impl Matcher {
     /// The longest text every continuation starts with (UTF-8 bytes).
     fn find_jump_forward_bytes<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.inner.find_jump_forward_bytes())
+    }
+
+    /// How many of `tokens`, from the first, the grammar accepts in a row; nothing changes.
+    fn validate_tokens(&mut self, py: Python<'_>, tokens: Vec<i64>) -> usize {
+        if self.stopped() {
+            return 0;
+        }
+        let ids: Vec<TokenId> = tokens
+            .iter()
+            .map_while(|&t| u32::try_from(t).ok().map(TokenId))
+            .collect();
+        let m = &mut self.inner;
+        py.detach(|| m.validate_tokens(&ids))
+    }
+
+    /// One mask per node of a draft-token tree into `rows` rows of `words` int32 words at
+    /// `addr` (see `structgen_engine::engine::speculative`); `False` when `time_threshold`
+    /// seconds (> 0) passed first.
+    #[allow(clippy::too_many_arguments)]
+    fn traverse_raw(
+        &mut self,
+        py: Python<'_>,
+        next_token: Vec<i64>,
+        next_sibling: Vec<i64>,
+        tokens: Vec<i64>,
+        addr: usize,
+        words: usize,
+        rows: usize,
+        time_threshold: f64,
+    ) -> PyResult<bool> {
+        if self.stopped() {
+            return Err(error(TERMINATED));
+        }
+        let deadline = (time_threshold > 0.0)
+            .then(|| std::time::Duration::try_from_secs_f64(time_threshold).ok())
+            .flatten()
+            .map(|d| std::time::Instant::now() + d);
+        let raw = Raw {
+            addr,
+            len: words * rows,
+        };
+        let until_complete = self.terminate_without_stop_token;
+        let m = &mut self.inner;
+        py.detach(|| {
+            // SAFETY: the module invariant.
+            let masks = unsafe { raw.slice::<u32>() };
+            let tree = DraftTree {
+                next_token: &next_token,
+                next_sibling: &next_sibling,
+                tokens: &tokens,
+            };
+            let ended = |m: &GrammarMatcher| until_complete && m.is_completed();
+            m.traverse_draft_tree(tree, masks, words, &ended, deadline)
+                .map_err(error)
+        })
     }
 
     /// Undoes the last `num_tokens` steps.

@@ -20,6 +20,7 @@
 //! - `matcher`: [`GrammarMatcher`], the per-sequence state and its public API.
 //! - [`batch`]: masks of many sequences filled in parallel with rayon.
 //! - [`ahead`]: the masks a matcher is about to need, computed while the model runs.
+//! - [`speculative`]: a draft checked without keeping it, and the masks of a draft-token tree.
 //! - [`check`]: stepping a token sequence with a mask before every token (`structgen check`).
 
 pub mod ahead;
@@ -39,6 +40,7 @@ mod matcher;
 mod rule_dfa;
 mod run_memo;
 pub(crate) mod set_walk;
+pub mod speculative;
 mod token_equiv;
 mod uncertain;
 
@@ -46,3 +48,4 @@ pub use automaton::{build_automaton, Automaton};
 pub use compiler::{compile, CompileOptions, CompiledGrammar, GrammarCompiler, Precompute};
 pub use mask_cache::PoolStats;
 pub use matcher::{GrammarMatcher, MatcherError};
+pub use speculative::{DraftTree, DraftTreeError};

@@ -8,7 +8,9 @@ array (a torch tensor or NumPy array on the CPU), with the GIL released.
 
 import math
 import warnings
-from typing import Any, List, Optional, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
 
 from . import _core
 from ._buffers import int32_rows, is_torch
@@ -178,6 +180,54 @@ class GrammarMatcher:
             raise ValueError(f"sample must be >= 0, got {sample}")
         return self._handle.verify_mask(sample, seed & (2**64 - 1))
 
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """How many of `tokens`, from the first, the grammar accepts in a row from the current
+        state (the longest acceptable prefix of a draft); the matcher is unchanged."""
+        return self._handle.validate_tokens([int(t) for t in tokens])
+
+    def traverse_draft_tree(
+        self,
+        retrieve_next_token: Any,
+        retrieve_next_sibling: Any,
+        draft_tokens: Any,
+        token_bitmask: Any,
+        time_threshold: float = -1.0,
+        temperatures: Any = None,
+    ) -> bool:
+        """Fills one mask row per node of a draft-token tree (vLLM's and SGLang's layout: node
+        i's first child is retrieve_next_token[i], its next sibling retrieve_next_sibling[i], -1
+        for none; node 0 is the root, the current state). A node's row is the mask after the
+        draft tokens on its path, the root's own token left out; a refused node, one where the
+        sequence ends, and everything below them get rows that allow nothing. The matcher is
+        unchanged. Returns False if `time_threshold` seconds (> 0) passed before every node was
+        visited (the root's row is always filled), True otherwise."""
+        if temperatures is not None:
+            raise RuntimeError(
+                "traverse_draft_tree: temperatures are not supported (structgen grammars carry no "
+                "per-rule temperatures); pass None"
+            )
+        arrays = []
+        for name, x in (
+            ("retrieve_next_token", retrieve_next_token),
+            ("retrieve_next_sibling", retrieve_next_sibling),
+            ("draft_tokens", draft_tokens),
+        ):
+            arrays.append(_int64_vector(name, x))
+        ndim = token_bitmask.dim() if is_torch(token_bitmask) else getattr(token_bitmask, "ndim", 0)
+        if ndim != 2:
+            raise RuntimeError(
+                f"token_bitmask: expected a 2-D int32 tensor (nodes x words), got {ndim} dimensions"
+            )
+        try:
+            addr, row_words, rows = int32_rows(token_bitmask)
+        except (TypeError, ValueError) as e:
+            raise RuntimeError(str(e)) from None
+        if rows != len(arrays[2]):
+            raise RuntimeError(
+                f"token_bitmask: has {rows} rows, the draft tree {len(arrays[2])} nodes"
+            )
+        return self._handle.traverse_raw(*arrays, addr, row_words, rows, float(time_threshold))
+
     def find_jump_forward_string(self) -> str:
         """The longest text every continuation starts with (state unchanged)."""
         if self._handle.stop_accepted():
@@ -214,6 +264,22 @@ class GrammarMatcher:
 
     def _debug_print_internal_state(self) -> str:
         return self._handle.describe_state()
+
+
+def _int64_vector(name: str, x: Any) -> List[int]:
+    """The values of a 1-D int64 tensor or array, or RuntimeError naming what is wrong."""
+    if is_torch(x):
+        import torch
+
+        if x.dtype != torch.int64 or x.dim() != 1:
+            raise RuntimeError(
+                f"{name}: expected a 1-D torch.int64 tensor, got {x.dtype} of shape {tuple(x.shape)}"
+            )
+        return x.tolist()
+    arr = np.asarray(x)
+    if arr.dtype != np.int64 or arr.ndim != 1:
+        raise RuntimeError(f"{name}: expected a 1-D int64 array, got {arr.dtype} of shape {arr.shape}")
+    return arr.tolist()
 
 
 class BatchGrammarMatcher:

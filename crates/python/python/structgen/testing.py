@@ -188,3 +188,21 @@ def _print_grammar_fsms(grammar: Union[Grammar, str]) -> str:
     and accepting states, then each state's byte-range and rule-call edges."""
     compiler = GrammarCompiler(TokenizerInfo([]), cache_enabled=False)
     return compiler.compile_grammar(_as_grammar(grammar))._handle.fsm_text()
+
+
+def _traverse_draft_tree(
+    retrieve_next_token: Any,
+    retrieve_next_sibling: Any,
+    draft_tokens: Any,
+    matcher: GrammarMatcher,
+    allocate_token_bitmask: Any,
+    time_threshold: float = -1.0,
+) -> bool:
+    """xgrammar's older spelling of `GrammarMatcher.traverse_draft_tree` (the matcher passed in)."""
+    return matcher.traverse_draft_tree(
+        retrieve_next_token,
+        retrieve_next_sibling,
+        draft_tokens,
+        allocate_token_bitmask,
+        time_threshold,
+    )
