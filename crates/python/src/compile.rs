@@ -16,13 +16,13 @@ use serde_json::Value;
 use structgen_engine::frontend::json_schema::{
     json_schema_grammar, JsonSchemaOptions, PropertyOrder,
 };
-use structgen_engine::frontend::regex::regex_grammar;
 use structgen_engine::frontend::structural_tag::{
     structural_tag_grammar, structural_tag_grammar_with,
 };
 use structgen_engine::frontend::tool_tag::tools_structural_tag;
 use structgen_engine::frontend::tools::{parse_tools, style, ToolChoice, ToolOptions};
 use structgen_engine::grammar::print::print_grammar;
+use structgen_engine::grammar::regex::regex_grammar;
 use structgen_engine::grammar::{Expr, GrammarError};
 use structgen_engine::util::fingerprint;
 use structgen_engine::{ebnf, CompileOptions, GrammarBuilder, GrammarCompiler, Limits};
@@ -62,7 +62,8 @@ impl Grammar {
 
 /// Parses JSON text, naming `what` in the error.
 fn parse_json(text: &str, what: &str) -> PyResult<Value> {
-    serde_json::from_str(text).map_err(|e| error(format!("{what}: invalid JSON: {e}")))
+    serde_json::from_str(text)
+        .map_err(|e| error(format!("{what}: invalid JSON: {e} (Failed to parse JSON)")))
 }
 
 /// JSON Schema layout options as xgrammar names them.
@@ -114,7 +115,11 @@ fn tag_grammar(
         }
         None => structural_tag_grammar(&value, vocab, &options, limits),
     }
-    .map_err(|e| error(format!("structural tag: {e}")))?;
+    .map_err(|e| {
+        error(format!(
+            "structural tag: {e} (Invalid structural tag error)"
+        ))
+    })?;
     Ok(Grammar::new(out.grammar, out.warnings))
 }
 

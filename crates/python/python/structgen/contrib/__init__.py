@@ -1,2 +1,3 @@
-"""Integrations with serving engines: `structgen.contrib.vllm` (a vLLM structured-output backend)
-and `structgen.contrib.sglang` (an SGLang grammar backend). Each imports its engine lazily."""
+"""Integrations: `structgen.contrib.vllm` (a vLLM structured-output backend),
+`structgen.contrib.sglang` (an SGLang grammar backend) and `structgen.contrib.hf` (a transformers
+`LogitsProcessor` for `generate`). Each imports its engine lazily."""
