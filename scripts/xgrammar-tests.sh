@@ -9,7 +9,8 @@
 # The virtual environment ($XGRAMMAR_TESTS_VENV, default target/xgrammar-venv) is created with
 # pytest, torch, transformers, pydantic and numpy from PyPI when missing; the wheel is rebuilt
 # (scripts/python-wheel.sh) when a source is newer, and installed into it.
-# Prints one line per file and a final `N passed, N failed` line; exits 1 when a test failed.
+# Prints one line per file (with the printed-EBNF comparisons that conftest.py skipped inside
+# tests that also check behaviour) and a final `N passed, N failed` line; exits 1 when a test failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -50,9 +51,9 @@ import json, os, sys
 rows = {}
 for line in open(sys.argv[1], encoding="utf-8"):
     r = json.loads(line)
-    acc = rows.setdefault(r["file"], {"passed": 0, "failed": 0, "deselected": 0, "reasons": {}, "failures": []})
-    for k in ("passed", "failed", "deselected"):
-        acc[k] += r[k]
+    acc = rows.setdefault(r["file"], {"passed": 0, "failed": 0, "deselected": 0, "reasons": {}, "failures": [], "printed_skipped": 0})
+    for k in ("passed", "failed", "deselected", "printed_skipped"):
+        acc[k] += r.get(k, 0)
     for k, v in r["reasons"].items():
         acc["reasons"][k] = acc["reasons"].get(k, 0) + v
     acc["failures"] += r["failures"]
@@ -65,7 +66,8 @@ for path in sys.argv[3:]:
         tf += 1
         continue
     why = ", ".join(f"{k} {v}" for k, v in sorted(r["reasons"].items()))
-    print(f"{name}: {r['passed']} passed, {r['failed']} failed, {r['deselected']} deselected" + (f" ({why})" if why else ""))
+    printed = f"; {r['printed_skipped']} printed-EBNF comparisons skipped" if r["printed_skipped"] else ""
+    print(f"{name}: {r['passed']} passed, {r['failed']} failed, {r['deselected']} deselected" + (f" ({why})" if why else "") + printed)
     for n in r["failures"][:50]:
         print(f"    FAILED {n}")
     tp += r["passed"]; tf += r["failed"]; td += r["deselected"]

@@ -9,6 +9,14 @@ the repository). It
   parametrization asks for a device this machine lacks (a `device` or `impl` of "cuda",
   "triton" or "torch_compile" without a CUDA device, "metal" without MLX), decided before the
   test runs and never from the text of a failure;
+- gives `xgrammar.testing` the names of xgrammar's internal passes and helpers
+  (`GrammarFunctor`, `_generate_range_regex`, `_generate_float_regex`) so that the files that
+  import them load; using one raises `XgrammarInternal`, and a test that fails with it is
+  reported as deselected ("INTERNAL: uses xgrammar's internal ...", recognised by type);
+- replaces the module helpers listed in deselect.txt as `file.py::helper=name` (helpers that only
+  compare xgrammar's printed EBNF text) by ones that compare nothing, so that the behavioural
+  checks of the tests that call them run; each call is counted and reported per file
+  (`printed_skipped`);
 - reports a test that fails because it reached for the Hugging Face hub (a huggingface_hub
   offline or missing-file error in its exception chain, recognised by type) as deselected
   ("needs the hub") instead of failed, so that other xgrammar test files run here too;
@@ -44,6 +52,33 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 sys.meta_path.insert(0, _Alias())
+
+
+class XgrammarInternal(NotImplementedError):
+    """A test reached for a part of xgrammar's implementation that structgen does not have."""
+
+
+class _Internal:
+    """Stands for an xgrammar-internal name: any use raises `XgrammarInternal`."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        raise XgrammarInternal(f"{self._name}.{attr} is xgrammar-internal")
+
+    def __call__(self, *args, **kwargs):
+        raise XgrammarInternal(f"{self._name} is xgrammar-internal")
+
+
+def _add_internal_names():
+    testing = importlib.import_module("structgen.testing")
+    for name in ("GrammarFunctor", "_generate_range_regex", "_generate_float_regex"):
+        if not hasattr(testing, name):
+            setattr(testing, name, _Internal(name))
+
+
+_add_internal_names()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -69,17 +104,39 @@ def pytest_configure(config):
 
 def _load_deselections():
     path = Path(__file__).with_name("deselect.txt")
-    out = {}
+    out, helpers = {}, {}
     for line in path.read_text(encoding="utf-8").splitlines():
         entry, _, reason = line.partition("#")
         entry = entry.strip()
-        if entry:
+        if "::helper=" in entry:
+            file, _, name = entry.partition("::helper=")
+            helpers.setdefault(file, []).append(name)
+        elif entry:
             out[entry] = reason.strip()
-    return out
+    return out, helpers
 
 
-_DESELECT = _load_deselections()
-_REPORT = defaultdict(lambda: {"passed": 0, "failed": 0, "deselected": 0, "reasons": {}, "failures": []})
+_DESELECT, _HELPERS = _load_deselections()
+_REPORT = defaultdict(
+    lambda: {"passed": 0, "failed": 0, "deselected": 0, "reasons": {}, "failures": [], "printed_skipped": 0}
+)
+
+
+def _neutralize_helpers(items):
+    """Replaces the listed printed-text helpers in the modules of `items` (once per module)."""
+    done = set()
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is None or id(module) in done:
+            continue
+        done.add(id(module))
+        file = Path(module.__file__).name
+        for name in _HELPERS.get(file, []):
+            if hasattr(module, name):
+                def skipped(*args, _file=file, **kwargs):
+                    _REPORT[_file]["printed_skipped"] += 1
+
+                setattr(module, name, skipped)
 
 
 def _short(nodeid: str) -> str:
@@ -135,6 +192,7 @@ def _device_reason(item):
 
 
 def pytest_collection_modifyitems(config, items):
+    _neutralize_helpers(items)
     kept, dropped = [], []
     for item in items:
         reason = _listed(item.nodeid) or _device_reason(item)
@@ -167,12 +225,18 @@ def _hub_reason(excinfo):
     return None
 
 
+def _internal_reason(excinfo):
+    if excinfo is not None and isinstance(excinfo.value, XgrammarInternal):
+        return f"INTERNAL: uses xgrammar's internal {excinfo.value}"
+    return None
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        reason = _hub_reason(call.excinfo)
+        reason = _hub_reason(call.excinfo) or _internal_reason(call.excinfo)
         if reason is not None:
             report.outcome = "skipped"
             report.longrepr = (str(item.path), item.location[1] or 0, f"deselected: {reason}")
