@@ -28,7 +28,10 @@ pub fn optimize(g: Grammar) -> Grammar {
         let rules = g.rules();
         let mut used = vec![false; rules.len()];
         for r in rules {
-            r.body.for_each_ref(&mut |id| used[id.index()] = true);
+            inlinable_refs(&r.body, &mut used);
+            if let Some(la) = &r.lookahead {
+                inlinable_refs(la, &mut used);
+            }
         }
         let left = (0..rules.len())
             .any(|i| used[i] && resolve_trivial(rules, g.root(), RuleId(i as u32)).is_some());
@@ -37,6 +40,17 @@ pub fn optimize(g: Grammar) -> Grammar {
         }
     }
     remove_unreachable(g)
+}
+
+/// Marks the rules `e` references where [`inline_trivial`] may put their body (a TagDispatch's
+/// tag rules stay rules).
+fn inlinable_refs(e: &Expr, used: &mut [bool]) {
+    match e {
+        Expr::Ref(r) => used[r.index()] = true,
+        Expr::Seq(items) | Expr::Alt(items) => items.iter().for_each(|i| inlinable_refs(i, used)),
+        Expr::Repeat { body, .. } | Expr::JsonLength { body, .. } => inlinable_refs(body, used),
+        _ => {}
+    }
 }
 
 /// Canonicalizes every rule body and lookahead (see the module docs).
