@@ -221,18 +221,24 @@ fn ecma_class_literals(pattern: &str) -> (String, Vec<usize>) {
         }
         out.push(c);
         origin.extend(std::iter::repeat_n(i, c.len_utf8()));
-        if escaped {
-            escaped = false;
-        } else if c == '\\' {
-            escaped = true;
-        } else if c == '[' {
-            in_class = true;
-        } else if c == ']' {
-            in_class = false;
-        }
+        step_class_state(c, &mut in_class, &mut escaped);
     }
     origin.push(pattern.len());
     (out, origin)
+}
+
+/// After character `c` of a pattern: whether the next one is escaped, and whether it stands in a
+/// bracketed class (a `[`…`]` read as written, without nesting).
+pub(crate) fn step_class_state(c: char, in_class: &mut bool, escaped: &mut bool) {
+    if *escaped {
+        *escaped = false;
+    } else if c == '\\' {
+        *escaped = true;
+    } else if c == '[' {
+        *in_class = true;
+    } else if c == ']' {
+        *in_class = false;
+    }
 }
 
 fn is_start(a: &Ast) -> bool {

@@ -546,23 +546,11 @@ fn parse_format_fields(v: &Value, path: &str, depth: usize) -> Result<Node, TagE
             repeat(sub("content")?, min, max)
         }
         "dispatch" => {
-            let rules = nonempty_array(&f, "rules")?
-                .iter()
-                .enumerate()
-                .map(|(i, pair)| {
-                    let at = child(&f.at("rules"), &i.to_string());
-                    match pair.as_array().map(Vec::as_slice) {
-                        Some([Value::String(p), format]) if !p.is_empty() => Ok((
-                            p.clone(),
-                            parse_format(format, &child(&at, "1"), depth + 1)?,
-                        )),
-                        _ => Err(invalid(
-                            &at,
-                            "expected a [pattern, format] pair with a non-empty pattern",
-                        )),
-                    }
-                })
-                .collect::<Result<Vec<_>, TagError>>()?;
+            let what = "a [pattern, format] pair with a non-empty pattern";
+            let rules = rule_pairs(&f, depth, what, |k, _| match k {
+                Value::String(p) if !p.is_empty() => Some(Ok(p.clone())),
+                _ => None,
+            })?;
             Format::Dispatch {
                 rules,
                 repeat: f.boolean("loop", true)?,
@@ -570,20 +558,9 @@ fn parse_format_fields(v: &Value, path: &str, depth: usize) -> Result<Node, TagE
             }
         }
         "token_dispatch" => {
-            let rules = nonempty_array(&f, "rules")?
-                .iter()
-                .enumerate()
-                .map(|(i, pair)| {
-                    let at = child(&f.at("rules"), &i.to_string());
-                    match pair.as_array().map(Vec::as_slice) {
-                        Some([token, format]) => Ok((
-                            token_ref(token, &child(&at, "0"))?,
-                            parse_format(format, &child(&at, "1"), depth + 1)?,
-                        )),
-                        _ => Err(invalid(&at, "expected a [token, format] pair")),
-                    }
-                })
-                .collect::<Result<Vec<_>, TagError>>()?;
+            let rules = rule_pairs(&f, depth, "a [token, format] pair", |k, at| {
+                Some(token_ref(k, &child(at, "0")))
+            })?;
             Format::TokenDispatch {
                 rules,
                 repeat: f.boolean("loop", true)?,
@@ -636,6 +613,31 @@ fn parse_format_fields(v: &Value, path: &str, depth: usize) -> Result<Node, TagE
         path: path.to_string(),
         format,
     })
+}
+
+/// The `[key, format]` pairs of `rules` (not empty); `key` reads a pair's first item at the
+/// pair's path (`None`: not a key the format takes; `what` names the pair it takes).
+fn rule_pairs<K>(
+    f: &Fields,
+    depth: usize,
+    what: &str,
+    key: impl Fn(&Value, &str) -> Option<Result<K, TagError>>,
+) -> Result<Vec<(K, Node)>, TagError> {
+    nonempty_array(f, "rules")?
+        .iter()
+        .enumerate()
+        .map(|(i, pair)| {
+            let at = child(&f.at("rules"), &i.to_string());
+            let bad = || invalid(&at, format!("expected {what}"));
+            match pair.as_array().map(Vec::as_slice) {
+                Some([k, format]) => Ok((
+                    key(k, &at).ok_or_else(bad)??,
+                    parse_format(format, &child(&at, "1"), depth + 1)?,
+                )),
+                _ => Err(bad()),
+            }
+        })
+        .collect()
 }
 
 fn nonempty_string(f: &Fields, key: &str) -> Result<String, TagError> {

@@ -413,10 +413,7 @@ impl<'a> Lowering<'a> {
                 repeat,
                 excludes,
             } => {
-                let mut blocked = Vec::new();
-                for (i, t) in excludes.iter().enumerate() {
-                    blocked.push(self.token_id(t, &format!("{path}/exclude_tokens/{i}"))?);
-                }
+                let mut blocked = self.token_ids(excludes, &format!("{path}/exclude_tokens"))?;
                 let mut triggers = Vec::new();
                 for (i, (t, format)) in rules.iter().enumerate() {
                     let at = format!("{path}/rules/{i}/0");
@@ -450,15 +447,8 @@ impl<'a> Lowering<'a> {
                 at_least_one,
                 stop_after_first,
             } => {
-                let mut blocked = Vec::new();
-                for (i, t) in excludes.iter().enumerate() {
-                    blocked.push(self.token_id(t, &format!("{path}/exclude_tokens/{i}"))?);
-                }
-                let trigger_ids = triggers
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| self.token_id(t, &format!("{path}/trigger_tokens/{i}")))
-                    .collect::<Result<Vec<u32>, _>>()?;
+                let mut blocked = self.token_ids(excludes, &format!("{path}/exclude_tokens"))?;
+                let trigger_ids = self.token_ids(triggers, &format!("{path}/trigger_tokens"))?;
                 for (j, t) in tags.iter().enumerate() {
                     if let Delimiter::Token(b) = &t.begin {
                         let at = format!("{path}/tags/{j}/begin/token");
@@ -529,17 +519,21 @@ impl<'a> Lowering<'a> {
         })
     }
 
+    /// The ids of `list`, item `i` named `{at}/{i}` in errors.
+    fn token_ids(&self, list: &[TokenRef], at: &str) -> Result<Vec<u32>, TagError> {
+        list.iter()
+            .enumerate()
+            .map(|(i, t)| self.token_id(t, &format!("{at}/{i}")))
+            .collect()
+    }
+
     fn excluded_tokens(
         &self,
         list: &[TokenRef],
         ends: &Ends,
         path: &str,
     ) -> Result<TokenSet, TagError> {
-        let mut ids = list
-            .iter()
-            .enumerate()
-            .map(|(i, t)| self.token_id(t, &format!("{path}/exclude_tokens/{i}")))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut ids = self.token_ids(list, &format!("{path}/exclude_tokens"))?;
         ids.extend(&ends.tokens);
         Ok(TokenSet::new(true, ids))
     }

@@ -22,7 +22,7 @@ use super::{EbnfError, EbnfErrorKind, Expr, Parser, Spanned, Tok};
 use crate::grammar::algebra::{product_dfa, to_dfa, Language, Op};
 use crate::grammar::dispatch::token_dispatch;
 use crate::grammar::passes::normalize_expr;
-use crate::grammar::regex::{regex_language, Anchoring, RegexMode};
+use crate::grammar::regex::{regex_language, step_class_state, Anchoring, RegexMode};
 use crate::grammar::{CharClass, TokenSet};
 use crate::util::marker::MARKED_ID_LIMIT;
 
@@ -371,15 +371,7 @@ fn dot_all_pattern(pattern: &str) -> String {
             '.' if !in_class && !escaped => out.push_str(r"[\s\S]"),
             _ => out.push(c),
         }
-        if escaped {
-            escaped = false;
-        } else if c == '\\' {
-            escaped = true;
-        } else if c == '[' {
-            in_class = true;
-        } else if c == ']' {
-            in_class = false;
-        }
+        step_class_state(c, &mut in_class, &mut escaped);
     }
     out
 }
