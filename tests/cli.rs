@@ -63,6 +63,54 @@ fn grammar_prints_normalized_ebnf_that_parses_back() {
 }
 
 #[test]
+fn lark_files_are_grammar_sources() {
+    let grammar = temp_file(
+        "call.lark",
+        b"start: \"call(\" arg (\",\" arg)* \")\"\narg: NUMBER\n%import common.NUMBER\n%ignore \" \"\n",
+    );
+    let inputs = temp_file("call-inputs.jsonl", b"\"call(1, 2.5)\"\n\"call(1,)\"\n");
+    let (g, i) = (
+        grammar.to_str().unwrap_or_default(),
+        inputs.to_str().unwrap_or_default(),
+    );
+    let out = structgen(&["grammar", "--lark", g]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("root ::= "),
+        "{}",
+        text(&out.stdout)
+    );
+    if common::shared_dir("lark_files_are_grammar_sources").is_some() {
+        let out = structgen(&[
+            "check",
+            "--tokenizer",
+            "../shared/tokenizers/smollm2-135m.tokenizer.json",
+            "--lark",
+            g,
+            "--inputs",
+            i,
+            "--verify-masks",
+        ]);
+        let lines = text(&out.stdout);
+        assert!(
+            lines.contains("\"completed\":true"),
+            "{lines}\n{}",
+            text(&out.stderr)
+        );
+        assert!(lines.contains("\"accepted\":false"), "{lines}");
+    }
+    let bad = temp_file("bad.lark", b"start: item\nitem \"x\"\n");
+    let path = bad.to_str().unwrap_or_default().to_string();
+    assert_clean_error(
+        &structgen(&["grammar", "--lark", &path]),
+        &format!("{path}: Lark error at line 2, column 6: expected ':' after rule name"),
+    );
+    for f in [grammar, inputs, bad] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+#[test]
 fn grammar_errors_name_file_line_and_column() {
     let bad = temp_file("bad.ebnf", b"root ::= \"a\" b\n\nb ::= [z-a]\n");
     let path = bad.to_str().unwrap_or_default().to_string();

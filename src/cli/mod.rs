@@ -98,6 +98,14 @@ pub enum CliError {
         /// The error with its line:col.
         error: EbnfError,
     },
+    /// A Lark grammar that cannot be read or lowered (the error names line and column).
+    #[error("{path}: {error}")]
+    Lark {
+        /// The grammar file.
+        path: PathBuf,
+        /// What is wrong and where.
+        error: crate::frontend::lark::LarkError,
+    },
     /// A grammar that parses but cannot be compiled.
     #[error("{path}: {error}")]
     Grammar {

@@ -30,7 +30,7 @@ use crate::util::{Limits, TokenId};
 
 /// Arguments of `structgen run`.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("grammar").args(["tools", "ebnf", "json_schema", "regex", "structural_tag"])))]
+#[command(group(ArgGroup::new("grammar").args(["tools", "ebnf", "json_schema", "regex", "structural_tag", "lark"])))]
 #[command(group(ArgGroup::new("input").required(true).args(["prompt", "messages", "prompts"])))]
 pub struct RunCmd {
     #[command(flatten)]

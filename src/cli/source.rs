@@ -1,10 +1,11 @@
 //! Where a grammar comes from on the command line, shared by every subcommand that takes one:
-//! raw flags ([`SourceArgs`]: `--ebnf`, `--json-schema`, `--regex`, `--structural-tag` and the JSON
+//! raw flags ([`SourceArgs`]: `--ebnf`, `--json-schema`, `--regex`, `--structural-tag`, `--lark` and the JSON
 //! Schema options; [`ToolArgs`]: `--tools` and how its calls are constrained) are declared once
 //! and resolved into one [`GrammarConfig`] (enums for every choice, checks across flags done),
 //! which is what commands work from. Schema warnings are printed to stderr as
 //! `warning: FILE: /json/path: message`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Args, ValueEnum};
@@ -12,6 +13,7 @@ use clap::{ArgGroup, Args, ValueEnum};
 use super::{read_json, read_text, CliError};
 use crate::frontend::json_schema::post_check::PostCheck;
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions, PropertyOrder};
+use crate::frontend::lark::{lark_grammar, LarkOptions};
 use crate::frontend::structural_tag::structural_tag_grammar;
 use crate::frontend::tool_tag::tools_structural_tag;
 use crate::frontend::tools::FormatSet;
@@ -66,6 +68,10 @@ pub struct SourceArgs {
     /// Structural tag JSON file (xgrammar's format, `{"type": "structural_tag", "format": ...}`).
     #[arg(long, value_name = "FILE")]
     pub structural_tag: Option<PathBuf>,
+    /// Lark grammar file (xgrammar's and llguidance's dialect; `start` is the root; `<|name|>`
+    /// special tokens need the model's vocabulary).
+    #[arg(long, value_name = "FILE")]
+    pub lark: Option<PathBuf>,
     #[command(flatten)]
     pub schema: SchemaArgs,
 }
@@ -113,7 +119,7 @@ impl ToolArgs {
 /// Grammar source arguments of the commands that take a grammar without a model (`grammar`,
 /// `check`, `trace`): exactly one source, a tool list with its `--style`.
 #[derive(Debug, Clone, Args)]
-#[command(group(ArgGroup::new("source").required(true).args(["ebnf", "json_schema", "regex", "structural_tag", "tools"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["ebnf", "json_schema", "regex", "structural_tag", "lark", "tools"])))]
 pub struct GrammarArgs {
     #[command(flatten)]
     pub source: SourceArgs,
@@ -147,7 +153,7 @@ impl GrammarArgs {
             .resolve(&self.root, tools, &self.tools)?
             .ok_or_else(|| {
                 CliError::Usage(
-                    "give a grammar: --ebnf, --json-schema, --regex, --structural-tag or --tools"
+                    "give a grammar: --ebnf, --json-schema, --regex, --structural-tag, --lark or --tools"
                         .into(),
                 )
             })?;
@@ -175,6 +181,8 @@ impl SourceArgs {
             Some(GrammarSource::Regex(pattern.clone()))
         } else if let Some(path) = &self.structural_tag {
             Some(GrammarSource::StructuralTag(path.clone()))
+        } else if let Some(path) = &self.lark {
+            Some(GrammarSource::Lark(path.clone()))
         } else {
             tools.map(|(path, style)| GrammarSource::Tools {
                 path,
@@ -305,6 +313,8 @@ pub enum GrammarSource {
     Regex(String),
     /// A structural tag file.
     StructuralTag(PathBuf),
+    /// A Lark grammar file.
+    Lark(PathBuf),
     /// A tool list in a call style.
     Tools {
         /// The `tools` JSON file.
@@ -434,6 +444,23 @@ impl GrammarConfig {
             GrammarSource::Regex(pattern) => {
                 regex_grammar(pattern, limits).map_err(CliError::Regex)?
             }
+            GrammarSource::Lark(path) => {
+                let src = read_text(path)?;
+                let named = BTreeMap::new();
+                let options = LarkOptions {
+                    vocab,
+                    named: &named,
+                    limits,
+                };
+                let out = lark_grammar(&src, &options).map_err(|error| CliError::Lark {
+                    path: path.clone(),
+                    error,
+                })?;
+                for w in &out.warnings {
+                    eprintln!("warning: {}: {w}", path.display());
+                }
+                out.grammar
+            }
         };
         Ok(LoadedGrammar {
             grammar,
@@ -448,6 +475,7 @@ impl GrammarConfig {
             GrammarSource::Ebnf { path, .. }
             | GrammarSource::JsonSchema(path)
             | GrammarSource::StructuralTag(path)
+            | GrammarSource::Lark(path)
             | GrammarSource::Tools { path, .. } => path,
             GrammarSource::Regex(_) => Path::new("--regex"),
         }

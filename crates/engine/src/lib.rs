@@ -13,6 +13,7 @@
 //!  EBNF text ───────── grammar::ebnf ─────────┐
 //!  JSON Schema ─────── frontend::json_schema ─┤
 //!  regex ───────────── grammar::regex ───────┼──► Grammar (rules of typed Expr, one root)
+//!  Lark ────────────── frontend::lark ────────┤
 //!  structural tag ──── frontend::structural_tag┤         │
 //!  tools + call style ─ frontend::tools ──────┘         │  engine::build_automaton: optimize,
 //!                                                        ▼  compress repetitions, rule DFAs, trim

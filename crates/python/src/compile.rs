@@ -16,6 +16,7 @@ use serde_json::Value;
 use structgen_engine::frontend::json_schema::{
     json_schema_grammar, JsonSchemaOptions, PropertyOrder,
 };
+use structgen_engine::frontend::lark::{lark_grammar, LarkOptions, NamedGrammar};
 use structgen_engine::frontend::structural_tag::{
     structural_tag_grammar, structural_tag_grammar_with,
 };
@@ -195,6 +196,42 @@ impl Grammar {
         py.detach(|| regex_grammar(regex, &limits))
             .map(|g| Grammar::new(g, Vec::new()))
             .map_err(error)
+    }
+
+    /// A Lark grammar (`start` is the root); `vocab` resolves named special tokens, `grammars`
+    /// and `sources` are what `@name` refers to (built grammars and Lark source).
+    #[staticmethod]
+    #[pyo3(signature = (source, vocab=None, grammars=HashMap::new(), sources=HashMap::new()))]
+    fn from_lark(
+        py: Python<'_>,
+        source: &str,
+        vocab: Option<PyRef<'_, Vocabulary>>,
+        grammars: HashMap<String, PyRef<'_, Grammar>>,
+        sources: HashMap<String, String>,
+    ) -> PyResult<Grammar> {
+        let limits = limits();
+        let vocab = vocab.map(|v| v.vocab.clone());
+        let mut warnings = Vec::new();
+        let mut named = std::collections::BTreeMap::new();
+        for (name, g) in &grammars {
+            warnings.extend(g.warnings.iter().map(|w| format!("@{name}: {w}")));
+            named.insert(name.clone(), NamedGrammar::Grammar(g.grammar.clone()));
+        }
+        for (name, text) in sources {
+            named.insert(name, NamedGrammar::Source(text));
+        }
+        let out = py
+            .detach(|| {
+                let options = LarkOptions {
+                    vocab: vocab.as_deref(),
+                    named: &named,
+                    limits: &limits,
+                };
+                lark_grammar(source, &options)
+            })
+            .map_err(error)?;
+        warnings.extend(out.warnings);
+        Ok(Grammar::new(out.grammar, warnings))
     }
 
     /// A structural tag (`{"type": "structural_tag", "format": ...}`, JSON text).

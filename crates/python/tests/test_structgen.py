@@ -285,3 +285,27 @@ def test_grammar_helpers():
     with sg.max_recursion_depth(50):
         assert sg.get_max_recursion_depth() == 50
     assert sg.get_max_recursion_depth() == 10000
+
+
+def test_lark_grammars(llama3):
+    info, tokenizer = llama3
+    digits = sg.Grammar.from_ebnf("root ::= [0-9]+")
+    g = sg.Grammar.from_lark(
+        'start: "f(" @num ("," @pair)* ")"\n%ignore " "',
+        named_grammars={"num": digits, "pair": 'start: @num "-" @num'},
+    )
+    assert _is_grammar_accept_string(g, "f(1, 2-3 ,4-5)")
+    assert not _is_grammar_accept_string(g, "f(1,2)")
+    special = sg.Grammar.from_lark(
+        'start: "x" <|eot_id|>', tokenizer_info=info)
+    matcher = sg.GrammarMatcher(sg.GrammarCompiler(info).compile_grammar(special))
+    assert matcher.accept_token(tokenizer.encode("x", add_special_tokens=False).ids[0])
+    assert matcher.accept_token(128009) and matcher.is_terminated()
+    with pytest.raises(RuntimeError, match="line 2, column 6: expected ':' after rule name"):
+        sg.Grammar.from_lark('start: item\nitem "x"')
+    with pytest.raises(RuntimeError, match="vocabulary"):
+        sg.Grammar.from_lark('start: <|eot_id|>')
+    with pytest.raises(TypeError, match="named_grammars must be a dictionary"):
+        sg.Grammar.from_lark("start: @a", named_grammars=[("a", digits)])
+    with pytest.raises(TypeError, match="named grammar values"):
+        sg.Grammar.from_lark("start: @a", named_grammars={"a": 3})

@@ -40,6 +40,8 @@ use crate::util::{Limits, RuleId};
 mod dispatch;
 mod macros;
 
+pub(crate) use macros::substring_expr;
+
 /// The names that are xgrammar macros when a `(` follows ([`macros`]).
 fn is_macro(name: &str) -> bool {
     matches!(

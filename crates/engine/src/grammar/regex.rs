@@ -148,8 +148,10 @@ pub fn lower_regex(pattern: &str, mode: RegexMode, limits: &Limits) -> Result<Ex
         .parse(&rewritten)
         .map_err(|e| {
             let offset = at(e.span().start.offset);
-            if pattern[offset..].starts_with("\\k<") {
-                return err(offset, "backreferences are not supported".into());
+            if pattern[offset..].starts_with("\\k<")
+                || matches!(e.kind(), ast::ErrorKind::UnsupportedBackreference)
+            {
+                return err(offset, "Backreferences are not supported".into());
             }
             err(offset, e.kind().to_string())
         })?;
@@ -227,6 +229,21 @@ fn ecma_class_literals(pattern: &str) -> (String, Vec<usize>) {
     (out, origin)
 }
 
+/// `pattern` with each `.` outside a class and not escaped written as `replacement` (a pattern
+/// for the class a dot stands for: `[\s\S]` for dot-all, `[^\n]` for Python's default).
+pub(crate) fn rewrite_dots(pattern: &str, replacement: &str) -> String {
+    let mut out = String::with_capacity(pattern.len() + 8);
+    let (mut in_class, mut escaped) = (false, false);
+    for c in pattern.chars() {
+        match c {
+            '.' if !in_class && !escaped => out.push_str(replacement),
+            _ => out.push(c),
+        }
+        step_class_state(c, &mut in_class, &mut escaped);
+    }
+    out
+}
+
 /// After character `c` of a pattern: whether the next one is escaped, and whether it stands in a
 /// bracketed class (a `[`…`]` read as written, without nesting).
 pub(crate) fn step_class_state(c: char, in_class: &mut bool, escaped: &mut bool) {
@@ -289,7 +306,7 @@ fn check_assertion(x: &Assertion, at_start: bool, at_end: bool) -> Result<(), (u
         )),
         _ => Err((
             offset,
-            "word boundaries (`\\b`, `\\B`, `\\<`, `\\>`) cannot be expressed in a grammar".into(),
+            "Word boundary assertions (`\\b`, `\\B`, `\\<`, `\\>`) cannot be expressed in a grammar".into(),
         )),
     }
 }
@@ -662,7 +679,7 @@ mod tests {
         assert_eq!(e.offset, 3, "{e}");
         let e = full(r"foo\bbar").unwrap_err();
         assert_eq!(e.offset, 3, "{e}");
-        assert!(e.message.contains("word boundaries"), "{e}");
+        assert!(e.message.contains("Word boundary assertions"), "{e}");
         let e = full(r"a^b").unwrap_err();
         assert_eq!(e.offset, 1, "{e}");
         full(r"^(a|b)$").expect("anchored group");
@@ -682,7 +699,7 @@ mod tests {
         assert!(full(r"(?<n>a)\k<n>")
             .unwrap_err()
             .message
-            .contains("backreferences"));
+            .contains("Backreferences"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 """`Grammar`: a grammar before compilation (xgrammar's class and meaning), from EBNF, JSON Schema,
-a regex, a structural tag, a tool list, or a union / concatenation of grammars.
+a regex, a Lark grammar, a structural tag, a tool list, or a union / concatenation of grammars.
 """
 
 import json
@@ -120,6 +120,34 @@ class Grammar:
         if print_converted_ebnf:
             print(f"Converted EBNF: {g}")
         return g
+
+    @staticmethod
+    def from_lark(
+        lark_string: str,
+        *,
+        tokenizer_info: Optional[Any] = None,
+        named_grammars: Optional[Dict[str, Union["Grammar", str]]] = None,
+    ) -> "Grammar":
+        """A Lark grammar (its `start` rule is the root). `tokenizer_info` resolves named special
+        tokens (`<|tool|>`); `named_grammars` are what `@name` refers to: `Grammar`s, or Lark
+        source with its own `start`, keyed by the name without `@`."""
+        if named_grammars is None:
+            named_grammars = {}
+        if not isinstance(named_grammars, dict):
+            raise TypeError("named_grammars must be a dictionary")
+        grammars: Dict[str, Any] = {}
+        sources: Dict[str, str] = {}
+        for name, value in named_grammars.items():
+            if not isinstance(name, str):
+                raise TypeError("named grammar names must be strings")
+            if isinstance(value, Grammar):
+                grammars[name] = value._handle
+            elif isinstance(value, str):
+                sources[name] = value
+            else:
+                raise TypeError("named grammar values must be Grammar instances or Lark strings")
+        vocab = None if tokenizer_info is None else tokenizer_info._vocab
+        return Grammar(_core.Grammar.from_lark(lark_string, vocab, grammars, sources))
 
     @staticmethod
     def from_structural_tag(

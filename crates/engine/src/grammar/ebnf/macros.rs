@@ -22,8 +22,8 @@ use super::{EbnfError, EbnfErrorKind, Expr, Parser, Spanned, Tok};
 use crate::grammar::algebra::{product_dfa, to_dfa, Language, Op};
 use crate::grammar::dispatch::token_dispatch;
 use crate::grammar::passes::normalize_expr;
-use crate::grammar::regex::{regex_language, step_class_state, Anchoring, RegexMode};
-use crate::grammar::{CharClass, TokenSet};
+use crate::grammar::regex::{regex_language, rewrite_dots, Anchoring, RegexMode};
+use crate::grammar::{CharClass, GrammarBuilder, GrammarError, TokenSet};
 use crate::util::marker::MARKED_ID_LIMIT;
 
 /// The characters that may not stand unescaped inside a JSON string.
@@ -130,7 +130,7 @@ impl Parser<'_> {
             }
         }
         let mut written = if dot_all {
-            dot_all_pattern(&pattern)
+            rewrite_dots(&pattern, r"[\s\S]")
         } else {
             pattern.clone()
         };
@@ -208,34 +208,7 @@ impl Parser<'_> {
             self.next();
         }
         self.expect(Tok::RParen, "`)` closing Substring")?;
-        chunks.retain(|c| !c.is_empty());
-        let mut runs = vec![Expr::Empty];
-        let mut next: Option<Expr> = None;
-        for chunk in chunks.into_iter().rev() {
-            let lit = Expr::Literal(chunk);
-            let body = match next.take() {
-                None => lit,
-                Some(rest) => Expr::Seq(vec![
-                    lit,
-                    Expr::Repeat {
-                        body: Box::new(rest),
-                        min: 0,
-                        max: Some(1),
-                    },
-                ]),
-            };
-            let id = self
-                .builder
-                .add_rule("substring", body)
-                .map_err(|e| self.macro_error(head, e.to_string()))?;
-            runs.push(Expr::Ref(id));
-            next = Some(Expr::Ref(id));
-        }
-        Ok(if runs.len() == 1 {
-            Expr::Empty
-        } else {
-            Expr::Alt(runs)
-        })
+        substring_expr(&mut self.builder, chunks).map_err(|e| self.macro_error(head, e.to_string()))
     }
 
     /// `(1, 2, 3)`: token ids, after `what`'s name.
@@ -362,20 +335,6 @@ impl Parser<'_> {
     }
 }
 
-/// `pattern` with each `.` outside a class and not escaped written as "any character".
-fn dot_all_pattern(pattern: &str) -> String {
-    let mut out = String::with_capacity(pattern.len() + 8);
-    let (mut in_class, mut escaped) = (false, false);
-    for c in pattern.chars() {
-        match c {
-            '.' if !in_class && !escaped => out.push_str(r"[\s\S]"),
-            _ => out.push(c),
-        }
-        step_class_state(c, &mut in_class, &mut escaped);
-    }
-    out
-}
-
 /// Calls `f` on every class and literal of a reference-free expression, bottom-up.
 fn map_leaves(e: &mut Expr, f: &mut impl FnMut(&mut Expr)) {
     match e {
@@ -423,4 +382,37 @@ fn json_safe(e: &mut Expr) {
         }
         _ => {}
     });
+}
+
+/// Every concatenation of a contiguous run of `chunks` (the empty run included): one rule per
+/// suffix start, `chunk_i (rule_{i+1})?`, and the alternation of them all.
+pub(crate) fn substring_expr(
+    builder: &mut GrammarBuilder,
+    mut chunks: Vec<String>,
+) -> Result<Expr, GrammarError> {
+    chunks.retain(|c| !c.is_empty());
+    let mut runs = vec![Expr::Empty];
+    let mut next: Option<Expr> = None;
+    for chunk in chunks.into_iter().rev() {
+        let lit = Expr::Literal(chunk);
+        let body = match next.take() {
+            None => lit,
+            Some(rest) => Expr::Seq(vec![
+                lit,
+                Expr::Repeat {
+                    body: Box::new(rest),
+                    min: 0,
+                    max: Some(1),
+                },
+            ]),
+        };
+        let id = builder.add_rule("substring", body)?;
+        runs.push(Expr::Ref(id));
+        next = Some(Expr::Ref(id));
+    }
+    Ok(if runs.len() == 1 {
+        Expr::Empty
+    } else {
+        Expr::Alt(runs)
+    })
 }
