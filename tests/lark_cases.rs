@@ -481,3 +481,49 @@ fn deep_lark_nesting_is_an_error_not_a_stack_overflow() {
     let g = lark(&rules, None, &named);
     assert!(g.rules().len() > 20_000, "a long chain of rules lowers");
 }
+
+#[test]
+fn special_token_triggers_dispatch_whole_tokens() {
+    let vocab = special_vocab();
+    let named = BTreeMap::new();
+    let limits = Limits::default();
+    let g = lark(
+        "start: call* tail\ntail: TEXT\ncall: TEXT <|tool|> /[0-9]+/ <|end|>\nhead[lazy]: TEXT <|other|>\nTEXT: /(\\n|.)*/",
+        Some(&vocab),
+        &named,
+    );
+    let compiled = compile(&g, Arc::new(vocab.clone()), &limits).expect("compiles");
+    let mut m = GrammarMatcher::new(compiled);
+    let free = exact_mask(&mut m, "free");
+    assert!(
+        free.contains(&256) && free.contains(&u32::from(b'x')) && free.contains(&259),
+        "{free:?}"
+    );
+    for b in *b"hi" {
+        assert!(m.accept_token(TokenId(u32::from(b))), "free token {b}");
+    }
+    assert!(m.accept_token(TokenId(256)));
+    let after = exact_mask(&mut m, "after trigger");
+    assert_eq!(
+        after,
+        (u32::from(b'0')..=u32::from(b'9')).collect::<Vec<_>>()
+    );
+    assert!(m.accept_token(TokenId(u32::from(b'7'))));
+    assert!(exact_mask(&mut m, "in digits").contains(&257));
+    assert!(m.accept_token(TokenId(257)));
+    assert!(m.is_completed(), "free text again after the call");
+    exact_mask(&mut m, "after the call");
+    let head = lark(
+        "start: head \"!\"\nhead[lazy]: TEXT <|other|>\nTEXT: /(\\n|.)*/",
+        Some(&vocab),
+        &named,
+    );
+    let mut m = GrammarMatcher::new(compile(&head, Arc::new(vocab), &limits).expect("compiles"));
+    for b in *b"text" {
+        assert!(m.accept_token(TokenId(u32::from(b))), "free token {b}");
+    }
+    assert!(exact_mask(&mut m, "lazy head").contains(&258));
+    assert!(!m.is_completed(), "the head needs its trigger token");
+    assert!(m.accept_token(TokenId(258)));
+    assert_eq!(exact_mask(&mut m, "after the head"), vec![u32::from(b'!')]);
+}

@@ -93,6 +93,11 @@ impl GrammarBuilder {
         self.rules.get(id.index()).is_some_and(Option::is_some)
     }
 
+    /// The body of rule `id`, once defined.
+    pub fn body(&self, id: RuleId) -> Option<&Expr> {
+        self.rules.get(id.index())?.as_ref().map(|(body, _)| body)
+    }
+
     /// Gives rule `id` its body and optional lookahead. Defining a rule twice is an error, and so is
     /// going over `Limits::max_grammar_nodes` in all.
     pub fn define(

@@ -6,12 +6,15 @@
 //! own body is being lowered is a cycle). Terminal bodies are lowered without `%ignore`; in a
 //! rule, every lexeme is followed by the scope's skip (`ignored*`).
 
+mod lazy;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 
+use super::attrs::{self, RuleAttrs};
 use super::syntax::{self, Alts, Atom, Def, File, Item, Pos, TokenSpec};
 use super::{LarkError, LarkGrammar, LarkOptions, NamedGrammar};
 use crate::frontend::json_schema::{json_schema_grammar, JsonSchemaOptions};
@@ -59,6 +62,8 @@ struct State {
 struct Scope {
     src: Arc<str>,
     defs: Vec<Def>,
+    /// Per definition, its attributes (checked).
+    attrs: Vec<RuleAttrs>,
     states: Vec<State>,
     /// Name → (scope, definition index): own definitions and imports.
     names: FxHashMap<String, (usize, usize)>,
@@ -108,6 +113,7 @@ impl<'a> Lower<'a> {
         let states = vec![State::default(); file.defs.len()];
         self.scopes.push(Scope {
             src,
+            attrs: vec![RuleAttrs::default(); file.defs.len()],
             defs: file.defs,
             states,
             names: FxHashMap::default(),
@@ -125,21 +131,9 @@ impl<'a> Lower<'a> {
             {
                 return Err(self.err(sid, pos, format!("duplicate rule or terminal '{name}'")));
             }
-            if let Some(a) = self.scopes[sid].defs[i].attrs.first() {
-                let known = matches!(
-                    a.key.as_str(),
-                    "lazy" | "capture" | "max_tokens" | "suffix" | "stop" | "stop_capture"
-                );
-                let message = if known {
-                    format!(
-                        "attribute '{}' is not supported yet (structgen's Lark front end does not implement rule attributes)",
-                        a.key
-                    )
-                } else {
-                    format!("attribute '{}' is not supported", a.key)
-                };
-                return Err(self.err(sid, a.pos, message));
-            }
+            let attrs = attrs::rule_attrs(&self.scopes[sid].defs[i])
+                .map_err(|(pos, m)| self.err(sid, pos, m))?;
+            self.scopes[sid].attrs[i] = attrs;
         }
         for (name, local, pos) in &file.imports {
             let common = self.common_scope()?;
@@ -187,6 +181,12 @@ impl<'a> Lower<'a> {
                 min: 0,
                 max: None,
             });
+        }
+        if let Some(dispatch) = self.dynamic_start(sid, start)? {
+            let id = self.declared(sid, start)?;
+            self.b
+                .define(id, dispatch, None)
+                .map_err(|e| self.grammar_err(sid, file.pos, e))?;
         }
         for i in 0..self.scopes[sid].defs.len() {
             self.ensure(sid, i)?;
@@ -268,6 +268,7 @@ impl<'a> Lower<'a> {
         }
         self.scopes.push(Scope {
             src: Arc::from(COMMON),
+            attrs: vec![RuleAttrs::default(); file.defs.len()],
             states: vec![State::default(); file.defs.len()],
             defs: file.defs,
             names,
@@ -334,8 +335,12 @@ impl<'a> Lower<'a> {
             busy: true,
         };
         let body = self.scopes[sid].defs[i].body.clone();
-        let ctx = if terminal { Ctx::Terminal } else { Ctx::Rule };
-        let expr = self.alts(sid, &body, ctx)?;
+        let expr = if self.scopes[sid].attrs[i].is_lazy() {
+            self.lazy_rule(sid, i)?
+        } else {
+            let ctx = if terminal { Ctx::Terminal } else { Ctx::Rule };
+            self.alts(sid, &body, ctx)?
+        };
         self.b
             .define(id, expr, None)
             .map_err(|e| self.grammar_err(sid, pos, e))?;
@@ -448,12 +453,13 @@ impl<'a> Lower<'a> {
         };
         let target_terminal = self.scopes[tsid].defs[ti].terminal;
         if ctx == Ctx::Terminal && !target_terminal {
-            let from = self.current_terminal(sid).unwrap_or_default();
-            return Err(self.err(
-                sid,
-                pos,
-                format!("terminal '{from}' cannot reference rule '{name}'"),
-            ));
+            let (from, lazy) = self.current_terminal(sid).unwrap_or_default();
+            let message = if lazy {
+                format!("'{from}' is lazy, so it is lowered like a terminal, and a terminal cannot reference rule '{name}'")
+            } else {
+                format!("terminal '{from}' cannot reference rule '{name}'")
+            };
+            return Err(self.err(sid, pos, message));
         }
         if target_terminal && self.scopes[tsid].states[ti].busy {
             return Err(self.err(sid, pos, format!("circular reference in terminal '{name}'")));
@@ -476,21 +482,25 @@ impl<'a> Lower<'a> {
         } else {
             self.declared(tsid, ti)?
         };
-        Ok(if target_terminal {
-            self.lexeme(sid, Expr::Ref(id), ctx)
-        } else {
-            Expr::Ref(id)
-        })
+        Ok(
+            if target_terminal || self.scopes[tsid].attrs[ti].is_lazy() {
+                self.lexeme(sid, Expr::Ref(id), ctx)
+            } else {
+                Expr::Ref(id)
+            },
+        )
     }
 
-    /// The terminal of `sid` whose body is being lowered (the innermost busy one).
-    fn current_terminal(&self, sid: usize) -> Option<String> {
+    /// The terminal or lazy rule of `sid` whose body is being lowered, and whether it is a lazy
+    /// rule.
+    fn current_terminal(&self, sid: usize) -> Option<(String, bool)> {
         let s = &self.scopes[sid];
         s.defs
             .iter()
             .zip(&s.states)
-            .filter(|(d, st)| d.terminal && st.busy)
-            .map(|(d, _)| d.name.clone())
+            .zip(&s.attrs)
+            .filter(|((d, st), a)| (d.terminal || a.is_lazy()) && st.busy)
+            .map(|((d, _), a)| (d.name.clone(), a.is_lazy()))
             .next_back()
     }
 

@@ -24,12 +24,17 @@
 //!   `{"substring_chars": "..."}` (any contiguous run of the chunks / characters), `%lark { ... }`
 //!   (a grammar with its own names, `%ignore` and options), and `@name` (a grammar given by
 //!   the caller, or Lark source that may itself use `@names`; cycles are refused).
+//! - **Rule attributes**: `[lazy]` (the rule commits at the first place its body could end),
+//!   `[suffix=M]` / `[stop=M]` (the lazy rule over `body M`; `M` a string, `/regex/` or
+//!   terminal); a `start: (tool | ...)* tail` over lazy heads with triggers is dynamic dispatch
+//!   (see `lower::lazy`). `[capture]`, `[stop_capture=]`, `[max_tokens=N]` and `[max_chars=N]`
+//!   are checked and then refused: a constraint this front end cannot enforce is an error, never
+//!   dropped.
 //! - **Refused with line and column**: templates, priorities, parametric rules and `%if`,
-//!   `&` / `~` on expressions, `%declare` / `%override` / `%extend`, imports other than
-//!   `common`, and rule attributes (`[lazy]`, `[capture]`, `[max_tokens=N]`, `[suffix=...]`,
-//!   `[stop=...]`), which this front end does not implement yet: a constraint it cannot enforce
-//!   is an error, never dropped.
+//!   `&` / `~` on expressions, `%declare` / `%override` / `%extend`, and imports other than
+//!   `common`.
 
+mod attrs;
 mod lower;
 pub mod syntax;
 

@@ -70,6 +70,8 @@ pub struct Attr {
 pub enum AttrValue {
     /// A quoted string.
     Str(String),
+    /// A quoted string with the `i` flag.
+    FoldedStr(String),
     /// A number.
     Num(u64),
     /// A bare name.
@@ -182,7 +184,7 @@ fn is_name_char(c: char) -> bool {
 }
 
 /// Whether `name` (without prefix) is a terminal: its first letter after leading `_` is uppercase.
-fn is_terminal(name: &str) -> bool {
+pub(super) fn is_terminal(name: &str) -> bool {
     name.trim_start_matches('_')
         .chars()
         .next()
@@ -486,11 +488,12 @@ impl<'a> Parser<'a> {
         let pos = self.pos();
         match self.peek() {
             Some('"') => {
-                let (text, flag) = self.string()?;
-                if flag {
-                    return Err(self.err(pos, format!("flags are not allowed on {key}=")));
-                }
-                Ok(AttrValue::Str(text))
+                let (text, fold) = self.string()?;
+                Ok(if fold {
+                    AttrValue::FoldedStr(text)
+                } else {
+                    AttrValue::Str(text)
+                })
             }
             Some('/') => {
                 let (pattern, flags) = self.regex()?;
