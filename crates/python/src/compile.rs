@@ -163,6 +163,21 @@ impl Grammar {
             .map_err(|e| error(format!("EBNF: {e}")))
     }
 
+    /// A grammar from its serialized parts: its printed EBNF, its root rule's name and its
+    /// warnings.
+    #[staticmethod]
+    fn from_serialized(
+        py: Python<'_>,
+        ebnf: &str,
+        root: &str,
+        warnings: Vec<String>,
+    ) -> PyResult<Grammar> {
+        let limits = limits();
+        py.detach(|| ebnf::parse(ebnf, root, &limits))
+            .map(|g| Grammar::new(g, warnings))
+            .map_err(|e| error(format!("deserialize_json: the grammar's EBNF: {e}")))
+    }
+
     /// The JSON values a JSON Schema (JSON text) allows.
     #[staticmethod]
     #[pyo3(signature = (schema, any_whitespace=true, indent=None, separators=None, strict_mode=true, max_whitespace_cnt=None, any_order=false))]
@@ -279,6 +294,17 @@ impl Grammar {
     #[getter]
     fn warnings(&self) -> Vec<String> {
         self.warnings.clone()
+    }
+
+    /// The name of the root rule.
+    #[getter]
+    fn root_name(&self) -> String {
+        let root = self.grammar.root().index();
+        self.grammar
+            .rules()
+            .get(root)
+            .map(|r| r.name.clone())
+            .unwrap_or_default()
     }
 
     /// The grammar in EBNF, one rule per line.

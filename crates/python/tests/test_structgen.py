@@ -300,7 +300,7 @@ def test_lark_grammars(llama3):
         'start: "x" <|eot_id|>', tokenizer_info=info)
     matcher = sg.GrammarMatcher(sg.GrammarCompiler(info).compile_grammar(special))
     assert matcher.accept_token(tokenizer.encode("x", add_special_tokens=False).ids[0])
-    assert matcher.accept_token(128009) and matcher.is_terminated()
+    assert matcher.accept_token(128009) and matcher.is_completed()
     with pytest.raises(RuntimeError, match="line 2, column 6: expected ':' after rule name"):
         sg.Grammar.from_lark('start: item\nitem "x"')
     with pytest.raises(RuntimeError, match="vocabulary"):
@@ -309,3 +309,21 @@ def test_lark_grammars(llama3):
         sg.Grammar.from_lark("start: @a", named_grammars=[("a", digits)])
     with pytest.raises(TypeError, match="named grammar values"):
         sg.Grammar.from_lark("start: @a", named_grammars={"a": 3})
+
+
+def test_grammar_serialization_round_trip():
+    g = sg.Grammar.from_lark('start: "<" r ">" %json {"type": "integer"}\nr[lazy]: /[a-z]+/')
+    again = sg.Grammar.deserialize_json(g.serialize_json())
+    assert str(again) == str(g)
+    assert _is_grammar_accept_string(again, "<a>12") and not _is_grammar_accept_string(again, "<ab>1")
+    main = sg.Grammar.from_ebnf('main ::= "x" other\nother ::= "y"', root_rule_name="main")
+    assert _is_grammar_accept_string(sg.Grammar.deserialize_json(main.serialize_json()), "xy")
+    data = json.loads(g.serialize_json())
+    with pytest.raises(sg.DeserializeVersionError):
+        sg.Grammar.deserialize_json(json.dumps({**data, "__VERSION__": "v16"}))
+    with pytest.raises(sg.DeserializeFormatError):
+        sg.Grammar.deserialize_json(json.dumps({k: v for k, v in data.items() if k != "ebnf"}))
+    with pytest.raises(sg.InvalidJSONError):
+        sg.Grammar.deserialize_json("not json")
+    with pytest.raises(RuntimeError, match="deserialize_json: the grammar's EBNF"):
+        sg.Grammar.deserialize_json(json.dumps({**data, "ebnf": "root ::= ("}))

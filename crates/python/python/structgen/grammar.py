@@ -6,6 +6,7 @@ import json
 from typing import Any, Dict, List, Optional, Tuple, Type, Union
 
 from . import _core
+from .exception import DeserializeFormatError, DeserializeVersionError, InvalidJSONError
 from .structural_tag import StructuralTagItem
 
 
@@ -60,6 +61,11 @@ def _structural_tag_text(
     )
 
 
+#: The `__VERSION__` of structgen's serialized grammars (its own format: the grammar's EBNF, which
+#: parses back to the same language, and its warnings).
+GRAMMAR_SERIALIZATION_VERSION = "structgen-grammar-1"
+
+
 class Grammar:
     """A grammar, independent of any vocabulary. `str(grammar)` is its EBNF."""
 
@@ -71,6 +77,40 @@ class Grammar:
 
     def to_string(self) -> str:
         return str(self._handle)
+
+    def serialize_json(self) -> str:
+        """The grammar as JSON text (structgen's format: `__VERSION__`, the EBNF, the root rule's
+        name, the warnings)."""
+        return json.dumps(
+            {
+                "__VERSION__": GRAMMAR_SERIALIZATION_VERSION,
+                "ebnf": str(self._handle),
+                "root": self._handle.root_name,
+                "warnings": self._handle.warnings,
+            }
+        )
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> "Grammar":
+        """A grammar from `serialize_json`'s text. Raises `InvalidJSONError` (not JSON),
+        `DeserializeVersionError` (another format version) or `DeserializeFormatError`."""
+        try:
+            data = json.loads(json_string)
+        except (TypeError, ValueError) as e:
+            raise InvalidJSONError(f"deserialize_json: not JSON text: {e}") from None
+        if not isinstance(data, dict) or "__VERSION__" not in data:
+            raise DeserializeFormatError("deserialize_json: expected an object with __VERSION__")
+        if data["__VERSION__"] != GRAMMAR_SERIALIZATION_VERSION:
+            raise DeserializeVersionError(
+                f"deserialize_json: __VERSION__ is {data['__VERSION__']!r}, this structgen reads "
+                f"{GRAMMAR_SERIALIZATION_VERSION!r}"
+            )
+        ebnf, root, warnings = data.get("ebnf"), data.get("root"), data.get("warnings", [])
+        if not isinstance(ebnf, str) or not isinstance(root, str):
+            raise DeserializeFormatError("deserialize_json: `ebnf` and `root` must be strings")
+        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+            raise DeserializeFormatError("deserialize_json: `warnings` must be a list of strings")
+        return Grammar(_core.Grammar.from_serialized(ebnf, root, warnings))
 
     @property
     def warnings(self) -> List[str]:
