@@ -289,7 +289,7 @@ impl<'a> Lexer<'a> {
             'v' => return Ok('\u{b}'),
             'e' => return Ok('\u{1b}'),
             '0' => return Ok('\0'),
-            '"' | '\'' | '\\' | '?' => return Ok(c),
+            '"' | '\'' | '\\' | '?' | '/' => return Ok(c),
             '[' | ']' | '-' | '^' if in_class => return Ok(c),
             'x' => (1, usize::MAX),
             'u' => (4, 4),
@@ -680,6 +680,11 @@ impl Parser<'_> {
                         col: t.col,
                         kind: EbnfErrorKind::TooDeep(self.limits.max_nesting),
                     });
+                }
+                if self.peek().tok == Tok::RParen {
+                    self.next();
+                    self.depth -= 1;
+                    return Ok(Expr::Empty);
                 }
                 let e = self.alternatives()?;
                 self.expect(Tok::RParen, "`)` closing the group")?;
