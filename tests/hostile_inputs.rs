@@ -619,7 +619,7 @@ fn rows() -> Vec<Row> {
         ),
         row(
             "regex with a backreference",
-            Expect::Err(&["backreference"]),
+            Expect::Err(&["Backreference"]),
             move || {
                 regex_grammar(r"(a)\1", &d())
                     .map(|_| "ok".into())
