@@ -66,10 +66,20 @@ impl RuleAttrs {
     }
 }
 
-/// Whether `name` may name a capture: letters, digits, `_` and `-`.
-fn valid_capture_name(name: &str) -> bool {
-    name.chars()
+/// Why `name` cannot name a capture (one is letters, digits, `_` and `-`), if it cannot.
+fn check_capture_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("capture name must not be empty".into());
+    }
+    if !name
+        .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "capture name must only contain letters, digits, '_' and '-', not {name:?}"
+        ));
+    }
+    Ok(())
 }
 
 /// The attributes of `def`, checked; an error is where it is and what is wrong.
@@ -104,14 +114,7 @@ pub(super) fn rule_attrs(def: &Def) -> Result<RuleAttrs, (Pos, String)> {
             ("lazy", Some(_)) => return err("lazy takes no value (write `name[lazy]: ...`)".into()),
             ("capture", None) => unenforced = unenforced.or(Some(a)),
             ("capture", Some(AttrValue::Str(name))) => {
-                if name.is_empty() {
-                    return err("capture name must not be empty".into());
-                }
-                if !valid_capture_name(name) {
-                    return err(format!(
-                        "capture name must only contain letters, digits, '_' and '-', not {name:?}"
-                    ));
-                }
+                check_capture_name(name).map_err(|m| (a.pos, m))?;
                 unenforced = unenforced.or(Some(a));
             }
             ("capture", Some(_)) => {
@@ -130,14 +133,7 @@ pub(super) fn rule_attrs(def: &Def) -> Result<RuleAttrs, (Pos, String)> {
                 return err(format!("{key} takes a positive number ({key}=N)"))
             }
             ("stop_capture", Some(AttrValue::Str(name))) => {
-                if name.is_empty() {
-                    return err("capture name must not be empty".into());
-                }
-                if !valid_capture_name(name) {
-                    return err(format!(
-                        "capture name must only contain letters, digits, '_' and '-', not {name:?}"
-                    ));
-                }
+                check_capture_name(name).map_err(|m| (a.pos, m))?;
                 stop_capture = Some(a);
             }
             ("stop_capture", _) => return err("expected string literal after stop_capture=".into()),
