@@ -28,6 +28,11 @@ use crate::grammar::exprs::{alt, seq};
 use crate::grammar::fsm::Dfa;
 use crate::grammar::{CharClass, Expr, TagDispatch, TokenSet};
 
+/// Most automaton states a lazy rule lowered by cutting its automaton may have: it becomes one
+/// rule per state (a 10,000-state body lowers in about a second; the cost grows faster than the
+/// size), so a larger one is refused rather than stalling the compile.
+const MAX_LAZY_STATES: usize = 20_000;
+
 /// What ends a lazy head.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Trigger {
@@ -46,27 +51,31 @@ fn any_text() -> Expr {
     }
 }
 
-/// The fixed string a regex suffix spells, if it has no operators (escaped punctuation and
-/// `\n`, `\t`, `\r` allowed).
-fn fixed_literal(pattern: &str) -> Option<String> {
-    let mut out = String::new();
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.next()? {
-                'n' => out.push('\n'),
-                't' => out.push('\t'),
-                'r' => out.push('\r'),
-                e if e.is_ascii_punctuation() => out.push(e),
-                _ => return None,
+/// The longest run of plain characters that ends `pattern` (escaped punctuation and `\n`, `\t`,
+/// `\r` included), with the byte offset where it starts: one pass, so a huge pattern costs its
+/// length. `None` when the pattern does not end in one.
+fn literal_tail(pattern: &str) -> Option<(usize, String)> {
+    let mut run: Option<(usize, String)> = None;
+    let mut chars = pattern.char_indices();
+    while let Some((at, c)) = chars.next() {
+        let literal = match c {
+            '\\' => match chars.next().map(|(_, e)| e) {
+                Some('n') => Some('\n'),
+                Some('t') => Some('\t'),
+                Some('r') => Some('\r'),
+                Some(e) if e.is_ascii_punctuation() => Some(e),
+                _ => None,
             },
-            '.' | '^' | '$' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|' => {
-                return None
-            }
-            c => out.push(c),
+            '.' | '^' | '$' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|' => None,
+            c => Some(c),
+        };
+        match (literal, &mut run) {
+            (None, _) => run = None,
+            (Some(l), Some((_, text))) => text.push(l),
+            (Some(l), None) => run = Some((at, l.to_string())),
         }
     }
-    (!out.is_empty()).then_some(out)
+    run
 }
 
 impl Lower<'_> {
@@ -130,6 +139,16 @@ impl Lower<'_> {
             }
         }
         let dfa = match dfa.trim(&[]) {
+            Some(d) if d.states.len() > MAX_LAZY_STATES => {
+                return Err(self.err(
+                    sid,
+                    pos,
+                    format!(
+                        "lazy rule '{name}' needs {} automaton states, more than the {MAX_LAZY_STATES} a lazy rule may have",
+                        d.states.len()
+                    ),
+                ))
+            }
             Some(d) => d.minimize(),
             None => return Ok(Expr::Class(CharClass::new(false, Vec::new()))),
         };
@@ -220,17 +239,17 @@ impl Lower<'_> {
         if !flags.chars().all(|c| c == 's' || c == 'u') {
             return Ok(None);
         }
-        for (k, _) in pattern.char_indices().skip(1) {
-            let Some(text) = fixed_literal(&pattern[k..]) else {
-                continue;
-            };
-            let Ok(prefix) = self.regex(sid, pos, &pattern[..k], flags, false) else {
-                continue;
-            };
-            if let Some(flat) = self.inline(&prefix) {
-                if self.universal(&flat, sid, pos)? {
-                    return Ok(Some(text));
-                }
+        // Only the longest literal tail can work: a prefix that ends in a fixed character
+        // cannot match every string.
+        let Some((k, text)) = literal_tail(pattern).filter(|(k, _)| *k > 0) else {
+            return Ok(None);
+        };
+        let Ok(prefix) = self.regex(sid, pos, &pattern[..k], flags, false) else {
+            return Ok(None);
+        };
+        if let Some(flat) = self.inline(&prefix) {
+            if self.universal(&flat, sid, pos)? {
+                return Ok(Some(text));
             }
         }
         Ok(None)
